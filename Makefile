@@ -1,0 +1,100 @@
+# andrea - build, test, install.
+#
+#   make               every executable into bin/ (CUDA part wherever nvcc is found)
+#   make test          set up missing Debian packages, build, run every test
+#   make demo          set up, build, run the demo
+#   make install PREFIX=/usr/local DESTDIR=
+#   make CUDA=0        CPU-only build;  make BLAS=none  without OpenBLAS
+#   make PNG=0         without libpng (andrea-show --png then reports it)
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+PYTHON  ?= /usr/bin/python3
+
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA      ?= $(if $(NVCC),1,0)
+BLAS      ?= $(if $(wildcard /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/openblas/cblas.h),openblas,none)
+PNG       ?= $(if $(wildcard /usr/include/png.h /usr/include/*/png.h),1,0)
+SAN       ?= 0
+
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -Ilib -MMD -MP
+LDFLAGS += -fopenmp
+LDLIBS  += -lz -lm
+
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(BLAS),openblas)
+CFLAGS  += -DANDREA_CBLAS
+LDLIBS  += -lopenblas
+endif
+ifeq ($(PNG),1)
+CFLAGS  += -DANDREA_PNG
+LDLIBS  += -lpng
+endif
+ifeq ($(CUDA),1)
+CFLAGS  += -DANDREA_CUDA
+NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
+NVFLAGS += -Ilib -MMD -MP
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+endif
+
+LIB_SRC  := $(wildcard lib/*.c)
+CU_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/*.cu))
+CMD_SRC  := $(wildcard cmd/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.o)
+BINS     := $(CMD_SRC:cmd/%.c=bin/%)
+UNITS    := $(patsubst tests/unit/%.c,build/tests/%,$(wildcard tests/unit/*.c))
+MAN1     := $(wildcard man/man1/*.1)
+MAN5     := $(wildcard man/man5/*.5)
+MAN7     := $(wildcard man/man7/*.7)
+
+all: $(BINS) $(UNITS)
+
+build/libandrea.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+build/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+bin/%: build/cmd/%.o build/libandrea.a
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+
+build/tests/%: build/tests/unit/%.o build/libandrea.a
+	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+
+setup:
+	sh tools/setup.sh
+
+test: setup
+	$(MAKE) all
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+demo: setup
+	$(MAKE) all
+	sh tools/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 644 $(MAN7) $(DESTDIR)$(PREFIX)/share/man/man7
+
+clean:
+	rm -rf build bin
+
+.PHONY: all setup test demo install clean
+.SECONDARY:
+-include $(shell find build -name '*.d' 2>/dev/null)

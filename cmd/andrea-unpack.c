@@ -1,0 +1,92 @@
+/* andrea-unpack - write each record of a stream as DIR/NAME.npy. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "npy.h"
+
+static const char usage[] =
+	"usage: andrea-unpack [-d DIR] [--threads N] [FILE ...]\n";
+
+/* A name may not leave DIR: no '/', and not "." or "..". */
+static int name_safe(const char *name)
+{
+	return !strchr(name, '/') && strcmp(name, ".") != 0 &&
+	       strcmp(name, "..") != 0;
+}
+
+typedef struct {
+	char **names;
+	int n;
+} written_set;
+
+static int already_written(written_set *s, const char *name)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->names[i], name) == 0)
+			return 1;
+	char **grown = realloc(s->names, (size_t)(s->n + 1) * sizeof *grown);
+	if (!grown || !(grown[s->n] = strdup(name)))
+		cli_die("out of memory");
+	s->names = grown;
+	s->n++;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-unpack", &c);
+	static const struct option longopts[] = {
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, CLI_VERSION},
+		{"directory", required_argument, 0, 'd'},
+		{"threads", required_argument, 0, CLI_THREADS},
+		{0}};
+	const char *dir = ".";
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "hd:", longopts, NULL)) != -1) {
+		if (opt == 'd')
+			dir = optarg;
+		else if (!cli_common_opt(&c, opt, optarg, usage))
+			cli_bad_option(argv);
+	}
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+		cli_die("%s: %s", dir, strerror(errno));
+
+	written_set seen = {0};
+	int nfiles = argc - optind;
+	for (int f = 0; f < (nfiles ? nfiles : 1); f++) {
+		at_reader r;
+		cli_open_input(&c, &r, nfiles ? argv[optind + f] : "-");
+		at_header h;
+		int rc;
+		while ((rc = at_read_header(&r, &h)) == 1) {
+			if (!name_safe(h.name))
+				cli_die("%s: record %d '%s': the name would leave %s",
+					r.label, h.index, h.name, dir);
+			if (already_written(&seen, h.name))
+				cli_die("%s: record %d '%s': a record of that name was "
+					"already written; refusing to overwrite it",
+					r.label, h.index, h.name);
+			at_tensor t;
+			if (at_read_payload(&r, &h, &t) < 0)
+				cli_fail(r.err);
+			char path[8192], err[256];
+			snprintf(path, sizeof path, "%s/%s.npy", dir, h.name);
+			if (at_npy_write(path, &t, err, sizeof err) < 0)
+				cli_die("%s: %s", path, err);
+			at_tensor_free(&t);
+		}
+		if (rc < 0)
+			cli_fail(r.err);
+		at_reader_close(&r);
+	}
+	for (int i = 0; i < seen.n; i++)
+		free(seen.names[i]);
+	free(seen.names);
+	return 0;
+}

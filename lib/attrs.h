@@ -1,0 +1,49 @@
+/* attrs.h - the key=value attribute block carried by every record.
+ *
+ * Attributes tell later stages what earlier ones did (layer, head, scale,
+ * mask), so no stage needs a repeated flag.  Keys are 1..63 bytes of
+ * [A-Za-z0-9_.-]; values are 0..127 printable ASCII bytes.  On the wire the
+ * block is "key=value\n" lines in insertion order, at most AT_MAX_ATTR_BYTES.
+ */
+#ifndef ANDREA_ATTRS_H
+#define ANDREA_ATTRS_H
+
+#include <stddef.h>
+
+#define AT_MAX_ATTRS 32
+#define AT_MAX_KEY 63
+#define AT_MAX_VALUE 127
+#define AT_MAX_ATTR_BYTES 4096
+
+typedef struct {
+	int n;
+	char key[AT_MAX_ATTRS][AT_MAX_KEY + 1];
+	char value[AT_MAX_ATTRS][AT_MAX_VALUE + 1];
+} at_attrs;
+
+/* The value of key, or NULL when absent. */
+const char *at_attr_get(const at_attrs *a, const char *key);
+/* Adds or replaces key.  Returns 0, or -1 if the key or value is invalid
+ * or the block would exceed its caps. */
+int at_attr_set(at_attrs *a, const char *key, const char *value);
+int at_attr_setf(at_attrs *a, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Removes key if present. */
+void at_attr_del(at_attrs *a, const char *key);
+/* Reads a number; returns 0 and sets *out, 1 when absent, -1 when the value
+ * is not a number. */
+int at_attr_double(const at_attrs *a, const char *key, double *out);
+int at_attr_long(const at_attrs *a, const char *key, long *out);
+
+/* Serialised size in bytes. */
+size_t at_attrs_size(const at_attrs *a);
+/* Writes the block into buf (at_attrs_size bytes, no terminator). */
+void at_attrs_write(const at_attrs *a, char *buf);
+/* Parses a wire block of len bytes.  Returns 0, or -1 with a reason in err
+ * (a bad key, a missing '=', a duplicate, too many pairs...). */
+int at_attrs_parse(at_attrs *a, const char *buf, size_t len, char *err,
+		   size_t errlen);
+/* One line "k=v k=v" for display. */
+void at_attrs_str(const at_attrs *a, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,411 @@
+/* stream_read.c - reading and checking records.
+ *
+ * Every length read from the input is checked against a hard cap and, for
+ * the tensor size, against ANDREA_MAX_BYTES before anything is allocated.
+ * The payload buffer then grows only as chunks actually arrive, so a header
+ * that lies about its size costs at most what the input really holds.
+ */
+#include "stream.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "le.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Formats "<label>: record N 'name': msg" into r->err and returns -1. */
+static int fail(at_reader *r, int index, const char *name, const char *fmt,
+		...) __attribute__((format(printf, 4, 5)));
+static int fail(at_reader *r, int index, const char *name, const char *fmt,
+		...)
+{
+	char msg[AT_ERR_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (index <= 0)
+		snprintf(r->err, sizeof r->err, "%s: %s", r->label, msg);
+	else if (name && *name)
+		snprintf(r->err, sizeof r->err, "%s: record %d '%.64s': %s",
+			 r->label, index, name, msg);
+	else
+		snprintf(r->err, sizeof r->err, "%s: record %d: %s", r->label,
+			 index, msg);
+	return -1;
+}
+
+/* Reads up to n bytes; fewer only at end of input or on a read error. */
+static size_t get(at_reader *r, void *buf, size_t n)
+{
+	size_t got = fread(buf, 1, n, r->f);
+	r->offset += got;
+	return got;
+}
+
+/* Reads exactly n bytes of record h (or of the header being read). */
+static int get_exact(at_reader *r, void *buf, size_t n, int index,
+		     const char *name)
+{
+	if (get(r, buf, n) == n)
+		return 0;
+	if (ferror(r->f))
+		return fail(r, index, name, "read error: %s", strerror(errno));
+	return fail(r, index, name, "input ended inside the record");
+}
+
+int at_reader_open(at_reader *r, const char *path, const at_read_opts *o)
+{
+	memset(r, 0, sizeof *r);
+	r->opts = *o;
+	if (r->opts.threads < 1)
+		r->opts.threads = 1;
+	if (!path || strcmp(path, "-") == 0) {
+		r->f = stdin;
+		snprintf(r->label, sizeof r->label, "<stdin>");
+		return 0;
+	}
+	snprintf(r->label, sizeof r->label, "%s", path);
+	r->f = fopen(path, "rb");
+	if (!r->f) {
+		snprintf(r->err, sizeof r->err, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	r->owns_file = 1;
+	return 0;
+}
+
+void at_reader_close(at_reader *r)
+{
+	if (r->owns_file && r->f)
+		fclose(r->f);
+	r->f = NULL;
+}
+
+static int read_end_record(at_reader *r, const unsigned char *fixed)
+{
+	unsigned char crcbuf[4];
+	int after = r->records;
+	if (get(r, crcbuf, 4) != 4)
+		return fail(r, 0, NULL, "input ended inside the end record");
+	if (le32(crcbuf) != (uint32_t)crc32(0L, fixed, AT_FIXED_HEADER))
+		return fail(r, 0, NULL,
+			    "end record after record %d: header CRC32 mismatch",
+			    after);
+	for (int i = 6; i < AT_FIXED_HEADER; i++)
+		if (fixed[i])
+			return fail(r, 0, NULL,
+				    "end record after record %d: nonzero field",
+				    after);
+	r->seen_end = 1;
+	return 0;
+}
+
+/* Checks the fixed fields that decide how many more header bytes to read. */
+static int check_fixed(at_reader *r, int index, const unsigned char *p)
+{
+	int dtype = p[6], rank = p[7];
+	unsigned flags = p[8];
+	unsigned name_len = p[9], attr_len = le16(p + 10);
+	if (!at_dtype_name(dtype))
+		return fail(r, index, NULL, "unknown dtype code %d", dtype);
+	if (at_dtype_size((at_dtype)dtype) == 0)
+		return fail(r, index, NULL,
+			    "dtype %s is reserved and not supported by this version",
+			    at_dtype_name(dtype));
+	if (rank > AT_MAX_RANK)
+		return fail(r, index, NULL, "rank %d exceeds the maximum of %d",
+			    rank, AT_MAX_RANK);
+	if (flags & ~AT_FLAG_SHUFFLE)
+		return fail(r, index, NULL, "unknown flags 0x%02x", flags);
+	if (name_len == 0)
+		return fail(r, index, NULL, "empty record name");
+	if (attr_len > AT_MAX_ATTR_BYTES)
+		return fail(r, index, NULL,
+			    "attribute block of %u bytes exceeds %d", attr_len,
+			    AT_MAX_ATTR_BYTES);
+	return 0;
+}
+
+/* Decodes the CRC-checked variable part: dims, name, attributes. */
+static int parse_header(at_reader *r, int index, at_header *h)
+{
+	const unsigned char *p = h->raw;
+	h->dtype = (at_dtype)p[6];
+	h->rank = p[7];
+	h->flags = p[8];
+	h->chunk_raw = le32(p + 12);
+	size_t name_len = p[9], attr_len = le16(p + 10);
+	const unsigned char *q = p + AT_FIXED_HEADER;
+	for (int i = 0; i < h->rank; i++, q += 8)
+		h->dims[i] = le64(q);
+	if (!at_name_valid((const char *)q, name_len))
+		return fail(r, index, NULL,
+			    "record name contains whitespace or control bytes");
+	memcpy(h->name, q, name_len);
+	h->name[name_len] = 0;
+	q += name_len;
+	char why[200];
+	if (at_attrs_parse(&h->attrs, (const char *)q, attr_len, why,
+			   sizeof why) < 0)
+		return fail(r, index, h->name, "%s", why);
+
+	uint64_t numel;
+	for (int i = 0; i < h->rank; i++)
+		if (h->dims[i] > AT_MAX_DIM)
+			return fail(r, index, h->name,
+				    "dimension %d of %llu exceeds the cap of %llu",
+				    i, (unsigned long long)h->dims[i],
+				    (unsigned long long)AT_MAX_DIM);
+	size_t elem = at_dtype_size(h->dtype);
+	if (at_shape_numel(h->rank, h->dims, &numel) < 0)
+		return fail(r, index, h->name, "element count overflows 64 bits");
+	if (numel > r->opts.max_bytes / elem)
+		return fail(r, index, h->name,
+			    "tensor of %.0f bytes exceeds the cap of %llu bytes "
+			    "(ANDREA_MAX_BYTES)",
+			    (double)numel * (double)elem,
+			    (unsigned long long)r->opts.max_bytes);
+	h->nbytes = numel * elem;
+	if (h->chunk_raw == 0 || h->chunk_raw > AT_MAX_CHUNK ||
+	    h->chunk_raw % elem)
+		return fail(r, index, h->name,
+			    "chunk size %u is not a multiple of %zu in 1..%u",
+			    h->chunk_raw, elem, AT_MAX_CHUNK);
+	return 0;
+}
+
+int at_read_header(at_reader *r, at_header *h)
+{
+	for (;;) {
+		unsigned char *p = h->raw;
+		int index = r->records + 1;
+		size_t got = get(r, p, AT_FIXED_HEADER);
+		if (got == 0) {
+			if (ferror(r->f))
+				return fail(r, 0, NULL, "read error: %s",
+					    strerror(errno));
+			if (r->offset == 0)
+				return fail(r, 0, NULL,
+					    "empty input: not an andrea stream");
+			if (r->seen_end)
+				return 0;
+			return fail(r, 0, NULL,
+				    "stream has no end record after record %d: "
+				    "did an earlier stage fail?",
+				    r->records);
+		}
+		if (memcmp(p, AT_MAGIC, got < 4 ? got : 4) != 0) {
+			if (r->seen_end)
+				return fail(r, 0, NULL,
+					    "trailing garbage after the end record");
+			if (r->offset == got)
+				return fail(r, 0, NULL,
+					    "not an andrea stream (bad magic)");
+			return fail(r, index, NULL,
+				    "bad magic: not a record header");
+		}
+		if (got < AT_FIXED_HEADER)
+			return fail(r, index, NULL, "input ended inside the record");
+		if (p[4] != AT_VERSION)
+			return fail(r, index, NULL, "unsupported format version %d",
+				    p[4]);
+		if (p[5] == AT_KIND_END) {
+			if (read_end_record(r, p) < 0)
+				return -1;
+			continue;
+		}
+		if (p[5] != AT_KIND_TENSOR)
+			return fail(r, index, NULL, "unknown record kind %d", p[5]);
+		if (check_fixed(r, index, p) < 0)
+			return -1;
+		size_t rest = 8 * (size_t)p[7] + p[9] + le16(p + 10) + 4;
+		if (get_exact(r, p + AT_FIXED_HEADER, rest, index, NULL) < 0)
+			return -1;
+		h->raw_len = AT_FIXED_HEADER + rest;
+		if (le32(p + h->raw_len - 4) !=
+		    (uint32_t)crc32(0L, p, (uInt)(h->raw_len - 4)))
+			return fail(r, index, NULL, "header CRC32 mismatch");
+		if (parse_header(r, index, h) < 0)
+			return -1;
+		h->index = index;
+		r->records = index;
+		r->seen_end = 0;
+		return 1;
+	}
+}
+
+static uint64_t chunk_count(const at_header *h)
+{
+	return (h->nbytes + h->chunk_raw - 1) / h->chunk_raw;
+}
+
+static uint32_t chunk_raw_len(const at_header *h, uint64_t c)
+{
+	uint64_t left = h->nbytes - c * h->chunk_raw;
+	return left < h->chunk_raw ? (uint32_t)left : h->chunk_raw;
+}
+
+/* Reads and checks chunk c's header into hdr; sets stored length and CRC. */
+static int get_chunk_header(at_reader *r, const at_header *h, uint64_t c,
+			    unsigned char *hdr, uint32_t *stored, uint32_t *crc)
+{
+	if (get_exact(r, hdr, AT_CHUNK_HEADER, h->index, h->name) < 0)
+		return -1;
+	if (le32(hdr + 12) != (uint32_t)crc32(0L, hdr, 12))
+		return fail(r, h->index, h->name,
+			    "chunk %llu: header CRC32 mismatch",
+			    (unsigned long long)c);
+	uint32_t raw = le32(hdr), want = chunk_raw_len(h, c);
+	*stored = le32(hdr + 4);
+	*crc = le32(hdr + 8);
+	if (raw != want)
+		return fail(r, h->index, h->name,
+			    "chunk %llu: raw length %u, expected %u",
+			    (unsigned long long)c, raw, want);
+	if (*stored == 0 || *stored > raw)
+		return fail(r, h->index, h->name,
+			    "chunk %llu: stored length %u not in 1..%u",
+			    (unsigned long long)c, *stored, raw);
+	return 0;
+}
+
+int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
+{
+	memset(t, 0, sizeof *t);
+	size_t elem = at_dtype_size(h->dtype);
+	uint64_t nchunks = chunk_count(h);
+	int threads = r->opts.threads;
+	uint64_t batch = (uint64_t)threads * 4;
+	unsigned char **stored = calloc(batch, sizeof *stored);
+	uint32_t *stored_len = calloc(batch, sizeof *stored_len);
+	uint32_t *crc = calloc(batch, sizeof *crc);
+	unsigned char *scratch = malloc((size_t)threads * h->chunk_raw);
+	int *bad = calloc(batch, sizeof *bad);
+	char (*why)[128] = calloc(batch, sizeof *why);
+	unsigned char *buf = malloc(h->nbytes ? 0 : 1);
+	size_t cap = 0;
+	int rc = -1;
+	if (!stored || !stored_len || !crc || !scratch || !bad || !why) {
+		fail(r, h->index, h->name, "out of memory");
+		goto out;
+	}
+	for (uint64_t c0 = 0; c0 < nchunks; c0 += batch) {
+		uint64_t nb = nchunks - c0 < batch ? nchunks - c0 : batch;
+		for (uint64_t i = 0; i < nb; i++) {
+			unsigned char hdr[AT_CHUNK_HEADER];
+			if (get_chunk_header(r, h, c0 + i, hdr, &stored_len[i],
+					     &crc[i]) < 0)
+				goto out;
+			free(stored[i]);
+			stored[i] = malloc(stored_len[i]);
+			if (!stored[i]) {
+				fail(r, h->index, h->name, "out of memory");
+				goto out;
+			}
+			if (get_exact(r, stored[i], stored_len[i], h->index,
+				      h->name) < 0)
+				goto out;
+		}
+		/* grow geometrically, but never past what has arrived */
+		size_t end = (c0 + nb) * h->chunk_raw;
+		if (end > h->nbytes)
+			end = (size_t)h->nbytes;
+		if (end > cap) {
+			size_t want = cap * 2 > end ? cap * 2 : end;
+			if (want > h->nbytes)
+				want = (size_t)h->nbytes;
+			unsigned char *nbuf = realloc(buf, want);
+			if (!nbuf) {
+				fail(r, h->index, h->name, "out of memory");
+				goto out;
+			}
+			buf = nbuf;
+			cap = want;
+		}
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+		for (uint64_t i = 0; i < nb; i++) {
+			uint64_t c = c0 + i;
+			int tid = 0;
+#ifdef _OPENMP
+			tid = omp_get_thread_num();
+#endif
+			bad[i] = at_chunk_decode(
+				stored[i], stored_len[i], buf + c * h->chunk_raw,
+				chunk_raw_len(h, c), elem, h->flags & AT_FLAG_SHUFFLE,
+				crc[i], scratch + (size_t)tid * h->chunk_raw, why[i],
+				sizeof why[i]);
+		}
+		for (uint64_t i = 0; i < nb; i++)
+			if (bad[i]) {
+				fail(r, h->index, h->name, "chunk %llu: %s",
+				     (unsigned long long)(c0 + i), why[i]);
+				goto out;
+			}
+	}
+	if (!buf) {
+		fail(r, h->index, h->name, "out of memory");
+		goto out;
+	}
+	snprintf(t->name, sizeof t->name, "%s", h->name);
+	t->dtype = h->dtype;
+	t->rank = h->rank;
+	memcpy(t->dims, h->dims, sizeof t->dims);
+	t->attrs = h->attrs;
+	t->data = buf;
+	buf = NULL;
+	rc = 0;
+out:
+	for (uint64_t i = 0; stored && i < batch; i++)
+		free(stored[i]);
+	free(stored);
+	free(stored_len);
+	free(crc);
+	free(scratch);
+	free(bad);
+	free(why);
+	free(buf);
+	return rc;
+}
+
+/* Walks the chunks of h; with w set, copies each one there verbatim. */
+static int walk_chunks(at_reader *r, const at_header *h, at_writer *w)
+{
+	unsigned char piece[1 << 16];
+	uint64_t nchunks = chunk_count(h);
+	for (uint64_t c = 0; c < nchunks; c++) {
+		unsigned char hdr[AT_CHUNK_HEADER];
+		uint32_t left, crc;
+		if (get_chunk_header(r, h, c, hdr, &left, &crc) < 0)
+			return -1;
+		if (w && at_writer_put(w, hdr, sizeof hdr) < 0)
+			return -1;
+		while (left) {
+			uint32_t n = left < sizeof piece ? left : sizeof piece;
+			if (get_exact(r, piece, n, h->index, h->name) < 0)
+				return -1;
+			if (w && at_writer_put(w, piece, n) < 0)
+				return -1;
+			left -= n;
+		}
+	}
+	return 0;
+}
+
+int at_skip_payload(at_reader *r, const at_header *h)
+{
+	return walk_chunks(r, h, NULL);
+}
+
+int at_copy_record(at_reader *r, const at_header *h, at_writer *w)
+{
+	if (at_writer_put(w, h->raw, h->raw_len) < 0)
+		return -1;
+	return walk_chunks(r, h, w);
+}

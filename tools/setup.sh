@@ -1,0 +1,19 @@
+#!/bin/sh
+# setup.sh - installs the Debian packages andrea needs, when missing.
+# On a machine without dpkg (the GPU machine) it does nothing: the build
+# there needs only the CUDA toolkit and zlib (see README.md).
+set -e
+pkgs="build-essential zlib1g-dev libpng-dev libopenblas-dev python3-numpy python3-pytest fortunes"
+command -v dpkg-query >/dev/null 2>&1 || exit 0
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "setup: installing$missing" >&2
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
