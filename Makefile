@@ -49,11 +49,12 @@ CMD_SRC  := $(wildcard cmd/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.o)
 BINS     := $(CMD_SRC:cmd/%.c=bin/%)
 UNITS    := $(patsubst tests/unit/%.c,build/tests/%,$(wildcard tests/unit/*.c))
+BENCHES  := $(patsubst bench/%.c,build/bench/%,$(wildcard bench/*.c))
 MAN1     := $(wildcard man/man1/*.1)
 MAN5     := $(wildcard man/man5/*.5)
 MAN7     := $(wildcard man/man7/*.7)
 
-all: $(BINS) $(UNITS)
+all: $(BINS) $(UNITS) $(BENCHES)
 
 build/libandrea.a: $(LIB_OBJ)
 	ar rcs $@ $^
@@ -72,6 +73,13 @@ bin/%: build/cmd/%.o build/libandrea.a
 
 build/tests/%: build/tests/unit/%.o build/libandrea.a
 	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+
+build/bench/%: build/bench/%.o build/libandrea.a
+	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+
+# bench/run-NAME.sh runs one benchmark against its in-run reference
+bench-%: all
+	sh bench/run-$*.sh
 
 setup:
 	sh tools/setup.sh
