@@ -43,10 +43,16 @@ NVFLAGS += -Ilib -MMD -MP
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
 
+# Objects of each configuration live apart; build/config names the one the
+# executables in bin/ were last linked with, so switching relinks them.
+CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-san$(SAN)
+BUILD    := build/$(CONFIG)
+$(shell mkdir -p build; [ "$$(cat build/config 2>/dev/null)" = "$(CONFIG)" ] || echo "$(CONFIG)" > build/config)
+
 LIB_SRC  := $(wildcard lib/*.c)
 CU_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/*.cu))
 CMD_SRC  := $(wildcard cmd/*.c)
-LIB_OBJ  := $(LIB_SRC:%.c=build/%.o) $(CU_SRC:%.cu=build/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 BINS     := $(CMD_SRC:cmd/%.c=bin/%)
 UNITS    := $(patsubst tests/unit/%.c,build/tests/%,$(wildcard tests/unit/*.c))
 BENCHES  := $(patsubst bench/%.c,build/bench/%,$(wildcard bench/*.c))
@@ -56,26 +62,29 @@ MAN7     := $(wildcard man/man7/*.7)
 
 all: $(BINS) $(UNITS) $(BENCHES)
 
-build/libandrea.a: $(LIB_OBJ)
+$(BUILD)/libandrea.a: $(LIB_OBJ)
+	rm -f $@
 	ar rcs $@ $^
 
-build/%.o: %.c
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-build/%.o: %.cu
+$(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-bin/%: build/cmd/%.o build/libandrea.a
+bin/%: $(BUILD)/cmd/%.o $(BUILD)/libandrea.a build/config
 	@mkdir -p bin
-	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libandrea.a $(LDLIBS)
 
-build/tests/%: build/tests/unit/%.o build/libandrea.a
-	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+build/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libandrea.a build/config
+	@mkdir -p build/tests
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libandrea.a $(LDLIBS)
 
-build/bench/%: build/bench/%.o build/libandrea.a
-	$(CC) $(LDFLAGS) -o $@ $< build/libandrea.a $(LDLIBS)
+build/bench/%: $(BUILD)/bench/%.o $(BUILD)/libandrea.a build/config
+	@mkdir -p build/bench
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libandrea.a $(LDLIBS)
 
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
@@ -105,4 +114,4 @@ clean:
 
 .PHONY: all setup test demo install clean
 .SECONDARY:
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

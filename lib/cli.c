@@ -1,5 +1,6 @@
 /* cli.c - shared command-line handling and one-line diagnostics. */
 #include "cli.h"
+#include "model.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -50,6 +51,11 @@ void cli_init(const char *prog, cli_common *c)
 		c->ropts.max_bytes = v;
 	}
 	c->ropts.threads = c->wopts.threads = (int)threads;
+	c->device = getenv("ANDREA_DEVICE");
+	c->model = getenv("ANDREA_MODEL");
+	if (c->model && !*c->model)
+		c->model = NULL;
+	c->seed = AT_DEFAULT_SEED;
 	c->wopts.level = (int)level;
 }
 
@@ -143,6 +149,21 @@ int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage)
 		return 1;
 	case CLI_NO_SHUFFLE:
 		c->wopts.shuffle = 0;
+		return 1;
+	case CLI_KEEP:
+		c->keep = 1;
+		return 1;
+	case CLI_DEVICE:
+		c->device = arg;
+		return 1;
+	case 'm':
+		c->model = arg;
+		return 1;
+	case CLI_SEED:
+		c->seed = (unsigned long long)cli_long(arg, 0, LONG_MAX, "--seed");
+		return 1;
+	case CLI_HEADS:
+		c->heads = (int)cli_long(arg, 1, 4096, "--heads");
 		return 1;
 	default:
 		return 0;

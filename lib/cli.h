@@ -20,6 +20,10 @@ enum {
 	CLI_VERSION = 0x100,
 	CLI_THREADS,
 	CLI_NO_SHUFFLE,
+	CLI_KEEP,
+	CLI_SEED,
+	CLI_HEADS,
+	CLI_DEVICE,
 	CLI_FIRST_OWN = 0x200 /* executables number their own from here */
 };
 
@@ -34,11 +38,26 @@ enum {
 	{"threads", required_argument, 0, CLI_THREADS},                  \
 	{"no-shuffle", no_argument, 0, CLI_NO_SHUFFLE}
 
+/* The options of the stage filters, on top of the common ones. */
+#define CLI_STAGE_SHORT "m:"
+#define CLI_STAGE_LONG                                                   \
+	{"keep", no_argument, 0, CLI_KEEP},                              \
+	{"device", required_argument, 0, CLI_DEVICE}
+#define CLI_MODEL_LONG                                                   \
+	{"model", required_argument, 0, 'm'},                            \
+	{"seed", required_argument, 0, CLI_SEED},                        \
+	{"heads", required_argument, 0, CLI_HEADS}
+
 typedef struct {
 	const char *output; /* -o FILE, or NULL for stdout */
 	int force;          /* -f: write binary to a terminal anyway */
 	at_read_opts ropts;
 	at_write_opts wopts;
+	int keep;           /* --keep: write consumed records too */
+	const char *device; /* --device, ANDREA_DEVICE */
+	const char *model;  /* -m, ANDREA_MODEL; NULL: the seeded default */
+	unsigned long long seed;
+	int heads;          /* --heads for a model file without config */
 } cli_common;
 
 /* Names the program for messages, restores SIGPIPE's default action and
@@ -46,7 +65,8 @@ typedef struct {
 void cli_init(const char *prog, cli_common *c);
 extern const char *cli_prog;
 
-/* Handles -h, --version, -o, -f, -z, --threads, --no-shuffle.  Returns 1 if
+/* Handles -h, --version, -o, -f, -z, --threads, --no-shuffle, --keep,
+ * --device, -m, --seed and --heads.  Returns 1 if
  * opt was one of them.  usage is the synopsis printed by --help. */
 int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage);
 /* Reports an unknown option or missing argument from getopt_long. */

@@ -1,0 +1,202 @@
+/* andrea-embed - token ids to embeddings: x = wte[token] + wpe[position].
+ *
+ * Tokens come from a `tokens` record (i32 [B,T] or [T]), from raw bytes
+ * with --text (every byte is a token, newlines included), or from --tokens.
+ * The tokens record is always written ahead of x.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter.h"
+#include "ops.h"
+#include "stage.h"
+
+static const char usage[] =
+	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--bos]\n"
+	"                    [--text | --tokens LIST] [--keep] [--device DEV]\n"
+	"                    [-z LEVEL] [--threads N] [FILE]\n";
+
+enum { OPT_TEXT = CLI_FIRST_OWN, OPT_TOKENS, OPT_BOS };
+
+typedef struct {
+	at_model model;
+	int bos;
+} embed_ctx;
+
+/* Prepends BOS to every row of tokens [B,T] when asked, then checks every
+ * id against V and T against the context; returns the (new) tokens. */
+static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
+{
+	const at_config *cfg = &e->model.cfg;
+	uint64_t B = tok->rank == 2 ? tok->dims[0] : 1;
+	uint64_t T = tok->dims[tok->rank - 1];
+	if (e->bos) {
+		uint64_t dims[2] = {B, T + 1};
+		at_tensor t2;
+		if (at_tensor_init(&t2, "tokens", AT_I32, 2, dims) < 0)
+			cli_die("out of memory");
+		t2.attrs = tok->attrs;
+		int32_t *dst = t2.data, *src = tok->data;
+		for (uint64_t b = 0; b < B; b++) {
+			dst[b * (T + 1)] = AT_BOS;
+			memcpy(dst + b * (T + 1) + 1, src + b * T, T * sizeof *src);
+		}
+		at_tensor_free(tok);
+		*tok = t2;
+		T++;
+	}
+	if (T == 0)
+		at_filter_die(f, 0, "no tokens to embed (T = 0)");
+	if (cfg->ctx > 0 && T > (uint64_t)cfg->ctx)
+		at_filter_die(f, 0, "T=%llu exceeds the model's context of %d",
+			      (unsigned long long)T, cfg->ctx);
+	const int32_t *id = tok->data;
+	for (uint64_t i = 0; i < B * T; i++)
+		if (id[i] < 0 || id[i] >= cfg->vocab)
+			at_filter_die(f, 0, "token %d at [%llu,%llu] is not in "
+				      "0..%d (V=%d)", id[i],
+				      (unsigned long long)(i / T),
+				      (unsigned long long)(i % T), cfg->vocab - 1,
+				      cfg->vocab);
+}
+
+static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	embed_ctx *e = f->ctx;
+	at_tensor *tok = &in[0];
+	if (tok->dtype != AT_I32 || tok->rank < 1 || tok->rank > 2)
+		at_filter_die(f, 0, "expected i32 [B,T] or [T], got %s rank %d",
+			      at_dtype_name(tok->dtype), tok->rank);
+	prepare_tokens(f, e, tok);
+	int B = tok->rank == 2 ? (int)tok->dims[0] : 1;
+	int T = (int)tok->dims[tok->rank - 1];
+	int C = e->model.cfg.d_model, V = e->model.cfg.vocab;
+	at_tensor wte, wpe, x;
+	stage_param(&e->model, "wte", &wte, 2, V, C);
+	stage_param(&e->model, "wpe", &wpe, 2, e->model.cfg.ctx, C);
+	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)C};
+	if (at_tensor_init(&x, "x", AT_F32, 3, dims) < 0)
+		cli_die("out of memory");
+	at_embed_forward(x.data, tok->data, wte.data, wpe.data, B, T, C);
+	at_filter_write(w, tok);
+	at_filter_write(w, &x);
+	at_tensor_free(&wte);
+	at_tensor_free(&wpe);
+	at_tensor_free(&x);
+}
+
+/* Reads all of path (or stdin) as bytes into a tokens tensor [1,T]. */
+static void tokens_from_text(const char *path, at_tensor *t)
+{
+	FILE *in = stdin;
+	if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb")))
+		cli_die("%s: %s", path, strerror(errno));
+	size_t cap = 4096, n = 0;
+	unsigned char *buf = malloc(cap);
+	size_t got;
+	while (buf && (got = fread(buf + n, 1, cap - n, in)) > 0) {
+		n += got;
+		if (n == cap && n < (1u << 26))
+			buf = realloc(buf, cap *= 2);
+		else if (n == cap)
+			cli_die("%s: text longer than %zu bytes", path ? path : "<stdin>",
+				cap);
+	}
+	if (!buf)
+		cli_die("out of memory");
+	if (ferror(in))
+		cli_die("%s: read error: %s", path ? path : "<stdin>", strerror(errno));
+	if (in != stdin)
+		fclose(in);
+	uint64_t dims[2] = {1, n};
+	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
+		cli_die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		((int32_t *)t->data)[i] = buf[i];
+	free(buf);
+}
+
+/* Parses "1,2,3" into a tokens tensor [1,T]. */
+static void tokens_from_list(const char *list, at_tensor *t)
+{
+	size_t n = 1;
+	for (const char *p = list; *p; p++)
+		n += *p == ',';
+	uint64_t dims[2] = {1, n};
+	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
+		cli_die("out of memory");
+	const char *p = list;
+	for (size_t i = 0; i < n; i++) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || (*end && *end != ',') || errno || v < 0 ||
+		    v > 1 << 30)
+			cli_usage_error("--tokens '%s': expected comma-separated "
+					"non-negative integers", list);
+		((int32_t *)t->data)[i] = (int32_t)v;
+		p = end + 1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-embed", &c);
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
+		{"text", no_argument, 0, OPT_TEXT},
+		{"tokens", required_argument, 0, OPT_TOKENS},
+		{"bos", no_argument, 0, OPT_BOS},
+		{0}};
+	embed_ctx e = {0};
+	int text = 0;
+	const char *list = NULL;
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT,
+				  longopts, NULL)) != -1) {
+		if (opt == OPT_TEXT)
+			text = 1;
+		else if (opt == OPT_TOKENS)
+			list = optarg;
+		else if (opt == OPT_BOS)
+			e.bos = 1;
+		else if (!cli_common_opt(&c, opt, optarg, usage))
+			cli_bad_option(argv);
+	}
+	if (argc - optind > 1)
+		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	if (text && list)
+		cli_usage_error("--text and --tokens exclude each other");
+	if (list && argc - optind == 1)
+		cli_usage_error("--tokens takes no input FILE");
+	const char *path = argc - optind == 1 ? argv[optind] : NULL;
+	stage_device(&c, 0);
+	stage_open_model(&c, &e.model);
+
+	at_filter f = {.inputs = {"tokens"}, .n_inputs = 1, .run = embed_run,
+		       .ctx = &e};
+	c.keep = 0; /* the tokens are always written */
+	if (!text && !list) {
+		at_filter_main(&c, &f, path);
+	} else {
+		at_tensor in;
+		if (text)
+			tokens_from_text(path, &in);
+		else
+			tokens_from_list(list, &in);
+		f.label = text ? (path ? path : "<stdin>") : "--tokens";
+		f.index[0] = 1;
+		at_writer w;
+		prepare_tokens(&f, &e, &in); /* all checks before any output */
+		e.bos = 0;
+		cli_open_output(&c, &w);
+		embed_run(&f, &in, &w);
+		cli_finish_output(&w);
+		at_tensor_free(&in);
+	}
+	at_model_close(&e.model);
+	return 0;
+}

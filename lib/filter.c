@@ -1,0 +1,104 @@
+/* filter.c - the shared read / pass-through / compute / write loop. */
+#include "filter.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Noreturn void at_filter_die(const at_filter *f, int slot, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cli_die("%s: record %d '%s': %s", f->label, f->index[slot],
+		f->inputs[slot], msg);
+}
+
+void at_filter_expect(const at_filter *f, int slot, const at_tensor *t,
+		      int rank, const char *shape_letters)
+{
+	char shape[128];
+	at_shape_str(t->rank, t->dims, shape, sizeof shape);
+	if (t->dtype != AT_F32)
+		at_filter_die(f, slot, "dtype %s, expected f32",
+			      at_dtype_name(t->dtype));
+	if (t->rank != rank)
+		at_filter_die(f, slot, "shape %s, expected [%s]", shape,
+			      shape_letters);
+}
+
+void at_filter_write(at_writer *w, const at_tensor *t)
+{
+	if (at_write_tensor(w, t) < 0)
+		cli_fail(w->err);
+}
+
+static int slot_of(const at_filter *f, const char *name)
+{
+	for (int i = 0; i < f->n_inputs; i++)
+		if (strcmp(f->inputs[i], name) == 0)
+			return i;
+	return -1;
+}
+
+void at_filter_main(cli_common *c, at_filter *f, const char *path)
+{
+	at_reader r;
+	cli_open_input(c, &r, path);
+	f->label = r.label;
+	at_writer w;
+	cli_open_output(c, &w);
+	at_tensor in[AT_FILTER_MAX_INPUTS];
+	int have[AT_FILTER_MAX_INPUTS] = {0}, filled = 0, groups = 0;
+	at_header *h = malloc(sizeof *h);
+	if (!h)
+		cli_die("out of memory");
+	int rc;
+	while ((rc = at_read_header(&r, h)) == 1) {
+		int s = slot_of(f, h->name);
+		if (s < 0) {
+			if (at_copy_record(&r, h, &w) < 0)
+				cli_fail(r.err[0] ? r.err : w.err);
+			continue;
+		}
+		if (have[s])
+			cli_die("%s: record %d '%s': a second '%s' before the rest "
+				"of its group", r.label, h->index, h->name, h->name);
+		if (at_read_payload(&r, h, &in[s]) < 0)
+			cli_fail(r.err);
+		have[s] = 1;
+		f->index[s] = h->index;
+		if (c->keep)
+			at_filter_write(&w, &in[s]);
+		if (++filled < f->n_inputs)
+			continue;
+		f->run(f, in, &w);
+		for (int i = 0; i < f->n_inputs; i++) {
+			at_tensor_free(&in[i]);
+			have[i] = 0;
+		}
+		filled = 0;
+		groups++;
+	}
+	if (rc < 0)
+		cli_fail(r.err);
+	for (int i = 0; i < f->n_inputs; i++)
+		if (have[i])
+			for (int j = 0; j < f->n_inputs; j++)
+				if (!have[j])
+					cli_die("%s: record %d '%s': no '%s' record "
+						"follows it", r.label, f->index[i],
+						f->inputs[i], f->inputs[j]);
+	if (groups == 0) {
+		char names[64] = "";
+		for (int i = 0; i < f->n_inputs; i++)
+			snprintf(names + strlen(names), sizeof names - strlen(names),
+				 "%s'%s'", i ? " and " : "", f->inputs[i]);
+		cli_die("%s: no %s record in the input", r.label, names);
+	}
+	free(h);
+	at_reader_close(&r);
+	cli_finish_output(&w);
+}

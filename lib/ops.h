@@ -1,0 +1,42 @@
+/* ops.h - the CPU forward ops of one attention block.
+ *
+ * Row-major float32 everywhere; shape letters as in DESIGN.md.  Matrix
+ * products go through CBLAS (OpenBLAS) when the build has it, else through
+ * a plain C loop; the other ops are OpenMP loops.
+ */
+#ifndef ANDREA_OPS_H
+#define ANDREA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[M,N] = alpha * a[M,K] . b, where b is [K,N], or [N,K] used
+ * transposed when trans_b. */
+void at_matmul(float *out, const float *a, const float *b, int M, int K,
+	       int N, int trans_b, float alpha);
+
+/* x[B,T,C] = wte[tokens[b,t]] + wpe[t]; tokens already checked < V. */
+void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
+		      const float *wpe, int B, int T, int C);
+
+/* out[N,C] = (in - mean) / sqrt(var + eps) * w + b per row, biased var. */
+void at_layernorm_forward(float *out, const float *in, const float *w,
+			  const float *b, int N, int C, float eps);
+
+/* [B,T,H*D] -> [B,H,T,D] (split) and back (merge). */
+void at_split_heads(float *out, const float *in, int B, int T, int H, int D);
+void at_merge_heads(float *out, const float *in, int B, int T, int H, int D);
+
+/* s[BH,T,T] = scale * q[BH,T,D] . k[BH,T,D]^T */
+void at_scores_forward(float *s, const float *q, const float *k, int BH,
+		       int T, int D, float scale);
+/* Sets s[., i, j] = fill for every j > i, touching nothing else. */
+void at_mask_causal(float *s, int BH, int T, float fill);
+/* Stable row softmax of rows x n; a row whose maximum is -inf (nothing
+ * unmasked) becomes all NaN, as in NumPy and PyTorch. */
+void at_softmax_rows(float *p, const float *s, size_t rows, int n);
+/* o[BH,T,D] = a[BH,T,T] . v[BH,T,D] */
+void at_attend_forward(float *o, const float *a, const float *v, int BH,
+		       int T, int D);
+
+#endif

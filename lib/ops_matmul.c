@@ -1,0 +1,53 @@
+/* ops_matmul.c - matrix products: CBLAS where built with it, else C. */
+#include "ops.h"
+
+#ifdef ANDREA_CBLAS
+#include <cblas.h>
+#endif
+
+#ifdef ANDREA_CBLAS
+void at_matmul(float *out, const float *a, const float *b, int M, int K,
+	       int N, int trans_b, float alpha)
+{
+	if (M == 0 || N == 0)
+		return;
+	if (K == 0) { /* BLAS leaves out alone when K is 0 */
+		for (size_t i = 0; i < (size_t)M * N; i++)
+			out[i] = 0.0f;
+		return;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans,
+		    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, K, b,
+		    trans_b ? K : N, 0.0f, out, N);
+}
+#else
+/* The fallback keeps the i-k-j order so the inner loop streams rows of b
+ * and out; transposed b uses dot products instead. */
+void at_matmul(float *out, const float *a, const float *b, int M, int K,
+	       int N, int trans_b, float alpha)
+{
+#pragma omp parallel for schedule(static)
+	for (int i = 0; i < M; i++) {
+		float *o = out + (size_t)i * N;
+		const float *ar = a + (size_t)i * K;
+		if (trans_b) {
+			for (int j = 0; j < N; j++) {
+				const float *br = b + (size_t)j * K;
+				float acc = 0.0f;
+				for (int k = 0; k < K; k++)
+					acc += ar[k] * br[k];
+				o[j] = alpha * acc;
+			}
+			continue;
+		}
+		for (int j = 0; j < N; j++)
+			o[j] = 0.0f;
+		for (int k = 0; k < K; k++) {
+			float av = alpha * ar[k];
+			const float *br = b + (size_t)k * N;
+			for (int j = 0; j < N; j++)
+				o[j] += av * br[j];
+		}
+	}
+}
+#endif
