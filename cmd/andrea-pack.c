@@ -11,18 +11,45 @@
 
 static const char usage[] =
 	"usage: andrea-pack [-f] [-o FILE] [-z LEVEL] [--threads N] [--no-shuffle]\n"
-	"                   NAME=FILE.npy ...\n";
+	"                   [-a NAME:KEY=VALUE ...] NAME=FILE.npy ...\n";
+
+/* Applies every -a NAME:KEY=VALUE that names t. */
+static void apply_attrs(at_tensor *t, char **attrs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const char *colon = strchr(attrs[i], ':');
+		size_t len = strlen(t->name);
+		if (!colon || (size_t)(colon - attrs[i]) != len ||
+		    strncmp(attrs[i], t->name, len) != 0)
+			continue;
+		char kv[AT_MAX_KEY + AT_MAX_VALUE + 2];
+		snprintf(kv, sizeof kv, "%s", colon + 1);
+		char *eq = strchr(kv, '=');
+		if (!eq)
+			cli_usage_error("-a '%s': expected NAME:KEY=VALUE", attrs[i]);
+		*eq = 0;
+		if (at_attr_set(&t->attrs, kv, eq + 1) < 0)
+			cli_usage_error("-a '%s': bad key or value, or too many "
+					"attributes", attrs[i]);
+	}
+}
 
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-pack", &c);
-	static const struct option longopts[] = {CLI_COMMON_LONG, {0}};
-	int opt;
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, {"attr", required_argument, 0, 'a'}, {0}};
+	char **attrs = calloc((size_t)argc, sizeof *attrs);
+	int nattrs = 0, opt;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1)
-		if (!cli_common_opt(&c, opt, optarg, usage))
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT "a:", longopts,
+				  NULL)) != -1) {
+		if (opt == 'a')
+			attrs[nattrs++] = optarg;
+		else if (!cli_common_opt(&c, opt, optarg, usage))
 			cli_bad_option(argv);
+	}
 	int n = argc - optind;
 	if (n == 0)
 		cli_usage_error("no NAME=FILE.npy operand (see %s --help)", cli_prog);
@@ -40,6 +67,17 @@ int main(int argc, char **argv)
 		if (at_npy_read(eq + 1, &t[i], c.ropts.max_bytes, err, sizeof err) < 0)
 			cli_die("%s: %s", eq + 1, err);
 		snprintf(t[i].name, sizeof t[i].name, "%.*s", (int)(eq - arg), arg);
+		apply_attrs(&t[i], attrs, nattrs);
+	}
+	for (int i = 0; i < nattrs; i++) {
+		int used = 0;
+		for (int j = 0; j < n && !used; j++) {
+			size_t len = strlen(t[j].name);
+			used = strncmp(attrs[i], t[j].name, len) == 0 &&
+			       attrs[i][len] == ':';
+		}
+		if (!used)
+			cli_usage_error("-a '%s': names no NAME=FILE operand", attrs[i]);
 	}
 	at_writer w;
 	cli_open_output(&c, &w);
@@ -50,5 +88,6 @@ int main(int argc, char **argv)
 	}
 	cli_finish_output(&w);
 	free(t);
+	free(attrs);
 	return 0;
 }

@@ -1,0 +1,122 @@
+/* andrea-attend - weighted values: out = attn . v, per head.
+ *
+ * --concat lays the heads side by side as [B,T,C]; --proj goes on to
+ * y = concat . Wo of the layer named by the records' `layer` attribute
+ * (or -l).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter.h"
+#include "ops.h"
+#include "stage.h"
+
+static const char usage[] =
+	"usage: andrea-attend [-f] [-o FILE] [--concat | --proj] [-l LAYER]\n"
+	"                     [-m MODEL] [--seed S] [--heads N] [--keep]\n"
+	"                     [--device DEV] [-z LEVEL] [--threads N] [FILE]\n";
+
+enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ };
+
+typedef struct {
+	int concat, proj, layer; /* layer -1: from the attributes */
+	at_model model;
+} attend_ctx;
+
+static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	attend_ctx *a = f->ctx;
+	at_tensor *attn = &in[0], *v = &in[1];
+	at_filter_expect(f, 0, attn, 4, "B,H,T,T");
+	at_filter_expect(f, 1, v, 4, "B,H,T,D");
+	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
+	    D = (int)v->dims[3];
+	if (attn->dims[0] != v->dims[0] || attn->dims[1] != v->dims[1] ||
+	    attn->dims[2] != (uint64_t)T || attn->dims[3] != (uint64_t)T) {
+		char as[96], vs[96];
+		at_shape_str(4, attn->dims, as, sizeof as);
+		at_shape_str(4, v->dims, vs, sizeof vs);
+		at_filter_die(f, 1, "shape %s does not fit attn's %s", vs, as);
+	}
+	uint64_t hd[4] = {(uint64_t)B, (uint64_t)H, (uint64_t)T, (uint64_t)D};
+	at_tensor out;
+	if (at_tensor_init(&out, "out", AT_F32, 4, hd) < 0)
+		cli_die("out of memory");
+	at_attend_forward(out.data, attn->data, v->data, B * H, T, D);
+	out.attrs = attn->attrs;
+	if (a->concat || a->proj) {
+		uint64_t cd[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)H * D};
+		at_tensor cat;
+		if (at_tensor_init(&cat, "out", AT_F32, 3, cd) < 0)
+			cli_die("out of memory");
+		at_merge_heads(cat.data, out.data, B, T, H, D);
+		cat.attrs = out.attrs;
+		at_tensor_free(&out);
+		out = cat;
+	}
+	if (a->proj) {
+		int C = a->model.cfg.d_model, layer = stage_layer_attr(attn, a->layer);
+		char err[300], name[64];
+		if (at_attr_get(&attn->attrs, "head"))
+			at_filter_die(f, 0, "holds head %s only; --proj needs all "
+				      "heads", at_attr_get(&attn->attrs, "head"));
+		if (H * D != C)
+			at_filter_die(f, 1, "H*D=%d but the model has C=%d", H * D, C);
+		if (layer < 0)
+			layer = 0;
+		if (at_model_check_layer(&a->model, layer, err, sizeof err) < 0)
+			at_filter_die(f, 0, "%s", err);
+		at_tensor wo, y;
+		snprintf(name, sizeof name, "layers.%d.attn.wo", layer);
+		stage_param(&a->model, name, &wo, 2, C, C);
+		if (at_tensor_init(&y, "y", AT_F32, 3, out.dims) < 0)
+			cli_die("out of memory");
+		at_matmul(y.data, out.data, wo.data, B * T, C, C, 0, 1.0f);
+		y.attrs = out.attrs;
+		at_attr_setf(&y.attrs, "layer", "%d", layer);
+		at_tensor_free(&wo);
+		at_tensor_free(&out);
+		out = y;
+	}
+	at_filter_write(w, &out);
+	at_tensor_free(&out);
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-attend", &c);
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
+		{"concat", no_argument, 0, OPT_CONCAT},
+		{"proj", no_argument, 0, OPT_PROJ},
+		{"layer", required_argument, 0, 'l'},
+		{0}};
+	attend_ctx a = {.layer = -1};
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
+				  longopts, NULL)) != -1) {
+		if (opt == OPT_CONCAT)
+			a.concat = 1;
+		else if (opt == OPT_PROJ)
+			a.proj = 1;
+		else if (opt == 'l')
+			a.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
+		else if (!cli_common_opt(&c, opt, optarg, usage))
+			cli_bad_option(argv);
+	}
+	if (argc - optind > 1)
+		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	if (a.concat && a.proj)
+		cli_usage_error("--concat and --proj exclude each other "
+				"(--proj includes the concatenation)");
+	stage_device(&c, 0);
+	if (a.proj)
+		stage_open_model(&c, &a.model);
+	at_filter f = {.inputs = {"attn", "v"}, .n_inputs = 2, .run = attend_run,
+		       .ctx = &a};
+	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_model_close(&a.model);
+	return 0;
+}

@@ -1,0 +1,138 @@
+/* andrea-qkv - project x into per-head queries, keys and values.
+ *
+ * h = LN1(x) (or x itself with --no-norm); Q = h.Wq, K = h.Wk, V = h.Wv,
+ * each split into heads: [B,T,C] -> [B,H,T,D].  --head I computes only the
+ * D columns of head I.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "filter.h"
+#include "ops.h"
+#include "stage.h"
+
+static const char usage[] =
+	"usage: andrea-qkv [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
+	"                  [-l LAYER] [--no-norm] [--head I] [--keep]\n"
+	"                  [--device DEV] [-z LEVEL] [--threads N] [FILE]\n";
+
+enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD };
+
+typedef struct {
+	at_model model;
+	int layer, norm, head; /* head -1: all heads */
+} qkv_ctx;
+
+/* Columns [c0, c0+n) of the row-major matrix w[rows, cols]. */
+static float *columns(const float *w, int rows, int cols, int c0, int n)
+{
+	float *out = malloc((size_t)rows * n * sizeof *out);
+	if (!out)
+		cli_die("out of memory");
+	for (int r = 0; r < rows; r++)
+		memcpy(out + (size_t)r * n, w + (size_t)r * cols + c0,
+		       (size_t)n * sizeof *out);
+	return out;
+}
+
+static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	qkv_ctx *q = f->ctx;
+	const at_config *cfg = &q->model.cfg;
+	at_tensor *x = &in[0];
+	at_filter_expect(f, 0, x, 3, "B,T,C");
+	int B = (int)x->dims[0], T = (int)x->dims[1], C = (int)x->dims[2];
+	if (C != cfg->d_model)
+		at_filter_die(f, 0, "C=%d but the model has C=%d", C, cfg->d_model);
+	int H = cfg->n_head, D = C / H;
+	int heads = q->head >= 0 ? 1 : H, cols = heads * D;
+	size_t rows = (size_t)B * T;
+	char name[64];
+
+	float *h = x->data, *normed = NULL;
+	if (q->norm) {
+		at_tensor lw, lb;
+		snprintf(name, sizeof name, "layers.%d.ln1.weight", q->layer);
+		stage_param(&q->model, name, &lw, 1, C);
+		snprintf(name, sizeof name, "layers.%d.ln1.bias", q->layer);
+		stage_param(&q->model, name, &lb, 1, C);
+		if (!(normed = malloc(rows * C * sizeof *normed)))
+			cli_die("out of memory");
+		at_layernorm_forward(normed, x->data, lw.data, lb.data, (int)rows,
+				     C, 1e-5f);
+		h = normed;
+		at_tensor_free(&lw);
+		at_tensor_free(&lb);
+	}
+	float *proj = malloc(rows * cols * sizeof *proj);
+	if (!proj)
+		cli_die("out of memory");
+	static const char *which[] = {"q", "k", "v"};
+	for (int m = 0; m < 3; m++) {
+		at_tensor wm, out;
+		snprintf(name, sizeof name, "layers.%d.attn.w%s", q->layer, which[m]);
+		stage_param(&q->model, name, &wm, 2, C, C);
+		float *wcols = q->head >= 0 ? columns(wm.data, C, C, q->head * D, D)
+					    : wm.data;
+		at_matmul(proj, h, wcols, (int)rows, C, cols, 0, 1.0f);
+		uint64_t dims[4] = {(uint64_t)B, (uint64_t)heads, (uint64_t)T,
+				    (uint64_t)D};
+		if (at_tensor_init(&out, which[m], AT_F32, 4, dims) < 0)
+			cli_die("out of memory");
+		at_split_heads(out.data, proj, B, T, heads, D);
+		out.attrs = x->attrs;
+		at_attr_setf(&out.attrs, "layer", "%d", q->layer);
+		at_attr_set(&out.attrs, "norm", q->norm ? "ln1" : "none");
+		at_attr_setf(&out.attrs, "n_head", "%d", H);
+		if (q->head >= 0)
+			at_attr_setf(&out.attrs, "head", "%d", q->head);
+		at_filter_write(w, &out);
+		at_tensor_free(&out);
+		if (wcols != wm.data)
+			free(wcols);
+		at_tensor_free(&wm);
+	}
+	free(proj);
+	free(normed);
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-qkv", &c);
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
+		{"layer", required_argument, 0, 'l'},
+		{"no-norm", no_argument, 0, OPT_NO_NORM},
+		{"head", required_argument, 0, OPT_HEAD},
+		{0}};
+	qkv_ctx q = {.layer = 0, .norm = 1, .head = -1};
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
+				  longopts, NULL)) != -1) {
+		if (opt == 'l')
+			q.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
+		else if (opt == OPT_NO_NORM)
+			q.norm = 0;
+		else if (opt == OPT_HEAD)
+			q.head = (int)cli_long(optarg, 0, 1 << 20, "--head");
+		else if (!cli_common_opt(&c, opt, optarg, usage))
+			cli_bad_option(argv);
+	}
+	if (argc - optind > 1)
+		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	stage_device(&c, 0);
+	stage_open_model(&c, &q.model);
+	char err[600];
+	if (at_model_need_heads(&q.model, err, sizeof err) < 0 ||
+	    at_model_check_layer(&q.model, q.layer, err, sizeof err) < 0)
+		cli_die("%s", err);
+	if (q.head >= q.model.cfg.n_head)
+		cli_usage_error("--head %d: the model has %d heads (0..%d)", q.head,
+				q.model.cfg.n_head, q.model.cfg.n_head - 1);
+	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = qkv_run, .ctx = &q};
+	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_model_close(&q.model);
+	return 0;
+}

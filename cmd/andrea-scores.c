@@ -1,0 +1,75 @@
+/* andrea-scores - attention scores: scores = q . k^T * scale, per head. */
+#include <math.h>
+#include <string.h>
+
+#include "filter.h"
+#include "ops.h"
+#include "stage.h"
+
+static const char usage[] =
+	"usage: andrea-scores [-f] [-o FILE] [--scale S | --no-scale] [--keep]\n"
+	"                     [--device DEV] [-z LEVEL] [--threads N] [FILE]\n";
+
+enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE };
+
+typedef struct {
+	int fixed;   /* --scale or --no-scale given */
+	double scale;
+} scores_ctx;
+
+static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	scores_ctx *s = f->ctx;
+	at_tensor *q = &in[0], *k = &in[1];
+	at_filter_expect(f, 0, q, 4, "B,H,T,D");
+	at_filter_expect(f, 1, k, 4, "B,H,T,D");
+	if (memcmp(q->dims, k->dims, sizeof q->dims) != 0) {
+		char qs[96], ks[96];
+		at_shape_str(4, q->dims, qs, sizeof qs);
+		at_shape_str(4, k->dims, ks, sizeof ks);
+		at_filter_die(f, 1, "shape %s does not match q's %s", ks, qs);
+	}
+	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
+	    D = (int)q->dims[3];
+	double scale = s->fixed ? s->scale : 1.0 / sqrt((double)D);
+	at_tensor out;
+	uint64_t dims[4] = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T};
+	if (at_tensor_init(&out, "scores", AT_F32, 4, dims) < 0)
+		cli_die("out of memory");
+	at_scores_forward(out.data, q->data, k->data, BH, T, D, (float)scale);
+	out.attrs = q->attrs;
+	at_attr_setf(&out.attrs, "scale", "%.9g", (float)scale);
+	at_filter_write(w, &out);
+	at_tensor_free(&out);
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-scores", &c);
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_STAGE_LONG,
+		{"scale", required_argument, 0, OPT_SCALE},
+		{"no-scale", no_argument, 0, OPT_NO_SCALE},
+		{0}};
+	scores_ctx s = {0};
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+		if (opt == OPT_SCALE || opt == OPT_NO_SCALE) {
+			if (s.fixed)
+				cli_usage_error("give --scale or --no-scale once");
+			s.fixed = 1;
+			s.scale = opt == OPT_SCALE ? cli_double(optarg, "--scale") : 1.0;
+		} else if (!cli_common_opt(&c, opt, optarg, usage)) {
+			cli_bad_option(argv);
+		}
+	}
+	if (argc - optind > 1)
+		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	stage_device(&c, 0);
+	at_filter f = {.inputs = {"q", "k"}, .n_inputs = 2, .run = scores_run,
+		       .ctx = &s};
+	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	return 0;
+}

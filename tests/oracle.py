@@ -1,0 +1,126 @@
+"""Independent float64 NumPy reference for the andrea stages.
+
+Nothing here calls andrea code: the seeded generator is re-implemented from
+its specification in man/man5/andrea-model.5 (Philox4x32-10, FNV-1a name
+hash, Box-Muller), and every op is written out in float64.
+"""
+import numpy as np
+
+MASK32 = np.uint64(0xFFFFFFFF)
+PRESETS = {
+    "tiny": dict(n_layer=2, n_head=4, d_model=64, ctx=128, vocab=257),
+    "andrea-120m": dict(n_layer=12, n_head=12, d_model=768, ctx=1024, vocab=257),
+}
+
+
+def philox4x32(ctr, key):
+    """ctr: 4 arrays of 32-bit values; key: 2 ints.  Returns 4 arrays."""
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in ctr)
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & MASK32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & MASK32)
+        k0 = (k0 + np.uint64(0x9E3779B9)) & MASK32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & MASK32
+    return c0, c1, c2, c3
+
+
+def fnv1a64(name):
+    h = 0xCBF29CE484222325
+    for b in name.encode():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def seeded_normal(seed, name, shape, std=0.02):
+    n = int(np.prod(shape))
+    k = seed ^ fnv1a64(name)
+    blocks = (n + 3) // 4
+    b = np.arange(blocks, dtype=np.uint64)
+    r = philox4x32((b & MASK32, b >> np.uint64(32), 0 * b, 0 * b),
+                   (k & 0xFFFFFFFF, k >> 32))
+    u = [(x.astype(np.float64) + 1.0) / 4294967296.0 for x in r]
+    z = np.empty((blocks, 4))
+    for j in (0, 2):
+        radius = np.sqrt(-2.0 * np.log(u[j]))
+        theta = 2.0 * np.pi * u[j + 1]
+        z[:, j] = radius * np.cos(theta)
+        z[:, j + 1] = radius * np.sin(theta)
+    return (std * z.reshape(-1)[:n]).astype(np.float32).reshape(shape)
+
+
+def seeded_param(seed, name, shape):
+    if name.endswith(".weight"):
+        return np.ones(shape, np.float32)
+    if name.endswith(".bias"):
+        return np.zeros(shape, np.float32)
+    return seeded_normal(seed, name, shape)
+
+
+def embed(tokens, wte, wpe):
+    T = tokens.shape[-1]
+    return wte.astype(np.float64)[tokens] + wpe.astype(np.float64)[:T]
+
+
+def layernorm(x, w, b, eps=1e-5):
+    x = x.astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * w + b
+
+
+def split_heads(x, H):
+    B, T, C = x.shape
+    return x.reshape(B, T, H, C // H).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    B, H, T, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, H * D)
+
+
+def qkv(x, p, layer, H, norm=True):
+    """p maps parameter names to arrays.  Returns q, k, v as [B,H,T,D]."""
+    pre = f"layers.{layer}."
+    h = layernorm(x, p[pre + "ln1.weight"], p[pre + "ln1.bias"]) if norm \
+        else x.astype(np.float64)
+    return tuple(split_heads(h @ p[pre + "attn.w" + m].astype(np.float64), H)
+                 for m in "qkv")
+
+
+def scores(q, k, scale=None):
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    return (q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)) \
+        * scale
+
+
+def mask(s, fill=-np.inf):
+    s = np.array(s, dtype=np.float64)
+    T = s.shape[-1]
+    s[..., np.triu(np.ones((T, T), bool), k=1)] = fill
+    return s
+
+
+def softmax(s):
+    s = s.astype(np.float64)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    return e / e.sum(-1, keepdims=True)
+
+
+def attend(a, v):
+    return a.astype(np.float64) @ v.astype(np.float64)
+
+
+def rel_err(out, ref):
+    """||out - ref|| / ||ref|| over the finite entries of ref."""
+    out = np.asarray(out, np.float64)
+    ref = np.asarray(ref, np.float64)
+    fin = np.isfinite(ref)
+    assert np.array_equal(np.isfinite(out), fin), "non-finite entries differ"
+    den = np.linalg.norm(ref[fin])
+    num = np.linalg.norm(out[fin] - ref[fin])
+    return num / den if den > 0 else num
