@@ -1,0 +1,263 @@
+/* andrea-diff - compare two andrea streams record by record.
+ *
+ * Exit status follows cmp(1): 0 when the streams hold the same records
+ * (names, dtypes, shapes, and values within tolerance), 1 when they
+ * differ, 2 on trouble (an unreadable file, a bad or truncated stream, a
+ * bad option).  Both inputs are read in lockstep, so at most one record
+ * pair is in memory.  Every record is reported, so the exit status does
+ * not depend on -q: a stream that breaks after a difference is trouble.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "compare.h"
+
+static const char usage[] =
+	"usage: andrea-diff [-q] [--rtol RTOL] [--atol ATOL] [--equal-nan]\n"
+	"                   [--threads N] A B\n";
+
+enum { OPT_RTOL = CLI_FIRST_OWN, OPT_ATOL, OPT_EQUAL_NAN };
+
+#define EXIT_TROUBLE 2
+
+static int quiet;
+
+/* Flushes the lines already reported, then prints one line and exits 2. */
+static _Noreturn void trouble(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static _Noreturn void trouble(const char *fmt, ...)
+{
+	fflush(stdout);
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", cli_prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(EXIT_TROUBLE);
+}
+
+/* Prints one report line unless -q. */
+static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void report(const char *fmt, ...)
+{
+	if (quiet)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}
+
+/* Flushes stdout; a write error (a full disk) is trouble. */
+static void finish_report(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		trouble("<stdout>: write error: %s", strerror(errno));
+}
+
+/* A tolerance: a finite number >= 0. */
+static double tolerance(const char *arg, const char *what)
+{
+	double d = cli_double(arg, what);
+	if (!(d >= 0) || isinf(d))
+		cli_usage_error("%s '%s': expected a finite number >= 0", what,
+				arg);
+	return d;
+}
+
+/* Reads the next header of r; 1 with h filled, 0 at the end of r. */
+static int next_header(at_reader *r, at_header *h)
+{
+	int rc = at_read_header(r, h);
+	if (rc < 0)
+		trouble("%s", r->err);
+	return rc;
+}
+
+static void skip_payload(at_reader *r, const at_header *h)
+{
+	if (at_skip_payload(r, h) < 0)
+		trouble("%s", r->err);
+}
+
+/* Reads the rest of r after its current header h and returns the number
+ * of tensor records r holds in all. */
+static int count_rest(at_reader *r, at_header *h)
+{
+	do
+		skip_payload(r, h);
+	while (next_header(r, h));
+	return r->records;
+}
+
+/* Reports a record pair whose names, dtypes or shapes differ; returns 1
+ * if they do (the payloads are then skipped, not decompressed), else 0. */
+static int header_differs(at_reader *ra, const at_header *ha, at_reader *rb,
+			  const at_header *hb)
+{
+	const char *what[3];
+	int n = 0;
+	int same_name = strcmp(ha->name, hb->name) == 0;
+	if (!same_name)
+		what[n++] = "name";
+	if (ha->dtype != hb->dtype)
+		what[n++] = "dtype";
+	if (ha->rank != hb->rank ||
+	    memcmp(ha->dims, hb->dims, (size_t)ha->rank * sizeof *ha->dims))
+		what[n++] = "shape";
+	if (n == 0)
+		return 0;
+	skip_payload(ra, ha);
+	skip_payload(rb, hb);
+
+	char fields[64], sa[200], sb[200], side_a[600], side_b[600];
+	snprintf(fields, sizeof fields, "%s%s%s%s%s", what[0],
+		 n == 3 ? ", " : n == 2 ? " and " : "", n > 1 ? what[1] : "",
+		 n == 3 ? " and " : "", n == 3 ? what[2] : "");
+	at_shape_str(ha->rank, ha->dims, sa, sizeof sa);
+	at_shape_str(hb->rank, hb->dims, sb, sizeof sb);
+	if (same_name) {
+		snprintf(side_a, sizeof side_a, "%s %s", at_dtype_name(ha->dtype), sa);
+		snprintf(side_b, sizeof side_b, "%s %s", at_dtype_name(hb->dtype), sb);
+		report("record %d '%s': %s differ%s: %s in %s, %s in %s",
+		       ha->index, ha->name, fields, n == 1 ? "s" : "", side_a,
+		       ra->label, side_b, rb->label);
+	} else {
+		snprintf(side_a, sizeof side_a, "'%s' %s %s", ha->name,
+			 at_dtype_name(ha->dtype), sa);
+		snprintf(side_b, sizeof side_b, "'%s' %s %s", hb->name,
+			 at_dtype_name(hb->dtype), sb);
+		report("record %d: %s differ%s: %s in %s, %s in %s", ha->index,
+		       fields, n == 1 ? "s" : "", side_a, ra->label, side_b,
+		       rb->label);
+	}
+	return 1;
+}
+
+/* Compares the values of a record pair with matching headers and reports
+ * them; returns 1 if some value is not close. */
+static int values_differ(at_reader *ra, const at_header *ha, at_reader *rb,
+			 const at_header *hb, const at_tol *tol, int threads)
+{
+	at_tensor a, b;
+	if (at_read_payload(ra, ha, &a) < 0)
+		trouble("%s", ra->err);
+	if (at_read_payload(rb, hb, &b) < 0)
+		trouble("%s", rb->err);
+	at_diff_stats s;
+	at_compare(&a, &b, tol, threads, &s);
+
+	char verdict[300], abs_err[300], rel_err[300], at[200];
+	if (s.ndiff) {
+		at_index_str(b.rank, b.dims, s.first_diff, at, sizeof at);
+		snprintf(verdict, sizeof verdict,
+			 "%llu of %llu values differ, first at %s",
+			 (unsigned long long)s.ndiff, (unsigned long long)s.n, at);
+	} else {
+		snprintf(verdict, sizeof verdict, "equal");
+	}
+	snprintf(abs_err, sizeof abs_err, "max abs err %.6g", s.max_abs);
+	if (s.max_abs > 0) {
+		at_index_str(b.rank, b.dims, s.max_abs_at, at, sizeof at);
+		snprintf(abs_err + strlen(abs_err), sizeof abs_err - strlen(abs_err),
+			 " at %s", at);
+	}
+	snprintf(rel_err, sizeof rel_err, "max rel err %.6g", s.max_rel);
+	if (s.max_rel > 0) {
+		at_index_str(b.rank, b.dims, s.max_rel_at, at, sizeof at);
+		snprintf(rel_err + strlen(rel_err), sizeof rel_err - strlen(rel_err),
+			 " at %s", at);
+	}
+	report("record %d '%s': %s; %s; %s", ha->index, ha->name, verdict,
+	       abs_err, rel_err);
+	at_tensor_free(&a);
+	at_tensor_free(&b);
+	return s.ndiff > 0;
+}
+
+static void open_input(at_reader *r, const char *path, const at_read_opts *o)
+{
+	if (at_reader_open(r, path, o) < 0)
+		trouble("%s", r->err);
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-diff", &c);
+	static const struct option longopts[] = {
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, CLI_VERSION},
+		{"quiet", no_argument, 0, 'q'},
+		{"silent", no_argument, 0, 'q'},
+		{"rtol", required_argument, 0, OPT_RTOL},
+		{"atol", required_argument, 0, OPT_ATOL},
+		{"equal-nan", no_argument, 0, OPT_EQUAL_NAN},
+		{"threads", required_argument, 0, CLI_THREADS},
+		{0}};
+	at_tol tol = AT_TOL_DEFAULT;
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'q':
+			quiet = 1;
+			break;
+		case OPT_RTOL:
+			tol.rtol = tolerance(optarg, "--rtol");
+			break;
+		case OPT_ATOL:
+			tol.atol = tolerance(optarg, "--atol");
+			break;
+		case OPT_EQUAL_NAN:
+			tol.equal_nan = 1;
+			break;
+		default:
+			if (!cli_common_opt(&c, opt, optarg, usage))
+				cli_bad_option(argv);
+		}
+	}
+	if (argc - optind != 2)
+		cli_usage_error("expected two operands A and B, got %d (see %s "
+				"--help)", argc - optind, cli_prog);
+	const char *path_a = argv[optind], *path_b = argv[optind + 1];
+	if (strcmp(path_a, "-") == 0 && strcmp(path_b, "-") == 0)
+		cli_usage_error("A and B cannot both be standard input");
+
+	at_reader ra, rb;
+	open_input(&ra, path_a, &c.ropts);
+	open_input(&rb, path_b, &c.ropts);
+	int differ = 0;
+	for (;;) {
+		at_header ha, hb;
+		int more_a = next_header(&ra, &ha);
+		int more_b = next_header(&rb, &hb);
+		if (more_a && more_b) {
+			if (!header_differs(&ra, &ha, &rb, &hb))
+				differ |= values_differ(&ra, &ha, &rb, &hb, &tol,
+							c.ropts.threads);
+			else
+				differ = 1;
+			continue;
+		}
+		if (more_a || more_b) {
+			int na = more_a ? count_rest(&ra, &ha) : ra.records;
+			int nb = more_b ? count_rest(&rb, &hb) : rb.records;
+			report("%s has %d record%s, %s has %d", ra.label, na,
+			       na == 1 ? "" : "s", rb.label, nb);
+			differ = 1;
+		}
+		break;
+	}
+	at_reader_close(&ra);
+	at_reader_close(&rb);
+	finish_report();
+	return differ;
+}
