@@ -23,24 +23,7 @@ static const char usage[] =
 
 enum { OPT_RTOL = CLI_FIRST_OWN, OPT_ATOL, OPT_EQUAL_NAN };
 
-#define EXIT_TROUBLE 2
-
 static int quiet;
-
-/* Flushes the lines already reported, then prints one line and exits 2. */
-static _Noreturn void trouble(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static _Noreturn void trouble(const char *fmt, ...)
-{
-	fflush(stdout);
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", cli_prog);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(EXIT_TROUBLE);
-}
 
 /* Prints one report line unless -q. */
 static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -53,13 +36,6 @@ static void report(const char *fmt, ...)
 	vprintf(fmt, ap);
 	va_end(ap);
 	putchar('\n');
-}
-
-/* Flushes stdout; a write error (a full disk) is trouble. */
-static void finish_report(void)
-{
-	if (fflush(stdout) != 0 || ferror(stdout))
-		trouble("<stdout>: write error: %s", strerror(errno));
 }
 
 /* A tolerance: a finite number >= 0. */
@@ -77,14 +53,14 @@ static int next_header(at_reader *r, at_header *h)
 {
 	int rc = at_read_header(r, h);
 	if (rc < 0)
-		trouble("%s", r->err);
+		cli_die("%s", r->err);
 	return rc;
 }
 
 static void skip_payload(at_reader *r, const at_header *h)
 {
 	if (at_skip_payload(r, h) < 0)
-		trouble("%s", r->err);
+		cli_die("%s", r->err);
 }
 
 /* Reads the rest of r after its current header h and returns the number
@@ -148,9 +124,9 @@ static int values_differ(at_reader *ra, const at_header *ha, at_reader *rb,
 {
 	at_tensor a, b;
 	if (at_read_payload(ra, ha, &a) < 0)
-		trouble("%s", ra->err);
+		cli_die("%s", ra->err);
 	if (at_read_payload(rb, hb, &b) < 0)
-		trouble("%s", rb->err);
+		cli_die("%s", rb->err);
 	at_diff_stats s;
 	at_compare(&a, &b, tol, threads, &s);
 
@@ -185,13 +161,14 @@ static int values_differ(at_reader *ra, const at_header *ha, at_reader *rb,
 static void open_input(at_reader *r, const char *path, const at_read_opts *o)
 {
 	if (at_reader_open(r, path, o) < 0)
-		trouble("%s", r->err);
+		cli_die("%s", r->err);
 }
 
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-diff", &c);
+	cli_failure_status = 2; /* 1 means "different" here */
 	static const struct option longopts[] = {
 		{"help", no_argument, 0, 'h'},
 		{"version", no_argument, 0, CLI_VERSION},
@@ -258,6 +235,6 @@ int main(int argc, char **argv)
 	}
 	at_reader_close(&ra);
 	at_reader_close(&rb);
-	finish_report();
+	cli_finish_text();
 	return differ;
 }

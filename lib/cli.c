@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 const char *cli_prog = "andrea";
+int cli_failure_status = 1;
 static at_writer *open_writer; /* removed on failure */
 
 static void env_long(const char *var, long min, long max, long *out)
@@ -68,13 +69,14 @@ static void vmsg(const char *fmt, va_list ap)
 
 _Noreturn void cli_die(const char *fmt, ...)
 {
+	fflush(stdout); /* what was printed stays ahead of the error */
 	va_list ap;
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
 	if (open_writer)
 		at_writer_abort(open_writer);
-	exit(1);
+	exit(cli_failure_status);
 }
 
 _Noreturn void cli_usage_error(const char *fmt, ...)

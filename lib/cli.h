@@ -64,6 +64,9 @@ typedef struct {
  * reads the ANDREA_* variables into c (a bad value is a usage error). */
 void cli_init(const char *prog, cli_common *c);
 extern const char *cli_prog;
+/* The exit status of cli_die and cli_fail: 1, except where 1 means
+ * something else (andrea-diff sets 2, as cmp(1) does for trouble). */
+extern int cli_failure_status;
 
 /* Handles -h, --version, -o, -f, -z, --threads, --no-shuffle, --keep,
  * --device, -m, --seed and --heads.  Returns 1 if
