@@ -20,7 +20,7 @@ PNG       ?= $(if $(wildcard /usr/include/png.h /usr/include/*/png.h),1,0)
 SAN       ?= 0
 
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -Ilib -MMD -MP
+CFLAGS  += -fno-trapping-math -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -Ilib -MMD -MP
 LDFLAGS += -fopenmp
 LDLIBS  += -lz -lm
 

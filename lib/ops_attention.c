@@ -1,5 +1,6 @@
 /* ops_attention.c - embedding, LayerNorm, head reshapes and the attention
- * core (scores, causal mask, softmax, attend) on the CPU. */
+ * core (scores, causal mask, attend) on the CPU; softmax is in
+ * ops_softmax.c. */
 #include "ops.h"
 
 #include <math.h>
@@ -76,31 +77,6 @@ void at_mask_causal(float *s, int BH, int T, float fill)
 			for (int j = r + 1; j < T; j++)
 				row[j] = fill;
 		}
-}
-
-void at_softmax_rows(float *p, const float *s, size_t rows, int n)
-{
-#pragma omp parallel for schedule(static)
-	for (size_t r = 0; r < rows; r++) {
-		const float *x = s + r * n;
-		float *o = p + r * n;
-		float max = -INFINITY;
-		for (int j = 0; j < n; j++)
-			max = x[j] > max ? x[j] : max;
-		if (max == -INFINITY) {
-			for (int j = 0; j < n; j++)
-				o[j] = NAN;
-			continue;
-		}
-		double sum = 0.0;
-		for (int j = 0; j < n; j++) {
-			o[j] = expf(x[j] - max);
-			sum += o[j];
-		}
-		float inv = (float)(1.0 / sum);
-		for (int j = 0; j < n; j++)
-			o[j] *= inv;
-	}
 }
 
 void at_attend_forward(float *o, const float *a, const float *v, int BH,

@@ -1,0 +1,21 @@
+#!/bin/sh
+# demo.sh - one attention head of the default model, stage by stage.
+# Run by `make demo` after the build.
+set -eu
+cd "$(dirname "$0")/.."
+PATH="$PWD/bin:$PATH"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sentence=${ANDREA_DEMO_TEXT:-the cat sat on the mat}
+
+echo "# the default model (andrea-120m shapes, seed 1337), layer 0, all 12 heads"
+echo "\$ printf '%s' '$sentence' | andrea-embed --text --bos | andrea-qkv | andrea-scores \\"
+echo "    | andrea-mask | andrea-softmax | andrea-attend --keep > head.ats"
+printf '%s' "$sentence" | andrea-embed --text --bos | andrea-qkv | andrea-scores |
+	andrea-mask | andrea-softmax | andrea-attend --keep > "$work/head.ats"
+echo
+echo "\$ andrea-show head.ats"
+andrea-show "$work/head.ats"
+echo
+echo "\$ andrea-show --ascii --select 0,3 --name attn head.ats   # batch 0, head 3"
+andrea-show --ascii --select 0,3 --name attn "$work/head.ats"
