@@ -202,7 +202,7 @@ static void seeded_param(const at_model *m, const char *name, at_tensor *t)
 	else if (len > 5 && strcmp(name + len - 5, ".bias") == 0)
 		memset(p, 0, n * sizeof *p);
 	else
-		at_seeded_normal(m->seed, name, 0.02f, p, n);
+		at_seeded_normal(m->seed, name, 0.02, p, n);
 }
 
 int at_model_param(const at_model *m, const char *name, int rank,

@@ -44,7 +44,7 @@ static double unit(uint32_t u)
 	return ((double)u + 1.0) / 4294967296.0;
 }
 
-void at_seeded_normal(uint64_t seed, const char *name, float std, float *out,
+void at_seeded_normal(uint64_t seed, const char *name, double std, float *out,
 		      size_t n)
 {
 	uint64_t k = seed ^ at_name_hash(name);

@@ -21,7 +21,7 @@ uint64_t at_name_hash(const char *name);
 /* Fills out[0..n) with N(0, std^2) values for parameter `name` under
  * `seed`: element i comes from Philox block i/4 of key (seed ^ hash(name)),
  * lane i%4, through Box-Muller in double precision. */
-void at_seeded_normal(uint64_t seed, const char *name, float std, float *out,
+void at_seeded_normal(uint64_t seed, const char *name, double std, float *out,
 		      size_t n);
 
 #endif
