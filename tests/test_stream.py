@@ -427,8 +427,9 @@ def test_cap_from_environment(tmp_path):
     line = rejected(tmp_path, data, env={"ANDREA_MAX_BYTES": "100"})
     assert "'small': tensor of 101 bytes exceeds the cap of 100 bytes" in line
     assert unpack(tmp_path, data, env={"ANDREA_MAX_BYTES": "101"})
-    p = unpack(tmp_path, data, check=2, env={"ANDREA_MAX_BYTES": "lots"})
-    assert "ANDREA_MAX_BYTES" in one_line_error(p, "unpack")
+    for bad in ("lots", "0", "-5", " -5", "1e9", "99999999999999999999999"):
+        p = unpack(tmp_path, data, check=2, env={"ANDREA_MAX_BYTES": bad})
+        assert "ANDREA_MAX_BYTES" in one_line_error(p, "unpack")
 
 
 def run_limited(name, *args, input=None, env=None, aspace=None, fsize=None,
@@ -593,6 +594,19 @@ def test_full_disk(tmp_path):
         p = run_limited("pack", f"a={src}", stdout=full)
     assert p.returncode == 1
     assert "<stdout>: write error" in one_line_error(p, "pack")
+
+
+def test_closed_pipe_ends_quietly(tmp_path):
+    src = save(tmp_path / "a.npy", RNG.standard_normal(1 << 20)
+               .astype(np.float32))
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([tool("pack"), f"a={src}"], stdout=w,
+                           stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == -signal.SIGPIPE and p.stderr == b""
 
 
 def test_atomic_output(tmp_path):
