@@ -46,7 +46,7 @@ void cli_init(const char *prog, cli_common *c)
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(mb, &end, 10);
-		if (*end || errno || v == 0 || mb[0] == '-')
+		if (*end || errno || v == 0 || !isdigit((unsigned char)mb[0]))
 			cli_usage_error("ANDREA_MAX_BYTES='%s': expected a positive "
 					"byte count", mb);
 		c->ropts.max_bytes = v;

@@ -31,7 +31,8 @@ static int eat(cursor *c, char ch)
 	return 0;
 }
 
-/* A Python string literal in single or double quotes, no escapes. */
+/* A Python string literal in single or double quotes, no escapes and no
+ * control bytes (they could not appear in a one-line message). */
 static int get_string(cursor *c, char *out, size_t outlen)
 {
 	skip_ws(c);
@@ -40,7 +41,8 @@ static int get_string(cursor *c, char *out, size_t outlen)
 	char q = *c->p++;
 	size_t n = 0;
 	while (c->p < c->end && *c->p != q) {
-		if (*c->p == '\\' || n + 1 >= outlen)
+		unsigned char ch = (unsigned char)*c->p;
+		if (ch == '\\' || ch < 0x20 || ch == 0x7f || n + 1 >= outlen)
 			return -1;
 		out[n++] = *c->p++;
 	}
@@ -206,7 +208,10 @@ int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
 	}
 	int major = pre[6];
 	size_t hlen, pre_len = 10;
-	if (major == 1) {
+	if (pre[7] != 0) {
+		snprintf(err, errlen, "unsupported .npy version %d.%d", major, pre[7]);
+		goto out;
+	} else if (major == 1) {
 		hlen = le16(pre + 8);
 	} else if (major == 2 || major == 3) {
 		if (fread(pre + 10, 1, 2, f) != 2) {

@@ -282,6 +282,9 @@ int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 	size_t elem = at_dtype_size(h->dtype);
 	uint64_t nchunks = chunk_count(h);
 	int threads = r->opts.threads;
+	/* no more scratch than there are chunks to decode */
+	if ((uint64_t)threads > nchunks)
+		threads = nchunks ? (int)nchunks : 1;
 	uint64_t batch = (uint64_t)threads * 4;
 	unsigned char **stored = calloc(batch, sizeof *stored);
 	uint32_t *stored_len = calloc(batch, sizeof *stored_len);

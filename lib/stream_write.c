@@ -126,6 +126,8 @@ int at_write_tensor(at_writer *w, const at_tensor *t)
 	uint64_t nbytes = at_nbytes(t);
 	uint64_t nchunks = (nbytes + chunk_raw - 1) / chunk_raw;
 	int threads = o->threads;
+	if ((uint64_t)threads > nchunks)
+		threads = nchunks ? (int)nchunks : 1;
 	uint64_t batch = (uint64_t)threads * 4;
 	if (batch > nchunks)
 		batch = nchunks ? nchunks : 1;

@@ -41,6 +41,12 @@ at_dtype at_dtype_parse(const char *s)
 int at_shape_numel(int rank, const uint64_t *dims, uint64_t *numel)
 {
 	uint64_t n = 1;
+	/* a zero dimension makes the product 0 however large the others */
+	for (int i = 0; i < rank; i++)
+		if (dims[i] == 0) {
+			*numel = 0;
+			return 0;
+		}
 	for (int i = 0; i < rank; i++) {
 		if (dims[i] != 0 && n > UINT64_MAX / dims[i])
 			return -1;
