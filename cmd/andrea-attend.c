@@ -14,7 +14,8 @@
 static const char usage[] =
 	"usage: andrea-attend [-f] [-o FILE] [--concat | --proj] [-l LAYER]\n"
 	"                     [-m MODEL] [--seed S] [--heads N] [--keep]\n"
-	"                     [--device DEV] [-z LEVEL] [--threads N] [FILE]\n";
+	"                     [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                     [--no-shuffle] [FILE]\n";
 
 enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ };
 

@@ -13,24 +13,34 @@
 #include "stage.h"
 
 static const char usage[] =
-	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--bos]\n"
+	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N] [--bos]\n"
 	"                    [--text | --tokens LIST] [--keep] [--device DEV]\n"
-	"                    [-z LEVEL] [--threads N] [FILE]\n";
+	"                    [-z LEVEL] [--threads N]\n"
+	"                    [--no-shuffle] [FILE]\n";
 
 enum { OPT_TEXT = CLI_FIRST_OWN, OPT_TOKENS, OPT_BOS };
 
 typedef struct {
 	at_model model;
+	at_tensor wte, wpe; /* loaded before any output is written */
 	int bos;
 } embed_ctx;
 
-/* Prepends BOS to every row of tokens [B,T] when asked, then checks every
- * id against V and T against the context; returns the (new) tokens. */
+/* Makes tokens [B,T] (a [T] record becomes [1,T]), prepends BOS to every
+ * row when asked, then checks every id against V and T against the
+ * context. */
 static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 {
 	const at_config *cfg = &e->model.cfg;
-	uint64_t B = tok->rank == 2 ? tok->dims[0] : 1;
-	uint64_t T = tok->dims[tok->rank - 1];
+	if (tok->dtype != AT_I32 || tok->rank < 1 || tok->rank > 2)
+		at_filter_die(f, 0, "expected i32 [B,T] or [T], got %s rank %d",
+			      at_dtype_name(tok->dtype), tok->rank);
+	if (tok->rank == 1) {
+		tok->rank = 2;
+		tok->dims[1] = tok->dims[0];
+		tok->dims[0] = 1;
+	}
+	uint64_t B = tok->dims[0], T = tok->dims[1];
 	if (e->bos) {
 		uint64_t dims[2] = {B, T + 1};
 		at_tensor t2;
@@ -48,6 +58,8 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 	}
 	if (T == 0)
 		at_filter_die(f, 0, "no tokens to embed (T = 0)");
+	if (B == 0)
+		at_filter_die(f, 0, "no sequences to embed (B = 0)");
 	if (cfg->ctx > 0 && T > (uint64_t)cfg->ctx)
 		at_filter_die(f, 0, "T=%llu exceeds the model's context of %d",
 			      (unsigned long long)T, cfg->ctx);
@@ -65,24 +77,16 @@ static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	embed_ctx *e = f->ctx;
 	at_tensor *tok = &in[0];
-	if (tok->dtype != AT_I32 || tok->rank < 1 || tok->rank > 2)
-		at_filter_die(f, 0, "expected i32 [B,T] or [T], got %s rank %d",
-			      at_dtype_name(tok->dtype), tok->rank);
 	prepare_tokens(f, e, tok);
-	int B = tok->rank == 2 ? (int)tok->dims[0] : 1;
-	int T = (int)tok->dims[tok->rank - 1];
-	int C = e->model.cfg.d_model, V = e->model.cfg.vocab;
-	at_tensor wte, wpe, x;
-	stage_param(&e->model, "wte", &wte, 2, V, C);
-	stage_param(&e->model, "wpe", &wpe, 2, e->model.cfg.ctx, C);
+	int B = (int)tok->dims[0], T = (int)tok->dims[1];
+	int C = e->model.cfg.d_model;
+	at_tensor x;
 	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)C};
 	if (at_tensor_init(&x, "x", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
-	at_embed_forward(x.data, tok->data, wte.data, wpe.data, B, T, C);
+	at_embed_forward(x.data, tok->data, e->wte.data, e->wpe.data, B, T, C);
 	at_filter_write(w, tok);
 	at_filter_write(w, &x);
-	at_tensor_free(&wte);
-	at_tensor_free(&wpe);
 	at_tensor_free(&x);
 }
 
@@ -175,6 +179,12 @@ int main(int argc, char **argv)
 	const char *path = argc - optind == 1 ? argv[optind] : NULL;
 	stage_device(&c, 0);
 	stage_open_model(&c, &e.model);
+	at_config *cfg = &e.model.cfg;
+	if (!cfg->vocab || !cfg->d_model || !cfg->ctx)
+		cli_die("%s: no 'wte' and 'wpe' parameters to embed with",
+			c.model);
+	stage_param(&e.model, "wte", &e.wte, 2, cfg->vocab, cfg->d_model);
+	stage_param(&e.model, "wpe", &e.wpe, 2, cfg->ctx, cfg->d_model);
 
 	at_filter f = {.inputs = {"tokens"}, .n_inputs = 1, .run = embed_run,
 		       .ctx = &e};
@@ -197,6 +207,8 @@ int main(int argc, char **argv)
 		cli_finish_output(&w);
 		at_tensor_free(&in);
 	}
+	at_tensor_free(&e.wte);
+	at_tensor_free(&e.wpe);
 	at_model_close(&e.model);
 	return 0;
 }

@@ -7,7 +7,8 @@
 
 static const char usage[] =
 	"usage: andrea-mask [-f] [-o FILE] [--fill F] [--keep] [--device DEV]\n"
-	"                   [-z LEVEL] [--threads N] [FILE]\n";
+	"                   [-z LEVEL] [--threads N]\n"
+	"                   [--no-shuffle] [FILE]\n";
 
 enum { OPT_FILL = CLI_FIRST_OWN };
 

@@ -14,7 +14,8 @@
 static const char usage[] =
 	"usage: andrea-qkv [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
 	"                  [-l LAYER] [--no-norm] [--head I] [--keep]\n"
-	"                  [--device DEV] [-z LEVEL] [--threads N] [FILE]\n";
+	"                  [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                  [--no-shuffle] [FILE]\n";
 
 enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD };
 

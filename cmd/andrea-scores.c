@@ -8,7 +8,8 @@
 
 static const char usage[] =
 	"usage: andrea-scores [-f] [-o FILE] [--scale S | --no-scale] [--keep]\n"
-	"                     [--device DEV] [-z LEVEL] [--threads N] [FILE]\n";
+	"                     [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                     [--no-shuffle] [FILE]\n";
 
 enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE };
 

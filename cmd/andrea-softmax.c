@@ -5,7 +5,8 @@
 
 static const char usage[] =
 	"usage: andrea-softmax [-f] [-o FILE] [--keep] [--device DEV]\n"
-	"                      [-z LEVEL] [--threads N] [FILE]\n";
+	"                      [-z LEVEL] [--threads N]\n"
+	"                      [--no-shuffle] [FILE]\n";
 
 static void softmax_run(at_filter *f, at_tensor *in, at_writer *w)
 {

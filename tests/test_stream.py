@@ -707,36 +707,3 @@ def test_unpack_usage_errors(tmp_path):
                  ["--threads", "x"]):
         p = run("unpack", *args, input=b"", cwd=tmp_path, check=2)
         one_line_error(p, "unpack")
-
-
-# ------------------------------------------------------------ manual pages
-
-def synopsis(page):
-    """The SYNOPSIS of a man page as plain text."""
-    src = open(os.path.join(ROOT, "man", "man1", page)).read()
-    body = src.split(".SH SYNOPSIS\n", 1)[1].split("\n.SH", 1)[0]
-    text = re.sub(r"\\f[BIRP]", "", body)
-    text = re.sub(r"^\.(B|I|BR|IR|RB|RI|BI|IB|HP|PP|br|nh|hy|ad \w)\b ?", "",
-                  text, flags=re.M)
-    text = text.replace("\\-", "-").replace("\\&", "").replace("\\ ", " ")
-    return " ".join(text.split())
-
-
-@pytest.mark.parametrize("prog", ["pack", "unpack"])
-def test_help_matches_synopsis(prog):
-    p = run(prog, "--help", check=0)
-    usage = " ".join(p.stdout.decode().split())
-    assert usage == "usage: " + synopsis(f"andrea-{prog}.1")
-    assert run(prog, "--version", check=0).stdout.startswith(
-        f"andrea-{prog} (andrea) ".encode())
-
-
-@pytest.mark.skipif(shutil.which("man") is None, reason="man is missing")
-@pytest.mark.parametrize("page", ["man1/andrea-pack.1", "man1/andrea-unpack.1",
-                                  "man5/andrea-stream.5"])
-def test_man_page_renders(page):
-    p = subprocess.run(["man", "--warnings", "-l",
-                        os.path.join(ROOT, "man", page)],
-                       capture_output=True, env={**os.environ,
-                                                 "MANWIDTH": "80"})
-    assert p.returncode == 0 and p.stderr == b"", p.stderr
