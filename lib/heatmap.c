@@ -235,7 +235,8 @@ static void png_rows(png_structp png, png_infop info, const png_job *j)
 		for (uint64_t c = 0; c < s->cols; c++) {
 			double level = 0;
 			unsigned char px[3];
-			cell_rgb(hm_cell(s, r, c, 1, 1, &level), level, px);
+			hm_kind kind = hm_cell(s, r, c, 1, 1, &level);
+			cell_rgb(kind, level, px);
 			for (unsigned k = 0; k < j->scale; k++)
 				memcpy(j->row + (c * j->scale + k) * 3, px, 3);
 		}
