@@ -344,7 +344,8 @@ int main(int argc, char **argv)
 				print_head(&t);
 				print_attrs(&t);
 				putchar('\n');
-				np_print(stdout, &t, o.full);
+				if (np_print(stdout, &t, o.full) < 0)
+					cli_die("out of memory printing '%s'", t.name);
 				break;
 			case SHOW_ASCII:
 				show_ascii(&o, &t);

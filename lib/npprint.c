@@ -379,6 +379,7 @@ typedef struct {
 	uint64_t stride[AT_MAX_RANK];
 	char *line;
 	size_t len, cap;
+	int oom; /* a line could not grow: the rest is dropped */
 } np_printer;
 
 static float get_f32(const at_tensor *t, uint64_t i)
@@ -532,12 +533,14 @@ static int fmt_elem(const np_fmt *f, const at_tensor *t, uint64_t i, char *buf)
 
 static void put(np_printer *p, const char *s, size_t n)
 {
+	if (p->oom)
+		return;
 	if (p->len + n + 1 > p->cap) {
 		size_t cap = (p->len + n + 1) * 2;
 		char *l = realloc(p->line, cap);
 		if (!l) {
-			fputs("out of memory\n", stderr);
-			exit(1);
+			p->oom = 1;
+			return;
 		}
 		p->line = l;
 		p->cap = cap;
@@ -554,6 +557,8 @@ static void put_spaces(np_printer *p, int n)
 
 static void end_line(np_printer *p)
 {
+	if (p->oom)
+		return;
 	fwrite(p->line, 1, p->len, p->out);
 	putc('\n', p->out);
 	p->len = 0;
@@ -614,13 +619,13 @@ static void print_axis(np_printer *p, uint64_t off, int axis, int hang,
 	put(p, "]", 1);
 }
 
-void np_print(FILE *out, const at_tensor *t, int full)
+int np_print(FILE *out, const at_tensor *t, int full)
 {
 	np_printer p = {.out = out, .t = t};
 	uint64_t n = at_numel(t);
 	if (n == 0) {
 		fputs("[]\n", out);
-		return;
+		return 0;
 	}
 	p.summary = !full && n > NP_THRESHOLD;
 	uint64_t s = 1;
@@ -633,9 +638,10 @@ void np_print(FILE *out, const at_tensor *t, int full)
 		char w[160];
 		fmt_elem(&p.fmt, t, 0, w);
 		fprintf(out, "%s\n", w);
-		return;
+		return 0;
 	}
 	print_axis(&p, 0, 0, 1, NP_LINEWIDTH);
 	end_line(&p);
 	free(p.line);
+	return p.oom ? -1 : 0;
 }

@@ -18,8 +18,9 @@
 
 /* Writes the values of t and a newline.  full prints every element; by
  * default arrays of more than 1000 elements show 3 items at each edge of
- * every axis longer than 6 and "..." between them. */
-void np_print(FILE *out, const at_tensor *t, int full);
+ * every axis longer than 6 and "..." between them.  Returns 0, or -1 when
+ * out of memory (the output is then cut short). */
+int np_print(FILE *out, const at_tensor *t, int full);
 
 /* The shortest decimal that reads back as x, written as Python writes
  * repr(numpy.float32(x)): "0.1", "3.0", "1e-05", "-inf", "nan". */
