@@ -66,7 +66,7 @@ static void fmt_value(at_dtype dt, double v, char *buf, size_t len)
 		snprintf(buf, len, "%.0f", v);
 }
 
-/* "name dtype [shape]" and, at the end, the attributes. */
+/* "name dtype [shape]", without a newline. */
 static void print_head(const at_tensor *t)
 {
 	char shape[AT_MAX_RANK * 21 + 3];
@@ -74,6 +74,7 @@ static void print_head(const at_tensor *t)
 	printf("%s %s %s", t->name, at_dtype_name(t->dtype), shape);
 }
 
+/* " k=v k=v" when the record has attributes. */
 static void print_attrs(const at_tensor *t)
 {
 	char a[AT_MAX_ATTR_BYTES + 1];
@@ -83,6 +84,7 @@ static void print_attrs(const at_tensor *t)
 	printf(" %s", a);
 }
 
+/* Element i of t, exact in double for every dtype. */
 static double elem(const at_tensor *t, uint64_t i)
 {
 	switch (t->dtype) {
@@ -179,6 +181,7 @@ static void check_select(const show_opts *o, const at_reader *r,
 		s, shape, err);
 }
 
+/* The --ascii header line and map of one record. */
 static void show_ascii(const show_opts *o, const at_tensor *t)
 {
 	int n;
@@ -243,6 +246,7 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	}
 }
 
+/* Reads the options into c and o; misuse exits 2. */
 static void parse_args(int argc, char **argv, cli_common *c, show_opts *o)
 {
 	static const struct option longopts[] = {
