@@ -1,0 +1,385 @@
+/* andrea-show - print the records of andrea streams as text.
+ *
+ * By default one summary line per record (shape, attributes, finite
+ * min/max/mean/std, NaN and inf counts); -p prints the values as NumPy
+ * prints arrays; --ascii draws a 2-D slice as shaded text; --png draws it
+ * as an image.  Records are shown as they arrive, and stdout is flushed
+ * after each one, so a later bad record leaves the earlier ones printed.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "heatmap.h"
+#include "npprint.h"
+
+static const char usage[] =
+	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
+	"                   [--name NAME] [--threads N] [FILE ...]\n";
+
+enum {
+	OPT_FULL = CLI_FIRST_OWN,
+	OPT_ASCII,
+	OPT_PNG,
+	OPT_SELECT,
+	OPT_NAME,
+};
+
+typedef enum { SHOW_SUMMARY, SHOW_PRINT, SHOW_ASCII, SHOW_PNG } show_mode;
+
+typedef struct {
+	show_mode mode;
+	int full;
+	const char *png;
+	const char *name;
+	const char *select_text; /* NULL: index 0 of every leading axis */
+	uint64_t sel[AT_MAX_RANK];
+	int nsel;
+	int columns;             /* terminal width for --ascii */
+} show_opts;
+
+#define ASCII_MAX_ROWS 64
+
+/* Width of the terminal for --ascii: $COLUMNS when it is a positive
+ * number, else 80. */
+static int term_columns(void)
+{
+	const char *s = getenv("COLUMNS");
+	if (s && *s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (!*end && v > 0 && v < 100000)
+			return (int)v;
+	}
+	return 80;
+}
+
+/* A value of t's dtype for display: shortest float32, or an integer. */
+static void fmt_value(at_dtype dt, double v, char *buf, size_t len)
+{
+	if (dt == AT_F32)
+		np_f32_repr((float)v, buf, len);
+	else
+		snprintf(buf, len, "%.0f", v);
+}
+
+/* "name dtype [shape]", without a newline. */
+static void print_head(const at_tensor *t)
+{
+	char shape[AT_MAX_RANK * 21 + 3];
+	at_shape_str(t->rank, t->dims, shape, sizeof shape);
+	printf("%s %s %s", t->name, at_dtype_name(t->dtype), shape);
+}
+
+/* " k=v k=v" when the record has attributes. */
+static void print_attrs(const at_tensor *t)
+{
+	char a[AT_MAX_ATTR_BYTES + 1];
+	if (!t->attrs.n)
+		return;
+	at_attrs_str(&t->attrs, a, sizeof a);
+	printf(" %s", a);
+}
+
+/* Element i of t, exact in double for every dtype. */
+static double elem(const at_tensor *t, uint64_t i)
+{
+	switch (t->dtype) {
+	case AT_F32:
+		return ((const float *)t->data)[i];
+	case AT_I32:
+		return ((const int32_t *)t->data)[i];
+	default:
+		return ((const uint8_t *)t->data)[i];
+	}
+}
+
+/* One summary line: finite min, max, mean and population std (in double),
+ * then the NaN and inf counts. */
+static void show_summary(const at_tensor *t)
+{
+	uint64_t n = at_numel(t), nfinite = 0, nnan = 0, ninf = 0;
+	double lo = 0, hi = 0, sum = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		double v = elem(t, i);
+		if (isnan(v)) {
+			nnan++;
+		} else if (isinf(v)) {
+			ninf++;
+		} else {
+			if (!nfinite || v < lo)
+				lo = v;
+			if (!nfinite || v > hi)
+				hi = v;
+			sum += v;
+			nfinite++;
+		}
+	}
+	print_head(t);
+	if (nfinite) {
+		double mean = sum / (double)nfinite, ss = 0;
+		for (uint64_t i = 0; i < n; i++) {
+			double v = elem(t, i);
+			if (isfinite(v))
+				ss += (v - mean) * (v - mean);
+		}
+		char a[64], b[64];
+		fmt_value(t->dtype, lo, a, sizeof a);
+		fmt_value(t->dtype, hi, b, sizeof b);
+		printf(" min=%s max=%s mean=%.7g std=%.7g", a, b, mean,
+		       sqrt(ss / (double)nfinite));
+	} else {
+		printf(" min=- max=- mean=- std=-");
+	}
+	printf(" nan=%llu inf=%llu", (unsigned long long)nnan,
+	       (unsigned long long)ninf);
+	print_attrs(t);
+	putchar('\n');
+}
+
+/* Writes the selection as "I,J,..." ("-" when there is none). */
+static void sel_str(const uint64_t *sel, int n, char *buf, size_t len)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	if (!n)
+		snprintf(buf, len, "-");
+	for (int i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "",
+				      (unsigned long long)sel[i]);
+}
+
+/* The selection for a record of this rank: --select, or zeros. */
+static const uint64_t *record_sel(const show_opts *o, int rank, int *n)
+{
+	static const uint64_t zeros[AT_MAX_RANK];
+	if (o->select_text) {
+		*n = o->nsel;
+		return o->sel;
+	}
+	*n = hm_leading(rank);
+	return zeros;
+}
+
+/* Checks the selection against a header before its payload is read. */
+static void check_select(const show_opts *o, const at_reader *r,
+			 const at_header *h)
+{
+	int n;
+	const uint64_t *sel = record_sel(o, h->rank, &n);
+	char err[128], s[AT_MAX_RANK * 21 + 2];
+	if (hm_check_select(h->rank, h->dims, sel, n, err, sizeof err) == 0)
+		return;
+	char shape[AT_MAX_RANK * 21 + 3];
+	at_shape_str(h->rank, h->dims, shape, sizeof shape);
+	sel_str(sel, n, s, sizeof s);
+	cli_die("%s: record %d '%s': %s %s does not fit shape %s: %s", r->label,
+		h->index, h->name, o->select_text ? "--select" : "selection",
+		s, shape, err);
+}
+
+/* The --ascii header line and map of one record. */
+static void show_ascii(const show_opts *o, const at_tensor *t)
+{
+	int n;
+	const uint64_t *sel = record_sel(o, t->rank, &n);
+	hm_slice s;
+	hm_slice_init(&s, t, sel);
+	uint64_t bh, bw;
+	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
+		  &bw);
+	char ss[AT_MAX_RANK * 21 + 2], lo[64] = "-", hi[64] = "-";
+	sel_str(sel, n, ss, sizeof ss);
+	if (s.any_finite) {
+		fmt_value(t->dtype, s.lo, lo, sizeof lo);
+		fmt_value(t->dtype, s.hi, hi, sizeof hi);
+	}
+	print_head(t);
+	printf(" select=%s map=%llux%llu min=%s max=%s", ss,
+	       (unsigned long long)s.rows, (unsigned long long)s.cols, lo, hi);
+	if (bh > 1 || bw > 1)
+		printf(" downsampled=%llux%llu blocks=%llux%llu",
+		       (unsigned long long)((s.rows + bh - 1) / bh),
+		       (unsigned long long)((s.cols + bw - 1) / bw),
+		       (unsigned long long)bh, (unsigned long long)bw);
+	print_attrs(t);
+	putchar('\n');
+	hm_ascii(stdout, &s, bh, bw);
+}
+
+/* Draws the one record kept for --png into o->png ("-": stdout). */
+static void write_png(const show_opts *o, const at_tensor *t)
+{
+	int n;
+	const uint64_t *sel = record_sel(o, t->rank, &n);
+	hm_slice s;
+	hm_slice_init(&s, t, sel);
+	if (s.rows == 0 || s.cols == 0)
+		cli_die("record '%s' has an empty slice: nothing to draw", t->name);
+	int to_stdout = strcmp(o->png, "-") == 0;
+	if (to_stdout && isatty(STDOUT_FILENO))
+		cli_die("refusing to write a PNG to a terminal (redirect it)");
+	FILE *f = to_stdout ? stdout : fopen(o->png, "wb");
+	if (!f)
+		cli_die("%s: %s", o->png, strerror(errno));
+	char err[256];
+	int rc = hm_png(f, &s, err, sizeof err);
+	if (to_stdout) {
+		if (rc < 0)
+			cli_die("%s", err);
+		cli_finish_text();
+		return;
+	}
+	if (rc < 0 || fflush(f) != 0 || ferror(f)) {
+		if (rc == 0)
+			snprintf(err, sizeof err, "write error: %s", strerror(errno));
+		fclose(f);
+		remove(o->png);
+		cli_die("%s: %s", o->png, err);
+	}
+	if (fclose(f) != 0) {
+		remove(o->png);
+		cli_die("%s: write error: %s", o->png, strerror(errno));
+	}
+}
+
+/* Reads the options into c and o; misuse exits 2. */
+static void parse_args(int argc, char **argv, cli_common *c, show_opts *o)
+{
+	static const struct option longopts[] = {
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, CLI_VERSION},
+		{"threads", required_argument, 0, CLI_THREADS},
+		{"print", no_argument, 0, 'p'},
+		{"full", no_argument, 0, OPT_FULL},
+		{"ascii", no_argument, 0, OPT_ASCII},
+		{"png", required_argument, 0, OPT_PNG},
+		{"select", required_argument, 0, OPT_SELECT},
+		{"name", required_argument, 0, OPT_NAME},
+		{0}};
+	int print = 0, ascii = 0, opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "hp", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			print = 1;
+			break;
+		case OPT_FULL:
+			print = o->full = 1;
+			break;
+		case OPT_ASCII:
+			ascii = 1;
+			break;
+		case OPT_PNG:
+			if (!*optarg)
+				cli_usage_error("--png: expected a file name");
+			o->png = optarg;
+			break;
+		case OPT_SELECT:
+			o->select_text = optarg;
+			o->nsel = hm_parse_select(optarg, o->sel, AT_MAX_RANK);
+			if (o->nsel < 0)
+				cli_usage_error("--select '%s': expected indices "
+						"I,J,... (at most %d)", optarg,
+						AT_MAX_RANK);
+			break;
+		case OPT_NAME:
+			if (!at_name_valid(optarg, strlen(optarg)))
+				cli_usage_error("--name '%s': not a record name "
+						"(1-255 bytes, no whitespace)", optarg);
+			o->name = optarg;
+			break;
+		default:
+			if (!cli_common_opt(c, opt, optarg, usage))
+				cli_bad_option(argv);
+		}
+	}
+	if (print + ascii + (o->png != NULL) > 1)
+		cli_usage_error("-p/--full, --ascii and --png exclude each other");
+	o->mode = print ? SHOW_PRINT : ascii ? SHOW_ASCII :
+		  o->png ? SHOW_PNG : SHOW_SUMMARY;
+	if (o->select_text && o->mode != SHOW_ASCII && o->mode != SHOW_PNG)
+		cli_usage_error("--select needs --ascii or --png");
+#ifndef ANDREA_PNG
+	if (o->png)
+		cli_die("--png: this andrea-show was built without libpng");
+#endif
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-show", &c);
+	show_opts o = {.columns = term_columns()};
+	parse_args(argc, argv, &c, &o);
+
+	int nfiles = argc - optind, shown = 0;
+	at_tensor keep = {0}; /* the record --png draws */
+	for (int f = 0; f < (nfiles ? nfiles : 1); f++) {
+		at_reader r;
+		cli_open_input(&c, &r, nfiles ? argv[optind + f] : "-");
+		at_header h;
+		int rc;
+		while ((rc = at_read_header(&r, &h)) == 1) {
+			if (o.name && strcmp(h.name, o.name) != 0) {
+				if (at_skip_payload(&r, &h) < 0)
+					goto fail;
+				continue;
+			}
+			if (o.mode == SHOW_ASCII || o.mode == SHOW_PNG)
+				check_select(&o, &r, &h);
+			if (o.mode == SHOW_PNG && shown)
+				cli_die("%s: record %d '%s': --png draws one record, "
+					"and '%s' came first; pick one with --name",
+					r.label, h.index, h.name, keep.name);
+			at_tensor t;
+			if (at_read_payload(&r, &h, &t) < 0)
+				goto fail;
+			switch (o.mode) {
+			case SHOW_SUMMARY:
+				show_summary(&t);
+				break;
+			case SHOW_PRINT:
+				if (shown)
+					putchar('\n');
+				print_head(&t);
+				print_attrs(&t);
+				putchar('\n');
+				if (np_print(stdout, &t, o.full) < 0)
+					cli_die("out of memory printing '%s'", t.name);
+				break;
+			case SHOW_ASCII:
+				show_ascii(&o, &t);
+				break;
+			case SHOW_PNG:
+				keep = t;
+				break;
+			}
+			shown++;
+			if (o.mode != SHOW_PNG) {
+				at_tensor_free(&t);
+				cli_finish_text();
+			}
+		}
+		if (rc < 0)
+			goto fail;
+		at_reader_close(&r);
+		continue;
+fail:
+		fflush(stdout);
+		cli_fail(r.err);
+	}
+	if (o.name && !shown)
+		cli_die("no record named '%s'", o.name);
+	if (o.mode == SHOW_PNG) {
+		if (!shown)
+			cli_die("no record to draw");
+		write_png(&o, &keep);
+		at_tensor_free(&keep);
+	}
+	cli_finish_text();
+	return 0;
+}
