@@ -10,12 +10,15 @@ sentence=${ANDREA_DEMO_TEXT:-the cat sat on the mat}
 
 echo "# the default model (andrea-120m shapes, seed 1337), layer 0, all 12 heads"
 echo "\$ printf '%s' '$sentence' | andrea-embed --text --bos | andrea-qkv | andrea-scores \\"
-echo "    | andrea-mask | andrea-softmax | andrea-attend --keep > head.ats"
+echo "    | andrea-mask | andrea-softmax --keep | andrea-attend --keep > head.ats"
 printf '%s' "$sentence" | andrea-embed --text --bos | andrea-qkv | andrea-scores |
-	andrea-mask | andrea-softmax | andrea-attend --keep > "$work/head.ats"
+	andrea-mask | andrea-softmax --keep | andrea-attend --keep > "$work/head.ats"
 echo
 echo "\$ andrea-show head.ats"
 andrea-show "$work/head.ats"
 echo
-echo "\$ andrea-show --ascii --select 0,3 --name attn head.ats   # batch 0, head 3"
+echo "\$ andrea-show --ascii --select 0,3 --name scores head.ats   # batch 0, head 3; _ = masked"
+andrea-show --ascii --select 0,3 --name scores "$work/head.ats"
+echo
+echo "\$ andrea-show --ascii --select 0,3 --name attn head.ats     # each row sums to 1 over 0..i"
 andrea-show --ascii --select 0,3 --name attn "$work/head.ats"
