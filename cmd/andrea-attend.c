@@ -20,9 +20,24 @@ static const char usage[] =
 enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ };
 
 typedef struct {
-	int concat, proj, layer; /* layer -1: from the attributes */
+	int concat, proj, layer; /* layer -1: from the attributes, else 0 */
 	at_model model;
+	at_tensor wo;            /* Wo of wo_layer, once loaded */
+	int wo_layer;
 } attend_ctx;
+
+/* Loads Wo of layer unless it is the one already loaded. */
+static void load_wo(attend_ctx *a, int layer)
+{
+	if (a->wo.data && a->wo_layer == layer)
+		return;
+	char name[64];
+	int C = a->model.cfg.d_model;
+	at_tensor_free(&a->wo);
+	snprintf(name, sizeof name, "layers.%d.attn.wo", layer);
+	stage_param(&a->model, name, &a->wo, 2, C, C);
+	a->wo_layer = layer;
+}
 
 static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
 {
@@ -56,26 +71,23 @@ static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
 		out = cat;
 	}
 	if (a->proj) {
-		int C = a->model.cfg.d_model, layer = stage_layer_attr(attn, a->layer);
-		char err[300], name[64];
+		int C = a->model.cfg.d_model;
+		int layer = a->layer >= 0 ? a->layer : stage_layer_attr(attn, 0);
+		char err[300];
 		if (at_attr_get(&attn->attrs, "head"))
 			at_filter_die(f, 0, "holds head %s only; --proj needs all "
 				      "heads", at_attr_get(&attn->attrs, "head"));
 		if (H * D != C)
 			at_filter_die(f, 1, "H*D=%d but the model has C=%d", H * D, C);
-		if (layer < 0)
-			layer = 0;
 		if (at_model_check_layer(&a->model, layer, err, sizeof err) < 0)
 			at_filter_die(f, 0, "%s", err);
-		at_tensor wo, y;
-		snprintf(name, sizeof name, "layers.%d.attn.wo", layer);
-		stage_param(&a->model, name, &wo, 2, C, C);
+		load_wo(a, layer);
+		at_tensor y;
 		if (at_tensor_init(&y, "y", AT_F32, 3, out.dims) < 0)
 			cli_die("out of memory");
-		at_matmul(y.data, out.data, wo.data, B * T, C, C, 0, 1.0f);
+		at_matmul(y.data, out.data, a->wo.data, B * T, C, C, 0, 1.0f);
 		y.attrs = out.attrs;
 		at_attr_setf(&y.attrs, "layer", "%d", layer);
-		at_tensor_free(&wo);
 		at_tensor_free(&out);
 		out = y;
 	}
@@ -113,11 +125,22 @@ int main(int argc, char **argv)
 		cli_usage_error("--concat and --proj exclude each other "
 				"(--proj includes the concatenation)");
 	stage_device(&c, 0);
-	if (a.proj)
+	if (a.proj) {
+		char err[600];
 		stage_open_model(&c, &a.model);
+		if (!a.model.cfg.d_model)
+			cli_die("%s: the model's C is unknown (no config, wte or "
+				"attention matrix)", c.model);
+		if (a.layer >= 0) { /* check what can be checked before output */
+			if (at_model_check_layer(&a.model, a.layer, err, sizeof err) < 0)
+				cli_die("%s", err);
+			load_wo(&a, a.layer);
+		}
+	}
 	at_filter f = {.inputs = {"attn", "v"}, .n_inputs = 2, .run = attend_run,
 		       .ctx = &a};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_tensor_free(&a.wo);
 	at_model_close(&a.model);
 	return 0;
 }

@@ -39,8 +39,13 @@ int main(int argc, char **argv)
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
-		if (opt == OPT_FILL)
-			fill = (float)cli_double(optarg, "--fill");
+		if (opt == OPT_FILL) {
+			double d = cli_double(optarg, "--fill");
+			fill = (float)d;
+			if (isinf(fill) && !isinf(d))
+				cli_usage_error("--fill %s: beyond float32's range "
+						"(use -inf)", optarg);
+		}
 		else if (!cli_common_opt(&c, opt, optarg, usage))
 			cli_bad_option(argv);
 	}

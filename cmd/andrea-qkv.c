@@ -22,6 +22,10 @@ enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD };
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
+	/* loaded before any output: LN1 and Wq, Wk, Wv (only head's D
+	 * columns with --head) */
+	at_tensor ln_w, ln_b;
+	float *w[3];
 } qkv_ctx;
 
 /* Columns [c0, c0+n) of the row-major matrix w[rows, cols]. */
@@ -36,6 +40,31 @@ static float *columns(const float *w, int rows, int cols, int c0, int n)
 	return out;
 }
 
+static const char *const which[] = {"q", "k", "v"};
+
+static void load_params(qkv_ctx *q)
+{
+	int C = q->model.cfg.d_model, D = C / q->model.cfg.n_head;
+	char name[64];
+	if (q->norm) {
+		snprintf(name, sizeof name, "layers.%d.ln1.weight", q->layer);
+		stage_param(&q->model, name, &q->ln_w, 1, C);
+		snprintf(name, sizeof name, "layers.%d.ln1.bias", q->layer);
+		stage_param(&q->model, name, &q->ln_b, 1, C);
+	}
+	for (int m = 0; m < 3; m++) {
+		at_tensor wm;
+		snprintf(name, sizeof name, "layers.%d.attn.w%s", q->layer, which[m]);
+		stage_param(&q->model, name, &wm, 2, C, C);
+		if (q->head >= 0) {
+			q->w[m] = columns(wm.data, C, C, q->head * D, D);
+			at_tensor_free(&wm);
+		} else {
+			q->w[m] = wm.data; /* take the buffer over */
+		}
+	}
+}
+
 static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	qkv_ctx *q = f->ctx;
@@ -48,34 +77,21 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	int H = cfg->n_head, D = C / H;
 	int heads = q->head >= 0 ? 1 : H, cols = heads * D;
 	size_t rows = (size_t)B * T;
-	char name[64];
 
 	float *h = x->data, *normed = NULL;
 	if (q->norm) {
-		at_tensor lw, lb;
-		snprintf(name, sizeof name, "layers.%d.ln1.weight", q->layer);
-		stage_param(&q->model, name, &lw, 1, C);
-		snprintf(name, sizeof name, "layers.%d.ln1.bias", q->layer);
-		stage_param(&q->model, name, &lb, 1, C);
-		if (!(normed = malloc(rows * C * sizeof *normed)))
+		if (!(normed = malloc(rows * C * sizeof *normed + 1)))
 			cli_die("out of memory");
-		at_layernorm_forward(normed, x->data, lw.data, lb.data, (int)rows,
-				     C, 1e-5f);
+		at_layernorm_forward(normed, x->data, q->ln_w.data, q->ln_b.data,
+				     (int)rows, C, 1e-5f);
 		h = normed;
-		at_tensor_free(&lw);
-		at_tensor_free(&lb);
 	}
-	float *proj = malloc(rows * cols * sizeof *proj);
+	float *proj = malloc(rows * cols * sizeof *proj + 1);
 	if (!proj)
 		cli_die("out of memory");
-	static const char *which[] = {"q", "k", "v"};
 	for (int m = 0; m < 3; m++) {
-		at_tensor wm, out;
-		snprintf(name, sizeof name, "layers.%d.attn.w%s", q->layer, which[m]);
-		stage_param(&q->model, name, &wm, 2, C, C);
-		float *wcols = q->head >= 0 ? columns(wm.data, C, C, q->head * D, D)
-					    : wm.data;
-		at_matmul(proj, h, wcols, (int)rows, C, cols, 0, 1.0f);
+		at_tensor out;
+		at_matmul(proj, h, q->w[m], (int)rows, C, cols, 0, 1.0f);
 		uint64_t dims[4] = {(uint64_t)B, (uint64_t)heads, (uint64_t)T,
 				    (uint64_t)D};
 		if (at_tensor_init(&out, which[m], AT_F32, 4, dims) < 0)
@@ -89,9 +105,6 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 			at_attr_setf(&out.attrs, "head", "%d", q->head);
 		at_filter_write(w, &out);
 		at_tensor_free(&out);
-		if (wcols != wm.data)
-			free(wcols);
-		at_tensor_free(&wm);
 	}
 	free(proj);
 	free(normed);
@@ -130,10 +143,15 @@ int main(int argc, char **argv)
 	    at_model_check_layer(&q.model, q.layer, err, sizeof err) < 0)
 		cli_die("%s", err);
 	if (q.head >= q.model.cfg.n_head)
-		cli_usage_error("--head %d: the model has %d heads (0..%d)", q.head,
-				q.model.cfg.n_head, q.model.cfg.n_head - 1);
+		cli_die("--head %d: the model has %d heads (0..%d)", q.head,
+			q.model.cfg.n_head, q.model.cfg.n_head - 1);
+	load_params(&q);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = qkv_run, .ctx = &q};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	for (int m = 0; m < 3; m++)
+		free(q.w[m]);
+	at_tensor_free(&q.ln_w);
+	at_tensor_free(&q.ln_b);
 	at_model_close(&q.model);
 	return 0;
 }

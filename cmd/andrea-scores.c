@@ -30,6 +30,14 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_shape_str(4, k->dims, ks, sizeof ks);
 		at_filter_die(f, 1, "shape %s does not match q's %s", ks, qs);
 	}
+	static const char *const same[] = {"layer", "head", "norm"};
+	for (int i = 0; i < 3; i++) {
+		const char *qa = at_attr_get(&q->attrs, same[i]);
+		const char *ka = at_attr_get(&k->attrs, same[i]);
+		if (qa && ka && strcmp(qa, ka) != 0)
+			at_filter_die(f, 1, "%s=%s but q has %s=%s", same[i], ka,
+				      same[i], qa);
+	}
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
 	double scale = s->fixed ? s->scale : 1.0 / sqrt((double)D);

@@ -163,6 +163,7 @@ int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage)
 		return 1;
 	case CLI_SEED:
 		c->seed = (unsigned long long)cli_long(arg, 0, LONG_MAX, "--seed");
+		c->seed_given = 1;
 		return 1;
 	case CLI_HEADS:
 		c->heads = (int)cli_long(arg, 1, 4096, "--heads");
@@ -177,6 +178,11 @@ void cli_open_output(cli_common *c, at_writer *w)
 	if (c->output && strcmp(c->output, "-") != 0) {
 		if (at_writer_open(w, c->output, &c->wopts) < 0)
 			cli_fail(w->err);
+		if (isatty(fileno(w->f)) && !c->force) {
+			at_writer_abort(w);
+			cli_die("%s: refusing to write binary data to a terminal "
+				"(use -f)", c->output);
+		}
 	} else {
 		if (isatty(STDOUT_FILENO) && !c->force)
 			cli_die("refusing to write binary data to a terminal "

@@ -57,6 +57,7 @@ typedef struct {
 	const char *device; /* --device, ANDREA_DEVICE */
 	const char *model;  /* -m, ANDREA_MODEL; NULL: the seeded default */
 	unsigned long long seed;
+	int seed_given;     /* --seed was on the command line */
 	int heads;          /* --heads for a model file without config */
 } cli_common;
 

@@ -38,5 +38,5 @@ int at_device_resolve(const char *want, at_device *dev, char *err,
 #endif
 	}
 	snprintf(err, errlen, "--device '%s': expected auto, cpu or cuda", want);
-	return -1;
+	return -2;
 }

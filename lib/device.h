@@ -12,8 +12,8 @@ typedef enum { AT_DEV_CPU = 0, AT_DEV_CUDA = 1 } at_device;
 
 /* Number of usable CUDA devices; 0 in a CPU-only build or without a GPU. */
 int at_cuda_devices(void);
-/* Resolves "auto", "cpu" or "cuda".  Returns 0, or -1 with a reason in err
- * (an unknown name, or cuda asked for where none can be used). */
+/* Resolves "auto", "cpu" or "cuda".  Returns 0; -2 for an unknown name;
+ * -1 when cuda is asked for where none can be used; err says why. */
 int at_device_resolve(const char *want, at_device *dev, char *err,
 		      size_t errlen);
 

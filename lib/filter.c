@@ -89,7 +89,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 			for (int j = 0; j < f->n_inputs; j++)
 				if (!have[j])
 					cli_die("%s: record %d '%s': no '%s' record "
-						"follows it", r.label, f->index[i],
+						"goes with it", r.label, f->index[i],
 						f->inputs[i], f->inputs[j]);
 	if (groups == 0) {
 		char names[64] = "";

@@ -82,10 +82,11 @@ static void infer_from(at_config *c, const at_header *h)
 }
 
 int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
-		  char *err, size_t errlen)
+		  const at_read_opts *ro, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof *m);
 	m->seed = seed;
+	m->ropts = *ro;
 	if (!path) {
 		m->seeded = 1;
 		m->has_config = 1;
@@ -98,10 +99,8 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 		return 0;
 	}
 	snprintf(m->path, sizeof m->path, "%s", path);
-	at_read_opts ro;
-	at_read_opts_default(&ro);
 	at_reader r;
-	if (at_reader_open(&r, path, &ro) < 0) {
+	if (at_reader_open(&r, path, ro) < 0) {
 		snprintf(err, errlen, "%s", r.err);
 		return -1;
 	}
@@ -113,7 +112,7 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 		if (strcmp(h->name, "config") == 0) {
 			char why[200];
 			if (config_from_attrs(&h->attrs, &m->cfg, why, sizeof why) < 0) {
-				snprintf(err, errlen, "%s: record %d 'config': %s", path,
+				snprintf(err, errlen, "%s: record %d: %s", path,
 					 h->index, why);
 				goto fail;
 			}
@@ -227,19 +226,18 @@ int at_model_param(const at_model *m, const char *name, int rank,
 		snprintf(err, errlen, "%s: no parameter '%s' %s", m->path, name, want);
 		return -1;
 	}
-	at_read_opts ro;
-	at_read_opts_default(&ro);
 	at_reader r;
 	at_header *h = malloc(sizeof *h);
 	int rc = -1;
-	if (!h || at_reader_open(&r, m->path, &ro) < 0) {
+	if (!h || at_reader_open(&r, m->path, &m->ropts) < 0) {
 		snprintf(err, errlen, "%s", h ? r.err : "out of memory");
 		free(h);
 		return -1;
 	}
 	r.records = e->index - 1;
 	if (fseek(r.f, e->offset, SEEK_SET) != 0 || at_read_header(&r, h) != 1) {
-		snprintf(err, errlen, "%s", r.err[0] ? r.err : "cannot seek in model file");
+		snprintf(err, errlen, "%s", r.err[0] ? r.err :
+			 "cannot seek in the model file (it must be a regular file)");
 		goto out;
 	}
 	at_shape_str(h->rank, h->dims, got, sizeof got);

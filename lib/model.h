@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "stream.h"
 #include "tensor.h"
 
 #define AT_DEFAULT_SEED 1337
@@ -36,6 +37,7 @@ typedef struct {
 	char path[4096];
 	at_model_entry *entries;
 	int n_entries;
+	at_read_opts ropts; /* caps and threads for reading parameters */
 } at_model;
 
 /* Fills c with a preset: tiny, andrea-12m, andrea-120m, andrea-480m
@@ -44,9 +46,10 @@ int at_config_preset(const char *name, at_config *c);
 
 /* Opens path (NULL: the seeded default under seed).  heads > 0 gives
  * n_head for a file without a config (and must agree with one that has
- * it).  Reads only record headers.  Returns 0 or -1 with err. */
+ * it).  Reads only record headers, so path must be seekable.  Returns 0
+ * or -1 with err. */
 int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
-		  char *err, size_t errlen);
+		  const at_read_opts *ro, char *err, size_t errlen);
 void at_model_close(at_model *m);
 
 /* Loads parameter `name` as f32 with exactly the shape given (rank dims),

@@ -7,7 +7,11 @@
 void stage_open_model(const cli_common *c, at_model *m)
 {
 	char err[600];
-	if (at_model_open(m, c->model, c->seed, c->heads, err, sizeof err) < 0)
+	if (c->model && c->seed_given)
+		cli_usage_error("--seed applies to the default model only, and a "
+				"model file (-m or ANDREA_MODEL) is in use");
+	if (at_model_open(m, c->model, c->seed, c->heads, &c->ropts, err,
+			  sizeof err) < 0)
 		cli_die("%s", err);
 }
 
@@ -29,8 +33,11 @@ at_device stage_device(const cli_common *c, int has_cuda)
 {
 	at_device dev;
 	char err[200];
-	if (at_device_resolve(c->device, &dev, err, sizeof err) < 0)
+	int rc = at_device_resolve(c->device, &dev, err, sizeof err);
+	if (rc == -2)
 		cli_usage_error("%s", err);
+	if (rc < 0)
+		cli_die("%s", err);
 	if (dev == AT_DEV_CUDA && !has_cuda) {
 		if (c->device && *c->device && strcmp(c->device, "auto") != 0)
 			cli_die("--device cuda: this stage has no CUDA path in "
