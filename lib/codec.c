@@ -39,6 +39,7 @@
 #define NOISE_BITS 7.75     /* entropy above which deflate cannot pay */
 #define RUN_EXCESS 0.02     /* repeats beyond chance that call for Z_RLE */
 #define MEM_LEVEL 8
+#define MAX_SEGMENTS (8 * (AT_MAX_CHUNK / SEGMENT)) /* 8-byte dtypes at most */
 
 enum seg_mode { SEG_STORED, SEG_HUFFMAN, SEG_RLE };
 
@@ -135,12 +136,18 @@ static size_t deflate_chunk(const unsigned char *src, size_t n,
 	static const int seg_level[] = { 0, 1, 1 };
 	static const int seg_strategy[] = { Z_DEFAULT_STRATEGY, Z_HUFFMAN_ONLY,
 					    Z_RLE };
-	enum seg_mode mode[4 * (AT_MAX_CHUNK / SEGMENT) + 64];
+	enum seg_mode mode[MAX_SEGMENTS];
+	if (planes < 1 || n % planes)
+		planes = 1;
 	size_t plane = n / planes, seg = segment_len(plane), nseg = 0;
-	int any = level > 1;
+	/* levels 2..9, and level 1 on a chunk larger than the format allows,
+	 * deflate the whole chunk in one mode */
+	int whole = level > 1 ||
+		    planes * ((plane + seg - 1) / seg) > MAX_SEGMENTS;
+	int any = whole;
 
 	/* classify first: a chunk of noise skips deflate altogether */
-	if (level == 1) {
+	if (!whole) {
 		for (size_t p0 = 0; p0 < n; p0 += plane)
 			for (size_t s = 0; s < plane; s += seg) {
 				size_t len = plane - s < seg ? plane - s : seg;
@@ -158,8 +165,9 @@ static size_t deflate_chunk(const unsigned char *src, size_t n,
 	/* after a reset deflateParams flushes nothing, so always call it
 	 * first: the state then never depends on the chunk before */
 	int cur_level = -1, cur_strategy = -1, rc = 0;
-	if (level > 1) {
-		rc = feed(z, src, n, level, Z_DEFAULT_STRATEGY, &cur_level,
+	if (whole) {
+		rc = feed(z, src, n, level,
+			  level > 1 ? Z_DEFAULT_STRATEGY : Z_RLE, &cur_level,
 			  &cur_strategy);
 	} else {
 		size_t k = 0;

@@ -5,11 +5,12 @@
  * each 128-bit lane groups the lane's four elements by byte, a dword
  * permute pairs the two lanes, and a 64-bit transpose across four registers
  * yields 32 bytes of each plane.  Unshuffling runs the same steps backwards.
- * The tail (fewer than 32 elements) goes through the plain loop.
+ * The tail (fewer than 32 elements) goes through the plain loop; bytes
+ * past the last whole element (never there in a stream) are copied as is.
  */
 #include "shuffle.h"
 
-#include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2_PATH 1
@@ -120,6 +121,7 @@ void at_shuffle(const unsigned char *in, unsigned char *out, size_t n,
 		done = shuffle4_avx2(in, out, count);
 #endif
 	shuffle_plain(in, out, count, elem, done);
+	memcpy(out + count * elem, in + count * elem, n - count * elem);
 }
 
 void at_unshuffle(const unsigned char *in, unsigned char *out, size_t n,
@@ -131,4 +133,5 @@ void at_unshuffle(const unsigned char *in, unsigned char *out, size_t n,
 		done = unshuffle4_avx2(in, out, count);
 #endif
 	unshuffle_plain(in, out, count, elem, done);
+	memcpy(out + count * elem, in + count * elem, n - count * elem);
 }

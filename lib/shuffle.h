@@ -2,7 +2,8 @@
  *
  * Shuffling n bytes of elem-byte elements gathers byte b of every element
  * into plane b: out[b * (n / elem) + i] = in[i * elem + b].  Unshuffling is
- * the inverse.  n is a multiple of elem; in and out do not overlap.
+ * the inverse.  Bytes past the last whole element are copied unchanged;
+ * in and out do not overlap.
  */
 #ifndef ANDREA_SHUFFLE_H
 #define ANDREA_SHUFFLE_H
