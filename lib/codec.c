@@ -2,55 +2,186 @@
  *
  * A chunk is stored deflated (raw deflate, no zlib wrapper: the chunk
  * carries its own CRC32 of the raw bytes) when that is shorter, else as is.
- * The byte shuffle gathers byte 0 of every element, then byte 1, ...: the
- * sign/exponent bytes of float32 data then form long similar runs that
- * deflate codes cheaply, while the noisy low mantissa bytes go out as stored
- * deflate blocks, which inflate at memory speed.
+ * The byte shuffle (shuffle.c) gathers byte 0 of every element, then byte
+ * 1, ...: the sign/exponent bytes of float32 data then form one plane of
+ * low entropy, while the low mantissa bytes form planes of noise.
+ *
+ * Level 1, the fast default, cuts the (shuffled) chunk into segments that
+ * never straddle two planes and gives each the cheapest deflate mode that
+ * pays, judged from a sample of its bytes:
+ *   noise (sample entropy above NOISE_BITS per byte, no runs): level 0, so
+ *     deflate writes stored blocks at memory speed both ways;
+ *   runs (consecutive equal bytes well above chance, e.g. masked scores):
+ *     Z_RLE;
+ *   anything else (the exponent plane of dense data): Z_HUFFMAN_ONLY, which
+ *     codes as tightly as Z_RLE there and inflates twice as fast.
+ * Switching modes inside one deflate stream (deflateParams) ends a deflate
+ * block; the chunk stays one ordinary raw deflate stream, so readers need
+ * nothing new.  Levels 2..9 are plain zlib levels over the whole chunk.
+ * The choice depends only on the chunk's bytes, so the output is the same
+ * for any thread count.
+ *
+ * Each thread keeps one deflate and one inflate state and resets it per
+ * chunk instead of allocating it again.  The states live until the thread
+ * ends.
  */
 #include "stream.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
 
-static void shuffle(const unsigned char *in, unsigned char *out, size_t n,
-		    size_t elem)
+#include "shuffle.h"
+
+#define SEGMENT (64u << 10) /* bytes per level-1 segment, at most */
+#define SAMPLE_STEP 5       /* every 5th byte: odd, so no element size aliases it */
+#define NOISE_BITS 7.75     /* entropy above which deflate cannot pay */
+#define RUN_EXCESS 0.02     /* repeats beyond chance that call for Z_RLE */
+#define MEM_LEVEL 8
+#define MAX_SEGMENTS (8 * (AT_MAX_CHUNK / SEGMENT)) /* 8-byte dtypes at most */
+
+enum seg_mode { SEG_STORED, SEG_HUFFMAN, SEG_RLE };
+
+static _Thread_local z_stream def_z, inf_z;
+static _Thread_local int def_ready, inf_ready;
+
+/* Judges one segment from every SAMPLE_STEP-th byte and its successor. */
+static enum seg_mode classify(const unsigned char *p, size_t n)
 {
-	size_t count = n / elem;
-	if (elem == 4) {
-		unsigned char *o0 = out, *o1 = out + count, *o2 = out + 2 * count,
-			      *o3 = out + 3 * count;
-		for (size_t i = 0; i < count; i++) {
-			o0[i] = in[4 * i];
-			o1[i] = in[4 * i + 1];
-			o2[i] = in[4 * i + 2];
-			o3[i] = in[4 * i + 3];
-		}
-		return;
+	unsigned hist[256] = { 0 };
+	size_t samples = 0, repeats = 0;
+	for (size_t i = 0; i + 1 < n; i += SAMPLE_STEP) {
+		hist[p[i]]++;
+		repeats += p[i] == p[i + 1];
+		samples++;
 	}
-	for (size_t b = 0; b < elem; b++)
-		for (size_t i = 0; i < count; i++)
-			out[b * count + i] = in[i * elem + b];
+	if (samples < 64)
+		return SEG_RLE;
+	double bits = 0, same = 0, inv = 1.0 / samples;
+	for (int b = 0; b < 256; b++) {
+		if (!hist[b])
+			continue;
+		double f = hist[b] * inv;
+		bits -= f * log2(f);
+		same += f * f;
+	}
+	/* same: the chance two independent bytes agree */
+	if (repeats * inv > same + RUN_EXCESS)
+		return SEG_RLE;
+	return bits > NOISE_BITS ? SEG_STORED : SEG_HUFFMAN;
 }
 
-static void unshuffle(const unsigned char *in, unsigned char *out, size_t n,
-		      size_t elem)
+/* This thread's deflate state, reset; NULL when out of memory. */
+static z_stream *deflater(void)
 {
-	size_t count = n / elem;
-	if (elem == 4) {
-		const unsigned char *i0 = in, *i1 = in + count,
-				    *i2 = in + 2 * count, *i3 = in + 3 * count;
-		for (size_t i = 0; i < count; i++) {
-			out[4 * i] = i0[i];
-			out[4 * i + 1] = i1[i];
-			out[4 * i + 2] = i2[i];
-			out[4 * i + 3] = i3[i];
-		}
-		return;
+	if (!def_ready) {
+		memset(&def_z, 0, sizeof def_z);
+		if (deflateInit2(&def_z, 1, Z_DEFLATED, -15, MEM_LEVEL,
+				 Z_RLE) != Z_OK)
+			return NULL;
+		def_ready = 1;
+	} else if (deflateReset(&def_z) != Z_OK) {
+		return NULL;
 	}
-	for (size_t b = 0; b < elem; b++)
-		for (size_t i = 0; i < count; i++)
-			out[i * elem + b] = in[b * count + i];
+	return &def_z;
+}
+
+/* This thread's inflate state, reset; NULL when out of memory. */
+static z_stream *inflater(void)
+{
+	if (!inf_ready) {
+		memset(&inf_z, 0, sizeof inf_z);
+		if (inflateInit2(&inf_z, -15) != Z_OK)
+			return NULL;
+		inf_ready = 1;
+	} else if (inflateReset(&inf_z) != Z_OK) {
+		return NULL;
+	}
+	return &inf_z;
+}
+
+/* Feeds src[0..n) to z in mode m; returns 0, or -1 when out is full. */
+static int feed(z_stream *z, const unsigned char *src, size_t n, int level,
+		int strategy, int *cur_level, int *cur_strategy)
+{
+	if (level != *cur_level || strategy != *cur_strategy) {
+		if (deflateParams(z, level, strategy) != Z_OK)
+			return -1;
+		*cur_level = level;
+		*cur_strategy = strategy;
+	}
+	z->next_in = (Bytef *)src;
+	z->avail_in = (uInt)n;
+	if (deflate(z, Z_NO_FLUSH) != Z_OK || z->avail_in)
+		return -1;
+	return 0;
+}
+
+/* Splits planes of plane bytes into segments of at most SEGMENT bytes, as
+ * even as possible; returns the segment length for one plane. */
+static size_t segment_len(size_t plane)
+{
+	size_t count = (plane + SEGMENT - 1) / SEGMENT;
+	return count > 1 ? (plane + count - 1) / count : plane;
+}
+
+/* Deflates src into out, at most limit bytes; returns the length, or 0
+ * when it does not fit or does not pay (the caller then stores the chunk).
+ * src holds planes planes of equal length. */
+static size_t deflate_chunk(const unsigned char *src, size_t n,
+			    unsigned char *out, size_t limit, size_t planes,
+			    int level)
+{
+	static const int seg_level[] = { 0, 1, 1 };
+	static const int seg_strategy[] = { Z_DEFAULT_STRATEGY, Z_HUFFMAN_ONLY,
+					    Z_RLE };
+	enum seg_mode mode[MAX_SEGMENTS];
+	if (planes < 1 || n % planes)
+		planes = 1;
+	size_t plane = n / planes, seg = segment_len(plane), nseg = 0;
+	/* levels 2..9, and level 1 on a chunk larger than the format allows,
+	 * deflate the whole chunk in one mode */
+	int whole = level > 1 ||
+		    planes * ((plane + seg - 1) / seg) > MAX_SEGMENTS;
+	int any = whole;
+
+	/* classify first: a chunk of noise skips deflate altogether */
+	if (!whole) {
+		for (size_t p0 = 0; p0 < n; p0 += plane)
+			for (size_t s = 0; s < plane; s += seg) {
+				size_t len = plane - s < seg ? plane - s : seg;
+				mode[nseg] = classify(src + p0 + s, len);
+				any |= mode[nseg++] != SEG_STORED;
+			}
+	}
+	if (!any)
+		return 0;
+	z_stream *z = deflater();
+	if (!z)
+		return 0;
+	z->next_out = out;
+	z->avail_out = (uInt)limit;
+	/* after a reset deflateParams flushes nothing, so always call it
+	 * first: the state then never depends on the chunk before */
+	int cur_level = -1, cur_strategy = -1, rc = 0;
+	if (whole) {
+		rc = feed(z, src, n, level,
+			  level > 1 ? Z_DEFAULT_STRATEGY : Z_RLE, &cur_level,
+			  &cur_strategy);
+	} else {
+		size_t k = 0;
+		for (size_t p0 = 0; p0 < n && rc == 0; p0 += plane)
+			for (size_t s = 0; s < plane && rc == 0; s += seg, k++) {
+				size_t len = plane - s < seg ? plane - s : seg;
+				rc = feed(z, src + p0 + s, len, seg_level[mode[k]],
+					  seg_strategy[mode[k]], &cur_level,
+					  &cur_strategy);
+			}
+	}
+	if (rc == 0 && deflate(z, Z_FINISH) == Z_STREAM_END)
+		return z->total_out;
+	return 0;
 }
 
 size_t at_chunk_bound(size_t raw_len)
@@ -63,25 +194,19 @@ size_t at_chunk_encode(const unsigned char *raw, size_t raw_len,
 		       unsigned char *scratch)
 {
 	const unsigned char *src = raw;
+	size_t planes = 1;
 	if (o->shuffle && elem > 1) {
-		shuffle(raw, scratch, raw_len, elem);
+		at_shuffle(raw, scratch, raw_len, elem);
 		src = scratch;
+		planes = elem;
 	}
-	if (o->level > 0) {
-		z_stream z;
-		memset(&z, 0, sizeof z);
-		int strategy = o->level == 1 ? Z_RLE : Z_DEFAULT_STRATEGY;
-		if (deflateInit2(&z, o->level, Z_DEFLATED, -15, 8, strategy) == Z_OK) {
-			z.next_in = (Bytef *)src;
-			z.avail_in = (uInt)raw_len;
-			z.next_out = out;
-			z.avail_out = (uInt)at_chunk_bound(raw_len);
-			int rc = deflate(&z, Z_FINISH);
-			size_t n = z.total_out;
-			deflateEnd(&z);
-			if (rc == Z_STREAM_END && n < raw_len)
-				return n;
-		}
+	if (o->level > 0 && raw_len > 0) {
+		int level = o->level > 9 ? 9 : o->level;
+		/* a deflated chunk must come out shorter than the raw one */
+		size_t n = deflate_chunk(src, raw_len, out, raw_len - 1, planes,
+					 level);
+		if (n > 0)
+			return n;
 	}
 	memcpy(out, src, raw_len); /* stored: deflate did not pay */
 	return raw_len;
@@ -100,27 +225,24 @@ int at_chunk_decode(const unsigned char *stored, size_t stored_len,
 		else
 			memcpy(raw, stored, raw_len);
 	} else {
-		z_stream z;
-		memset(&z, 0, sizeof z);
-		if (inflateInit2(&z, -15) != Z_OK) {
+		z_stream *z = inflater();
+		if (!z) {
 			snprintf(err, errlen, "out of memory in inflate");
 			return -1;
 		}
-		z.next_in = (Bytef *)stored;
-		z.avail_in = (uInt)stored_len;
-		z.next_out = dst;
-		z.avail_out = (uInt)raw_len;
-		int rc = inflate(&z, Z_FINISH);
-		int ok = rc == Z_STREAM_END && z.total_out == raw_len &&
-			 z.avail_in == 0;
-		inflateEnd(&z);
-		if (!ok) {
+		z->next_in = (Bytef *)stored;
+		z->avail_in = (uInt)stored_len;
+		z->next_out = dst;
+		z->avail_out = (uInt)raw_len;
+		int rc = inflate(z, Z_FINISH);
+		if (rc != Z_STREAM_END || z->total_out != raw_len ||
+		    z->avail_in != 0) {
 			snprintf(err, errlen, "corrupt deflate data");
 			return -1;
 		}
 	}
 	if (shuf)
-		unshuffle(dst, raw, raw_len, elem);
+		at_unshuffle(dst, raw, raw_len, elem);
 	if ((uint32_t)crc32(0L, raw, (uInt)raw_len) != crc) {
 		snprintf(err, errlen, "CRC32 mismatch: the data is damaged");
 		return -1;
