@@ -56,7 +56,7 @@ typedef struct {
 } at_read_opts;
 
 typedef struct {
-	int level;          /* 0 stored, 1 run-length deflate, 2..9 zlib level */
+	int level;          /* 0 stored, 1 adaptive (codec.c), 2..9 zlib level */
 	int shuffle;        /* byte-shuffle multi-byte dtypes before deflate */
 	int threads;
 	uint32_t chunk_raw; /* raw bytes per chunk */
