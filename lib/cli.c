@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *cli_prog = "andrea";
@@ -173,6 +175,21 @@ int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage)
 	}
 }
 
+/* A pipe holds 64 KiB by default, so a stage handing on a 48 MiB tensor
+ * would switch to its reader some 800 times; 1 MiB (the largest an
+ * unprivileged process may ask for) cuts that sixteenfold.  Failure is
+ * harmless: the pipe just stays as it was. */
+static void widen_pipe(int fd)
+{
+#ifdef F_SETPIPE_SZ
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))
+		fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+#else
+	(void)fd;
+#endif
+}
+
 void cli_open_output(cli_common *c, at_writer *w)
 {
 	if (c->output && strcmp(c->output, "-") != 0) {
@@ -188,6 +205,7 @@ void cli_open_output(cli_common *c, at_writer *w)
 			cli_die("refusing to write binary data to a terminal "
 				"(redirect it, or use -f)");
 		at_writer_wrap(w, stdout, "<stdout>", &c->wopts);
+		widen_pipe(STDOUT_FILENO);
 	}
 	open_writer = w;
 }
@@ -209,4 +227,5 @@ void cli_open_input(cli_common *c, at_reader *r, const char *path)
 {
 	if (at_reader_open(r, path, &c->ropts) < 0)
 		cli_fail(r->err);
+	widen_pipe(fileno(r->f));
 }

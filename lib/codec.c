@@ -222,7 +222,7 @@ int at_chunk_decode(const unsigned char *stored, size_t stored_len,
 	if (stored_len == raw_len) {
 		if (shuf)
 			dst = (unsigned char *)stored;
-		else
+		else if (stored != raw) /* the reader may read in place */
 			memcpy(raw, stored, raw_len);
 	} else {
 		z_stream *z = inflater();

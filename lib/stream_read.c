@@ -276,17 +276,38 @@ static int get_chunk_header(at_reader *r, const at_header *h, uint64_t c,
 	return 0;
 }
 
+/* Makes *buf hold at least end bytes, growing geometrically up to the
+ * tensor's size, so memory follows the data that has really arrived. */
+static int grow(unsigned char **buf, size_t *cap, size_t end, size_t nbytes)
+{
+	if (end <= *cap)
+		return 0;
+	size_t want = *cap * 2 > end ? *cap * 2 : end;
+	if (want > nbytes)
+		want = nbytes;
+	unsigned char *nbuf = realloc(*buf, want);
+	if (!nbuf)
+		return -1;
+	*buf = nbuf;
+	*cap = want;
+	return 0;
+}
+
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 {
 	memset(t, 0, sizeof *t);
 	size_t elem = at_dtype_size(h->dtype);
+	int shuffled = (h->flags & AT_FLAG_SHUFFLE) && elem > 1;
 	uint64_t nchunks = chunk_count(h);
 	int threads = r->opts.threads;
 	/* no more scratch than there are chunks to decode */
 	if ((uint64_t)threads > nchunks)
 		threads = nchunks ? (int)nchunks : 1;
 	uint64_t batch = (uint64_t)threads * 4;
-	unsigned char **stored = calloc(batch, sizeof *stored);
+	/* per batch slot: a buffer for deflated or shuffled chunks (stored
+	 * plain chunks are read straight into place) and the chunk's facts */
+	unsigned char **slot = calloc(batch, sizeof *slot);
+	const unsigned char **stored = calloc(batch, sizeof *stored);
 	uint32_t *stored_len = calloc(batch, sizeof *stored_len);
 	uint32_t *crc = calloc(batch, sizeof *crc);
 	unsigned char *scratch = malloc((size_t)threads * h->chunk_raw);
@@ -295,43 +316,40 @@ int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 	unsigned char *buf = malloc(h->nbytes ? 0 : 1);
 	size_t cap = 0;
 	int rc = -1;
-	if (!stored || !stored_len || !crc || !scratch || !bad || !why) {
+	if (!slot || !stored || !stored_len || !crc || !scratch || !bad || !why) {
 		fail(r, h->index, h->name, "out of memory");
 		goto out;
 	}
 	for (uint64_t c0 = 0; c0 < nchunks; c0 += batch) {
 		uint64_t nb = nchunks - c0 < batch ? nchunks - c0 : batch;
 		for (uint64_t i = 0; i < nb; i++) {
+			uint64_t c = c0 + i;
 			unsigned char hdr[AT_CHUNK_HEADER];
-			if (get_chunk_header(r, h, c0 + i, hdr, &stored_len[i],
-					     &crc[i]) < 0)
+			if (get_chunk_header(r, h, c, hdr, &stored_len[i], &crc[i]) < 0)
 				goto out;
-			free(stored[i]);
-			stored[i] = malloc(stored_len[i]);
-			if (!stored[i]) {
+			size_t off = (size_t)(c * h->chunk_raw);
+			if (grow(&buf, &cap, off + chunk_raw_len(h, c), h->nbytes) < 0) {
 				fail(r, h->index, h->name, "out of memory");
 				goto out;
 			}
-			if (get_exact(r, stored[i], stored_len[i], h->index,
-				      h->name) < 0)
-				goto out;
-		}
-		/* grow geometrically, but never past what has arrived */
-		size_t end = (c0 + nb) * h->chunk_raw;
-		if (end > h->nbytes)
-			end = (size_t)h->nbytes;
-		if (end > cap) {
-			size_t want = cap * 2 > end ? cap * 2 : end;
-			if (want > h->nbytes)
-				want = (size_t)h->nbytes;
-			unsigned char *nbuf = realloc(buf, want);
-			if (!nbuf) {
-				fail(r, h->index, h->name, "out of memory");
-				goto out;
+			unsigned char *dst;
+			if (stored_len[i] == chunk_raw_len(h, c) && !shuffled) {
+				dst = buf + off;
+			} else {
+				if (!slot[i] && !(slot[i] = malloc(h->chunk_raw))) {
+					fail(r, h->index, h->name, "out of memory");
+					goto out;
+				}
+				dst = slot[i];
 			}
-			buf = nbuf;
-			cap = want;
+			if (get_exact(r, dst, stored_len[i], h->index, h->name) < 0)
+				goto out;
+			stored[i] = dst;
 		}
+		/* buf may have moved while growing: in-place chunks follow it */
+		for (uint64_t i = 0; i < nb; i++)
+			if (stored[i] != slot[i])
+				stored[i] = buf + (c0 + i) * h->chunk_raw;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
 		for (uint64_t i = 0; i < nb; i++) {
 			uint64_t c = c0 + i;
@@ -365,8 +383,9 @@ int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 	buf = NULL;
 	rc = 0;
 out:
-	for (uint64_t i = 0; stored && i < batch; i++)
-		free(stored[i]);
+	for (uint64_t i = 0; slot && i < batch; i++)
+		free(slot[i]);
+	free(slot);
 	free(stored);
 	free(stored_len);
 	free(crc);

@@ -131,7 +131,9 @@ int at_write_tensor(at_writer *w, const at_tensor *t)
 	uint64_t batch = (uint64_t)threads * 4;
 	if (batch > nchunks)
 		batch = nchunks ? nchunks : 1;
-	size_t bound = at_chunk_bound(chunk_raw);
+	/* level 0 writes every chunk straight from the tensor: no copy */
+	int plain = eff.level == 0;
+	size_t bound = plain ? 0 : at_chunk_bound(chunk_raw);
 	unsigned char *out = malloc(batch * (bound + AT_CHUNK_HEADER));
 	unsigned char *scratch = malloc((size_t)threads * chunk_raw);
 	if (!out || !scratch) {
@@ -151,7 +153,7 @@ int at_write_tensor(at_writer *w, const at_tensor *t)
 #ifdef _OPENMP
 			tid = omp_get_thread_num();
 #endif
-			size_t stored = at_chunk_encode(
+			size_t stored = plain ? raw_len : at_chunk_encode(
 				data + off, raw_len, hdr + AT_CHUNK_HEADER, elem, &eff,
 				scratch + (size_t)tid * chunk_raw);
 			put32(hdr, (uint32_t)raw_len);
@@ -161,7 +163,13 @@ int at_write_tensor(at_writer *w, const at_tensor *t)
 		}
 		for (uint64_t i = 0; i < nb && rc == 0; i++) {
 			unsigned char *hdr = out + i * (bound + AT_CHUNK_HEADER);
-			rc = at_writer_put(w, hdr, AT_CHUNK_HEADER + le32(hdr + 4));
+			if (plain && at_writer_put(w, hdr, AT_CHUNK_HEADER) == 0)
+				rc = at_writer_put(w, data + (c0 + i) * chunk_raw,
+						   le32(hdr + 4));
+			else if (plain)
+				rc = -1;
+			else
+				rc = at_writer_put(w, hdr, AT_CHUNK_HEADER + le32(hdr + 4));
 		}
 	}
 	free(out);
