@@ -22,12 +22,14 @@
  * for any thread count.
  *
  * Each thread keeps one deflate and one inflate state and resets it per
- * chunk instead of allocating it again.  The states live until the thread
- * ends.
+ * chunk instead of allocating it again.  The states are freed when the
+ * thread ends (the codec's threads live for one batch, parallel.h).
  */
 #include "stream.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
@@ -43,8 +45,42 @@
 
 enum seg_mode { SEG_STORED, SEG_HUFFMAN, SEG_RLE };
 
-static _Thread_local z_stream def_z, inf_z;
-static _Thread_local int def_ready, inf_ready;
+/* A thread's zlib states, kept under a pthread key whose destructor
+ * frees them when the thread ends. */
+typedef struct {
+	z_stream def, inf;
+	int def_ready, inf_ready;
+} zstates;
+
+static pthread_key_t states_key;
+static pthread_once_t states_once = PTHREAD_ONCE_INIT;
+
+static void free_states(void *p)
+{
+	zstates *z = p;
+	if (z->def_ready)
+		deflateEnd(&z->def);
+	if (z->inf_ready)
+		inflateEnd(&z->inf);
+	free(z);
+}
+
+static void make_states_key(void)
+{
+	pthread_key_create(&states_key, free_states);
+}
+
+/* This thread's states; NULL when out of memory. */
+static zstates *my_states(void)
+{
+	pthread_once(&states_once, make_states_key);
+	zstates *z = pthread_getspecific(states_key);
+	if (!z && (z = calloc(1, sizeof *z)) && pthread_setspecific(states_key, z)) {
+		free(z);
+		z = NULL;
+	}
+	return z;
+}
 
 /* Judges one segment from every SAMPLE_STEP-th byte and its successor. */
 static enum seg_mode classify(const unsigned char *p, size_t n)
@@ -75,30 +111,34 @@ static enum seg_mode classify(const unsigned char *p, size_t n)
 /* This thread's deflate state, reset; NULL when out of memory. */
 static z_stream *deflater(void)
 {
-	if (!def_ready) {
-		memset(&def_z, 0, sizeof def_z);
-		if (deflateInit2(&def_z, 1, Z_DEFLATED, -15, MEM_LEVEL,
+	zstates *z = my_states();
+	if (!z)
+		return NULL;
+	if (!z->def_ready) {
+		if (deflateInit2(&z->def, 1, Z_DEFLATED, -15, MEM_LEVEL,
 				 Z_RLE) != Z_OK)
 			return NULL;
-		def_ready = 1;
-	} else if (deflateReset(&def_z) != Z_OK) {
+		z->def_ready = 1;
+	} else if (deflateReset(&z->def) != Z_OK) {
 		return NULL;
 	}
-	return &def_z;
+	return &z->def;
 }
 
 /* This thread's inflate state, reset; NULL when out of memory. */
 static z_stream *inflater(void)
 {
-	if (!inf_ready) {
-		memset(&inf_z, 0, sizeof inf_z);
-		if (inflateInit2(&inf_z, -15) != Z_OK)
+	zstates *z = my_states();
+	if (!z)
+		return NULL;
+	if (!z->inf_ready) {
+		if (inflateInit2(&z->inf, -15) != Z_OK)
 			return NULL;
-		inf_ready = 1;
-	} else if (inflateReset(&inf_z) != Z_OK) {
+		z->inf_ready = 1;
+	} else if (inflateReset(&z->inf) != Z_OK) {
 		return NULL;
 	}
-	return &inf_z;
+	return &z->inf;
 }
 
 /* Feeds src[0..n) to z in mode m; returns 0, or -1 when out is full. */

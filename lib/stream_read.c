@@ -14,10 +14,8 @@
 #include <zlib.h>
 
 #include "le.h"
+#include "parallel.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* Formats "<label>: record N 'name': msg" into r->err and returns -1. */
 static int fail(at_reader *r, int index, const char *name, const char *fmt,
@@ -276,6 +274,31 @@ static int get_chunk_header(at_reader *r, const at_header *h, uint64_t c,
 	return 0;
 }
 
+/* One batch of chunks for at_parallel_for: slot i is chunk c0 + i. */
+typedef struct {
+	const at_header *h;
+	unsigned char *buf;
+	uint64_t c0;
+	size_t elem;
+	const unsigned char **stored;
+	const uint32_t *stored_len, *crc;
+	unsigned char *scratch; /* chunk_raw bytes per thread */
+	int *bad;
+	char (*why)[128];
+} decode_batch;
+
+static void decode_one(void *ctx, int i, int tid)
+{
+	decode_batch *b = ctx;
+	const at_header *h = b->h;
+	uint64_t c = b->c0 + (uint64_t)i;
+	b->bad[i] = at_chunk_decode(b->stored[i], b->stored_len[i],
+				    b->buf + c * h->chunk_raw, chunk_raw_len(h, c),
+				    b->elem, h->flags & AT_FLAG_SHUFFLE, b->crc[i],
+				    b->scratch + (size_t)tid * h->chunk_raw,
+				    b->why[i], sizeof b->why[i]);
+}
+
 /* Makes *buf hold at least end bytes, growing geometrically up to the
  * tensor's size, so memory follows the data that has really arrived. */
 static int grow(unsigned char **buf, size_t *cap, size_t end, size_t nbytes)
@@ -350,19 +373,9 @@ int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 		for (uint64_t i = 0; i < nb; i++)
 			if (stored[i] != slot[i])
 				stored[i] = buf + (c0 + i) * h->chunk_raw;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-		for (uint64_t i = 0; i < nb; i++) {
-			uint64_t c = c0 + i;
-			int tid = 0;
-#ifdef _OPENMP
-			tid = omp_get_thread_num();
-#endif
-			bad[i] = at_chunk_decode(
-				stored[i], stored_len[i], buf + c * h->chunk_raw,
-				chunk_raw_len(h, c), elem, h->flags & AT_FLAG_SHUFFLE,
-				crc[i], scratch + (size_t)tid * h->chunk_raw, why[i],
-				sizeof why[i]);
-		}
+		decode_batch job = {h, buf, c0, elem, stored, stored_len, crc,
+				    scratch, bad, why};
+		at_parallel_for((int)nb, threads, decode_one, &job);
 		for (uint64_t i = 0; i < nb; i++)
 			if (bad[i]) {
 				fail(r, h->index, h->name, "chunk %llu: %s",

@@ -17,10 +17,8 @@
 #include <zlib.h>
 
 #include "le.h"
+#include "parallel.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static int wfail(at_writer *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -104,6 +102,37 @@ static size_t build_header(const at_tensor *t, unsigned flags,
 	return (size_t)(q - buf) + 4;
 }
 
+/* One batch of chunks for at_parallel_for: slot i is chunk c0 + i, its
+ * 16-byte header and stored bytes going to out + i * (bound + 16). */
+typedef struct {
+	const unsigned char *data;
+	uint64_t nbytes, c0;
+	uint32_t chunk_raw;
+	size_t elem;
+	int plain; /* level 0: only the header is built, data goes as is */
+	const at_write_opts *o;
+	unsigned char *out;
+	size_t bound;
+	unsigned char *scratch; /* chunk_raw bytes per thread */
+} encode_batch;
+
+static void encode_one(void *ctx, int i, int tid)
+{
+	encode_batch *b = ctx;
+	uint64_t off = (b->c0 + (uint64_t)i) * b->chunk_raw;
+	size_t raw_len = b->nbytes - off < b->chunk_raw ? b->nbytes - off
+							: b->chunk_raw;
+	unsigned char *hdr = b->out + (size_t)i * (b->bound + AT_CHUNK_HEADER);
+	size_t stored = b->plain ? raw_len
+				 : at_chunk_encode(b->data + off, raw_len,
+						   hdr + AT_CHUNK_HEADER, b->elem, b->o,
+						   b->scratch + (size_t)tid * b->chunk_raw);
+	put32(hdr, (uint32_t)raw_len);
+	put32(hdr + 4, (uint32_t)stored);
+	put32(hdr + 8, (uint32_t)crc32(0L, b->data + off, (uInt)raw_len));
+	put32(hdr + 12, (uint32_t)crc32(0L, hdr, 12));
+}
+
 int at_write_tensor(at_writer *w, const at_tensor *t)
 {
 	size_t elem = at_dtype_size(t->dtype);
@@ -144,23 +173,9 @@ int at_write_tensor(at_writer *w, const at_tensor *t)
 	int rc = 0;
 	for (uint64_t c0 = 0; c0 < nchunks && rc == 0; c0 += batch) {
 		uint64_t nb = nchunks - c0 < batch ? nchunks - c0 : batch;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-		for (uint64_t i = 0; i < nb; i++) {
-			uint64_t off = (c0 + i) * chunk_raw;
-			size_t raw_len = nbytes - off < chunk_raw ? nbytes - off : chunk_raw;
-			unsigned char *hdr = out + i * (bound + AT_CHUNK_HEADER);
-			int tid = 0;
-#ifdef _OPENMP
-			tid = omp_get_thread_num();
-#endif
-			size_t stored = plain ? raw_len : at_chunk_encode(
-				data + off, raw_len, hdr + AT_CHUNK_HEADER, elem, &eff,
-				scratch + (size_t)tid * chunk_raw);
-			put32(hdr, (uint32_t)raw_len);
-			put32(hdr + 4, (uint32_t)stored);
-			put32(hdr + 8, (uint32_t)crc32(0L, data + off, (uInt)raw_len));
-			put32(hdr + 12, (uint32_t)crc32(0L, hdr, 12));
-		}
+		encode_batch job = {data, nbytes, c0, chunk_raw, elem, plain, &eff,
+				    out, bound, scratch};
+		at_parallel_for((int)nb, threads, encode_one, &job);
 		for (uint64_t i = 0; i < nb && rc == 0; i++) {
 			unsigned char *hdr = out + i * (bound + AT_CHUNK_HEADER);
 			if (plain && at_writer_put(w, hdr, AT_CHUNK_HEADER) == 0)
