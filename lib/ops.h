@@ -35,6 +35,12 @@ void at_mask_causal(float *s, int BH, int T, float fill);
 /* Stable row softmax of rows x n; a row whose maximum is -inf (nothing
  * unmasked) becomes all NaN, as in NumPy and PyTorch. */
 void at_softmax_rows(float *p, const float *s, size_t rows, int n);
+/* out[n] = GELU(in[n]), the tanh form:
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+void at_gelu_forward(float *out, const float *in, size_t n);
+/* x[n] += y[n] (the residual connections). */
+void at_add_inplace(float *x, const float *y, size_t n);
+
 /* o[BH,T,D] = a[BH,T,T] . v[BH,T,D] */
 void at_attend_forward(float *o, const float *a, const float *v, int BH,
 		       int T, int D);
