@@ -56,11 +56,9 @@ int main(void)
 	float *wte = randn("wte", (size_t)V * C, 0.02f);
 	float *wpe = randn("wpe", (size_t)T * C, 0.02f);
 	float *lnw = randn("lnw", C, 1.0f), *lnb = randn("lnb", C, 1.0f);
-	float *w[3] = {randn("wq", (size_t)C * C, 0.02f), randn("wk", (size_t)C * C, 0.02f),
-		       randn("wv", (size_t)C * C, 0.02f)};
+	/* Wq, Wk, Wv side by side, as andrea-qkv holds them */
+	float *wqkv = randn("wqkv", (size_t)C * 3 * C, 0.02f);
 	float *x = malloc((size_t)B * T * C * sizeof *x);
-	float *h = malloc((size_t)B * T * C * sizeof *h);
-	float *proj = malloc((size_t)B * T * C * sizeof *proj);
 	float *qkv[3];
 	for (int m = 0; m < 3; m++)
 		qkv[m] = malloc((size_t)B * T * C * sizeof *qkv[m]);
@@ -69,13 +67,8 @@ int main(void)
 	float *o = malloc((size_t)B * H * T * D * sizeof *o);
 
 	TIME("embed", at_embed_forward(x, tok, wte, wpe, B, T, C));
-	TIME("qkv", {
-		at_layernorm_forward(h, x, lnw, lnb, B * T, C, 1e-5f);
-		for (int m = 0; m < 3; m++) {
-			at_matmul(proj, h, w[m], B * T, C, C, 0, 1.0f);
-			at_split_heads(qkv[m], proj, B, T, H, D);
-		}
-	});
+	TIME("qkv", at_qkv_forward(qkv[0], qkv[1], qkv[2], x, lnw, lnb, wqkv, B, T,
+				   C, H, D));
 	TIME("scores", at_scores_forward(s, qkv[0], qkv[1], B * H, T, D,
 					 1.0f / sqrtf(D)));
 	TIME("mask", at_mask_causal(s, B * H, T, -INFINITY));

@@ -22,22 +22,22 @@ enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD };
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
-	/* loaded before any output: LN1 and Wq, Wk, Wv (only head's D
-	 * columns with --head) */
+	/* loaded before any output: LN1, and Wq, Wk, Wv side by side as one
+	 * [C, 3*cols] matrix (cols = C, or head's D columns with --head), so
+	 * the three projections are one matrix product */
 	at_tensor ln_w, ln_b;
-	float *w[3];
+	float *wqkv;
+	int cols;
 } qkv_ctx;
 
-/* Columns [c0, c0+n) of the row-major matrix w[rows, cols]. */
-static float *columns(const float *w, int rows, int cols, int c0, int n)
+/* Copies columns [c0, c0+n) of w[rows, cols] into columns [d0, d0+n) of
+ * out, whose rows are ld floats long. */
+static void copy_columns(float *out, size_t ld, int d0, const float *w,
+			 int rows, int cols, int c0, int n)
 {
-	float *out = malloc((size_t)rows * n * sizeof *out);
-	if (!out)
-		cli_die("out of memory");
 	for (int r = 0; r < rows; r++)
-		memcpy(out + (size_t)r * n, w + (size_t)r * cols + c0,
+		memcpy(out + (size_t)r * ld + d0, w + (size_t)r * cols + c0,
 		       (size_t)n * sizeof *out);
-	return out;
 }
 
 static const char *const which[] = {"q", "k", "v"};
@@ -52,16 +52,16 @@ static void load_params(qkv_ctx *q)
 		snprintf(name, sizeof name, "layers.%d.ln1.bias", q->layer);
 		stage_param(&q->model, name, &q->ln_b, 1, C);
 	}
+	q->cols = q->head >= 0 ? D : C;
+	if (!(q->wqkv = malloc((size_t)C * 3 * q->cols * sizeof *q->wqkv)))
+		cli_die("out of memory");
 	for (int m = 0; m < 3; m++) {
 		at_tensor wm;
 		snprintf(name, sizeof name, "layers.%d.attn.w%s", q->layer, which[m]);
 		stage_param(&q->model, name, &wm, 2, C, C);
-		if (q->head >= 0) {
-			q->w[m] = columns(wm.data, C, C, q->head * D, D);
-			at_tensor_free(&wm);
-		} else {
-			q->w[m] = wm.data; /* take the buffer over */
-		}
+		copy_columns(q->wqkv, 3 * (size_t)q->cols, m * q->cols, wm.data, C,
+			     C, q->head >= 0 ? q->head * D : 0, q->cols);
+		at_tensor_free(&wm);
 	}
 }
 
@@ -75,39 +75,27 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	if (C != cfg->d_model)
 		at_filter_die(f, 0, "C=%d but the model has C=%d", C, cfg->d_model);
 	int H = cfg->n_head, D = C / H;
-	int heads = q->head >= 0 ? 1 : H, cols = heads * D;
-	size_t rows = (size_t)B * T;
-
-	float *h = x->data, *normed = NULL;
-	if (q->norm) {
-		if (!(normed = malloc(rows * C * sizeof *normed + 1)))
+	int heads = q->head >= 0 ? 1 : H;
+	at_tensor out[3];
+	uint64_t dims[4] = {(uint64_t)B, (uint64_t)heads, (uint64_t)T,
+			    (uint64_t)D};
+	for (int m = 0; m < 3; m++)
+		if (at_tensor_init(&out[m], which[m], AT_F32, 4, dims) < 0)
 			cli_die("out of memory");
-		at_layernorm_forward(normed, x->data, q->ln_w.data, q->ln_b.data,
-				     (int)rows, C, 1e-5f);
-		h = normed;
-	}
-	float *proj = malloc(rows * cols * sizeof *proj + 1);
-	if (!proj)
+	if (at_qkv_forward(out[0].data, out[1].data, out[2].data, x->data,
+			   q->norm ? q->ln_w.data : NULL, q->ln_b.data, q->wqkv,
+			   B, T, C, heads, D) < 0)
 		cli_die("out of memory");
 	for (int m = 0; m < 3; m++) {
-		at_tensor out;
-		at_matmul(proj, h, q->w[m], (int)rows, C, cols, 0, 1.0f);
-		uint64_t dims[4] = {(uint64_t)B, (uint64_t)heads, (uint64_t)T,
-				    (uint64_t)D};
-		if (at_tensor_init(&out, which[m], AT_F32, 4, dims) < 0)
-			cli_die("out of memory");
-		at_split_heads(out.data, proj, B, T, heads, D);
-		out.attrs = x->attrs;
-		at_attr_setf(&out.attrs, "layer", "%d", q->layer);
-		at_attr_set(&out.attrs, "norm", q->norm ? "ln1" : "none");
-		at_attr_setf(&out.attrs, "n_head", "%d", H);
+		out[m].attrs = x->attrs;
+		at_attr_setf(&out[m].attrs, "layer", "%d", q->layer);
+		at_attr_set(&out[m].attrs, "norm", q->norm ? "ln1" : "none");
+		at_attr_setf(&out[m].attrs, "n_head", "%d", H);
 		if (q->head >= 0)
-			at_attr_setf(&out.attrs, "head", "%d", q->head);
-		at_filter_write(w, &out);
-		at_tensor_free(&out);
+			at_attr_setf(&out[m].attrs, "head", "%d", q->head);
+		at_filter_write(w, &out[m]);
+		at_tensor_free(&out[m]);
 	}
-	free(proj);
-	free(normed);
 }
 
 int main(int argc, char **argv)
@@ -148,8 +136,7 @@ int main(int argc, char **argv)
 	load_params(&q);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = qkv_run, .ctx = &q};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
-	for (int m = 0; m < 3; m++)
-		free(q.w[m]);
+	free(q.wqkv);
 	at_tensor_free(&q.ln_w);
 	at_tensor_free(&q.ln_b);
 	at_model_close(&q.model);

@@ -14,6 +14,10 @@
  * transposed when trans_b. */
 void at_matmul(float *out, const float *a, const float *b, int M, int K,
 	       int N, int trans_b, float alpha);
+/* The same on sub-matrices: rows of out, a and b are ldo, lda and ldb
+ * floats apart. */
+void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
+		  int ldb, int M, int K, int N, int trans_b, float alpha);
 
 /* x[B,T,C] = wte[tokens[b,t]] + wpe[t]; tokens already checked < V. */
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
@@ -25,7 +29,18 @@ void at_layernorm_forward(float *out, const float *in, const float *w,
 
 /* [B,T,H*D] -> [B,H,T,D] (split) and back (merge). */
 void at_split_heads(float *out, const float *in, int B, int T, int H, int D);
+/* The same split from rows ld floats apart (a slice of a wider matrix). */
+void at_split_heads_ld(float *out, const float *in, size_t ld, int B, int T,
+		       int H, int D);
 void at_merge_heads(float *out, const float *in, int B, int T, int H, int D);
+
+/* q, k, v [B,heads,T,D] = split(LN1(x) . wqkv) for x [B,T,C], where wqkv
+ * [C, 3*heads*D] holds Wq's, Wk's and Wv's columns side by side (one
+ * matrix product instead of three).  ln_w NULL projects x as given.
+ * Returns 0, or -1 when out of memory. */
+int at_qkv_forward(float *q, float *k, float *v, const float *x,
+		   const float *ln_w, const float *ln_b, const float *wqkv,
+		   int B, int T, int C, int heads, int D);
 
 /* s[BH,T,T] = scale * q[BH,T,D] . k[BH,T,D]^T */
 void at_scores_forward(float *s, const float *q, const float *k, int BH,
@@ -41,7 +56,9 @@ void at_gelu_forward(float *out, const float *in, size_t n);
 /* x[n] += y[n] (the residual connections). */
 void at_add_inplace(float *x, const float *y, size_t n);
 
-/* o[BH,T,D] = a[BH,T,T] . v[BH,T,D] */
+/* o[BH,T,D] = a[BH,T,T] . v[BH,T,D].  Where a matrix is causal (every
+ * entry above the diagonal exactly 0, as softmax leaves masked scores),
+ * blocks of rows skip the columns that are all zero for them. */
 void at_attend_forward(float *o, const float *a, const float *v, int BH,
 		       int T, int D);
 

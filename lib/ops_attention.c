@@ -4,6 +4,7 @@
 #include "ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
@@ -27,9 +28,11 @@ void at_layernorm_forward(float *out, const float *in, const float *w,
 		const float *x = in + (size_t)n * C;
 		float *o = out + (size_t)n * C;
 		double sum = 0.0, sq = 0.0;
+#pragma omp simd reduction(+ : sum)
 		for (int c = 0; c < C; c++)
 			sum += x[c];
 		double mean = sum / C;
+#pragma omp simd reduction(+ : sq)
 		for (int c = 0; c < C; c++)
 			sq += (x[c] - mean) * (x[c] - mean);
 		double rstd = 1.0 / sqrt(sq / C + eps);
@@ -38,15 +41,21 @@ void at_layernorm_forward(float *out, const float *in, const float *w,
 	}
 }
 
-void at_split_heads(float *out, const float *in, int B, int T, int H, int D)
+void at_split_heads_ld(float *out, const float *in, size_t ld, int B, int T,
+		       int H, int D)
 {
 #pragma omp parallel for collapse(2) schedule(static)
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++)
 			for (int t = 0; t < T; t++)
 				memcpy(out + (((size_t)b * H + h) * T + t) * D,
-				       in + ((size_t)b * T + t) * H * D + (size_t)h * D,
+				       in + ((size_t)b * T + t) * ld + (size_t)h * D,
 				       (size_t)D * sizeof *out);
+}
+
+void at_split_heads(float *out, const float *in, int B, int T, int H, int D)
+{
+	at_split_heads_ld(out, in, (size_t)H * D, B, T, H, D);
 }
 
 void at_merge_heads(float *out, const float *in, int B, int T, int H, int D)
@@ -58,6 +67,30 @@ void at_merge_heads(float *out, const float *in, int B, int T, int H, int D)
 				memcpy(out + ((size_t)b * T + t) * H * D + (size_t)h * D,
 				       in + (((size_t)b * H + h) * T + t) * D,
 				       (size_t)D * sizeof *out);
+}
+
+int at_qkv_forward(float *q, float *k, float *v, const float *x,
+		   const float *ln_w, const float *ln_b, const float *wqkv,
+		   int B, int T, int C, int heads, int D)
+{
+	size_t rows = (size_t)B * T, cols = (size_t)heads * D;
+	float *normed = ln_w ? malloc(rows * C * sizeof *normed + 1) : NULL;
+	float *proj = malloc(rows * 3 * cols * sizeof *proj + 1);
+	if ((ln_w && !normed) || !proj) {
+		free(normed);
+		free(proj);
+		return -1;
+	}
+	if (ln_w)
+		at_layernorm_forward(normed, x, ln_w, ln_b, (int)rows, C, 1e-5f);
+	at_matmul(proj, ln_w ? normed : x, wqkv, (int)rows, C, 3 * (int)cols, 0,
+		  1.0f);
+	float *out[3] = {q, k, v};
+	for (int m = 0; m < 3; m++)
+		at_split_heads_ld(out[m], proj + m * cols, 3 * cols, B, T, heads, D);
+	free(normed);
+	free(proj);
+	return 0;
 }
 
 void at_scores_forward(float *s, const float *q, const float *k, int BH,
@@ -79,10 +112,42 @@ void at_mask_causal(float *s, int BH, int T, float fill)
 		}
 }
 
+/* Rows per block of the causal product: larger blocks waste more of the
+ * zero triangle, smaller ones run the matrix kernel less efficiently. */
+#define CAUSAL_BLOCK 128
+
+/* Whether every entry of a[T,T] above the diagonal is exactly 0. */
+static int upper_is_zero(const float *a, int T)
+{
+	int nonzero = 0;
+#pragma omp parallel for schedule(static) reduction(| : nonzero)
+	for (int i = 0; i < T - 1; i++) {
+		const float *row = a + (size_t)i * T;
+		int nz = 0;
+#pragma omp simd reduction(| : nz)
+		for (int j = i + 1; j < T; j++)
+			nz |= row[j] != 0.0f;
+		nonzero |= nz;
+	}
+	return !nonzero;
+}
+
 void at_attend_forward(float *o, const float *a, const float *v, int BH,
 		       int T, int D)
 {
 	size_t vs = (size_t)T * D, as = (size_t)T * T;
-	for (int i = 0; i < BH; i++)
-		at_matmul(o + i * vs, a + i * as, v + i * vs, T, T, D, 0, 1.0f);
+	for (int i = 0; i < BH; i++) {
+		const float *ai = a + i * as, *vi = v + i * vs;
+		float *oi = o + i * vs;
+		if (T < 2 * CAUSAL_BLOCK || !upper_is_zero(ai, T)) {
+			at_matmul(oi, ai, vi, T, T, D, 0, 1.0f);
+			continue;
+		}
+		/* rows [r0, r1) need only columns [0, r1) */
+		for (int r0 = 0; r0 < T; r0 += CAUSAL_BLOCK) {
+			int r1 = r0 + CAUSAL_BLOCK < T ? r0 + CAUSAL_BLOCK : T;
+			at_matmul_ld(oi + (size_t)r0 * D, D, ai + (size_t)r0 * T, T,
+				     vi, D, r1 - r0, r1, D, 0, 1.0f);
+		}
+	}
 }

@@ -5,34 +5,41 @@
 #include <cblas.h>
 #endif
 
-#ifdef ANDREA_CBLAS
 void at_matmul(float *out, const float *a, const float *b, int M, int K,
 	       int N, int trans_b, float alpha)
+{
+	at_matmul_ld(out, N, a, K, b, trans_b ? K : N, M, K, N, trans_b, alpha);
+}
+
+#ifdef ANDREA_CBLAS
+void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
+		  int ldb, int M, int K, int N, int trans_b, float alpha)
 {
 	if (M == 0 || N == 0)
 		return;
 	if (K == 0) { /* BLAS leaves out alone when K is 0 */
-		for (size_t i = 0; i < (size_t)M * N; i++)
-			out[i] = 0.0f;
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				out[(size_t)i * ldo + j] = 0.0f;
 		return;
 	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans,
-		    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, K, b,
-		    trans_b ? K : N, 0.0f, out, N);
+		    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, lda,
+		    b, ldb, 0.0f, out, ldo);
 }
 #else
 /* The fallback keeps the i-k-j order so the inner loop streams rows of b
  * and out; transposed b uses dot products instead. */
-void at_matmul(float *out, const float *a, const float *b, int M, int K,
-	       int N, int trans_b, float alpha)
+void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
+		  int ldb, int M, int K, int N, int trans_b, float alpha)
 {
 #pragma omp parallel for schedule(static)
 	for (int i = 0; i < M; i++) {
-		float *o = out + (size_t)i * N;
-		const float *ar = a + (size_t)i * K;
+		float *o = out + (size_t)i * ldo;
+		const float *ar = a + (size_t)i * lda;
 		if (trans_b) {
 			for (int j = 0; j < N; j++) {
-				const float *br = b + (size_t)j * K;
+				const float *br = b + (size_t)j * ldb;
 				float acc = 0.0f;
 				for (int k = 0; k < K; k++)
 					acc += ar[k] * br[k];
@@ -44,7 +51,7 @@ void at_matmul(float *out, const float *a, const float *b, int M, int K,
 			o[j] = 0.0f;
 		for (int k = 0; k < K; k++) {
 			float av = alpha * ar[k];
-			const float *br = b + (size_t)k * N;
+			const float *br = b + (size_t)k * ldb;
 			for (int j = 0; j < N; j++)
 				o[j] += av * br[j];
 		}

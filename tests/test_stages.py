@@ -258,3 +258,18 @@ def test_error_token_out_of_range_and_context(tmp_path):
     p = run("embed", "--tokens", "300", check=1)
     assert "token 300" in one_line_error(p, "embed")
     assert p.stdout == b""
+
+
+@pytest.mark.parametrize("poke", [False, True])
+def test_attend_on_long_causal_rows(tmp_path, poke):
+    """T large enough for the causal block path; one entry above the
+    diagonal made nonzero must send it back to the full product."""
+    rng = np.random.default_rng(11)
+    B, H, T, D = 1, 2, 301, 5
+    a = oracle.softmax(oracle.mask(rand(rng, B, H, T, T))).astype(np.float32)
+    if poke:
+        a[0, 1, 3, 290] = 0.5
+    v = rand(rng, B, H, T, D)
+    out = unpack(tmp_path, run("attend", input=pack(tmp_path, [("attn", a), ("v", v)]),
+                               check=0).stdout)
+    assert oracle.rel_err(out["out"], oracle.attend(a, v)) <= TOL

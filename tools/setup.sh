@@ -3,7 +3,7 @@
 # On a machine without dpkg (the GPU machine) it does nothing: the build
 # there needs only the CUDA toolkit and zlib (see README.md).
 set -e
-pkgs="build-essential zlib1g-dev libpng-dev libopenblas-dev python3-numpy python3-pytest man-db fortunes"
+pkgs="build-essential zlib1g-dev libpng-dev libopenblas-dev libopenblas0-openmp python3-numpy python3-pytest man-db fortunes"
 command -v dpkg-query >/dev/null 2>&1 || exit 0
 missing=""
 for p in $pkgs; do
