@@ -267,3 +267,15 @@ def test_errors_generate(tmp_path):
         one_line_error(run("generate", "-m", model, *bad, check=2), "generate")
     p = run("generate", "--model-seed", 3, "--heads", 5, check=1)
     assert "--heads 5" in one_line_error(p, "generate")
+
+
+def test_default_model_pipeline_agrees_with_generate(tmp_path):
+    """-l all on the seeded default model, then the head, picks the byte
+    that greedy andrea-generate writes first."""
+    res = pipeline([("embed", "--text", "--bos"), ("block", "-l", "all"),
+                    ("logits", "--last")], input=b"the cat sat")
+    lg = unpack(tmp_path, res)["logits"]
+    assert lg.shape == (1, 1, 257)
+    out = run("generate", "--prompt", "the cat sat", "-n", 1, "--temperature", 0,
+              check=0).stdout
+    assert out == bytes([int(np.argmax(lg[0, 0]))])
