@@ -116,6 +116,7 @@ static void load_blocks(block_ctx *b)
 		}
 }
 
+/* Checks one x, runs every block on it in place, marks it and writes it. */
 static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	block_ctx *b = f->ctx;

@@ -23,6 +23,7 @@ typedef struct {
 	int last;
 } logits_ctx;
 
+/* Checks one x and writes its logits (only row T-1 with --last). */
 static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	logits_ctx *l = f->ctx;

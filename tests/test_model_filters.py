@@ -279,3 +279,20 @@ def test_default_model_pipeline_agrees_with_generate(tmp_path):
     out = run("generate", "--prompt", "the cat sat", "-n", 1, "--temperature", 0,
               check=0).stdout
     assert out == bytes([int(np.argmax(lg[0, 0]))])
+
+
+def test_block_groups_and_a_model_without_config(tmp_path):
+    rng = np.random.default_rng(14)
+    H, C = 2, 6
+    model, p = full_model(tmp_path, rng, 2, H, C, 11, 8, config=False)
+    x1, x2 = rand(rng, 1, 4, C), rand(rng, 2, 3, C)
+    s = pack(tmp_path, [("x", x1)]) + pack(tmp_path, [("x", x2)])
+    p1 = run("block", "-m", model, "-l", "all", input=s, check=1)
+    assert "--heads" in one_line_error(p1, "block") and p1.stdout == b""
+    out = run("block", "-m", model, "--heads", H, "-l", "all", input=s,
+              check=0).stdout
+    recs = [r for r in atsfmt.read(out)]
+    assert [r.name for r in recs] == ["x", "x"]
+    for r, x in zip(recs, (x1, x2)):
+        got = np.frombuffer(r.payload, np.float32).reshape(x.shape)
+        assert oracle.rel_err(got, oracle.block(oracle.block(x, p, 0, H), p, 1, H)) <= TOL
