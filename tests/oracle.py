@@ -124,3 +124,83 @@ def rel_err(out, ref):
     den = np.linalg.norm(ref[fin])
     num = np.linalg.norm(out[fin] - ref[fin])
     return num / den if den > 0 else num
+
+
+# ---- the rest of the model: MLP, whole blocks, head, greedy decoding ----
+
+def gelu(x):
+    """GELU, tanh form, in float64."""
+    x = np.asarray(x, np.float64)
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def attention(x, p, layer, H):
+    """concat over heads of causal softmax(QK^T/sqrt D) V, times Wo."""
+    q, k, v = qkv(x, p, layer, H)
+    a = softmax(mask(scores(q, k)))
+    return merge_heads(attend(a, v)) @ p[f"layers.{layer}.attn.wo"].astype(np.float64)
+
+
+def block(x, p, layer, H):
+    """One pre-norm block on x [B,T,C]: x + Attn(LN1 x), then + MLP(LN2 x)."""
+    pre = f"layers.{layer}."
+    x = np.asarray(x, np.float64) + attention(x, p, layer, H)
+    h = layernorm(x, p[pre + "ln2.weight"], p[pre + "ln2.bias"])
+    return x + gelu(h @ p[pre + "mlp.fc"].astype(np.float64)) \
+        @ p[pre + "mlp.proj"].astype(np.float64)
+
+
+def logits(x, p):
+    """LNf(x) . lm_head."""
+    return layernorm(x, p["lnf.weight"], p["lnf.bias"]) \
+        @ p["lm_head"].astype(np.float64)
+
+
+def forward(tokens, p, L, H):
+    """Logits [B,T,V] of the whole model on tokens [B,T]."""
+    x = embed(tokens, p["wte"], p["wpe"])
+    for layer in range(L):
+        x = block(x, p, layer, H)
+    return logits(x, p)
+
+
+def greedy(prompt, p, L, H, ctx, n, bos=256):
+    """andrea-generate --temperature 0: BOS + prompt bytes, then n argmax
+    steps over the last ctx tokens; a token >= 256 ends the text.
+    Returns (bytes, the logit margin of each step's choice)."""
+    seq, out, margins = [bos] + list(prompt), [], []
+    for _ in range(n):
+        lg = forward(np.array([seq[-ctx:]]), p, L, H)[0, -1]
+        tok = int(np.argmax(lg))
+        margins.append(lg[tok] - np.partition(lg, -2)[-2])
+        if tok >= 256:
+            break
+        seq.append(tok)
+        out.append(tok)
+    return bytes(out), margins
+
+
+def sample_uniform(seed, n):
+    """Draw n of andrea-generate (lib/sample.h): Philox4x32-10 of counter
+    (n lo, n hi, 0, 0) under key seed ^ FNV-1a('sample'); u from 53 bits."""
+    k = seed ^ fnv1a64("sample")
+    r = philox4x32(([n & 0xFFFFFFFF], [n >> 32], [0], [0]),
+                   (k & 0xFFFFFFFF, k >> 32))
+    r0, r1 = int(r[0][0]), int(r[1][0])
+    return ((r0 << 21) | (r1 >> 11)) / 2.0 ** 53
+
+
+def sample(lg, temperature, top_k, u):
+    """The documented draw: top-k by (logit desc, id asc), weights
+    exp((l - max)/temperature), first kept id (increasing) whose running
+    sum exceeds u * total."""
+    lg = np.asarray(lg, np.float64)
+    if temperature == 0 or top_k == 1:
+        return int(np.argmax(lg))
+    ids = np.arange(len(lg))
+    if 0 < top_k < len(lg):
+        ids = np.sort(np.lexsort((ids, -lg))[:top_k])
+    w = np.exp((lg[ids] - lg.max()) / temperature)
+    run = np.cumsum(w)
+    hit = np.nonzero(run > u * w.sum())[0]
+    return int(ids[hit[0]] if len(hit) else ids[-1])

@@ -1,0 +1,176 @@
+/* andrea-block - the residual stream through whole transformer blocks.
+ *
+ * x += Attn(LN1(x)); x += MLP(LN2(x)) for each layer given with -l, in
+ * the order given.  -l takes a layer, a range A-B, an open range A-, a
+ * comma-separated list of those, or `all`; it may be repeated.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "filter.h"
+#include "stage.h"
+
+static const char usage[] =
+	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
+	"                    [-l LAYERS] [--keep] [--device DEV] [-z LEVEL]\n"
+	"                    [--threads N] [--no-shuffle] [FILE]\n";
+
+#define MAX_RANGES 64
+#define MAX_LAYERS 4096
+
+typedef struct {
+	int lo, hi; /* hi -1: through the model's last layer */
+} range;
+
+typedef struct {
+	range ranges[MAX_RANGES];
+	int n_ranges;
+	at_model model;
+	at_block *blocks; /* in the order they run */
+	int n_blocks;
+} block_ctx;
+
+/* Parses a non-negative layer number at *p, advancing it; -1 if none. */
+static int layer_number(const char **p)
+{
+	char *end;
+	if (**p < '0' || **p > '9')
+		return -1;
+	long l = strtol(*p, &end, 10);
+	if (l > 1 << 20)
+		return -1;
+	*p = end;
+	return (int)l;
+}
+
+/* Adds the ranges of one -l argument: "N", "A-B", "A-", "all", comma
+ * separated.  Bad syntax is a usage error. */
+static void parse_layers(block_ctx *b, const char *arg)
+{
+	const char *p = arg;
+	for (;;) {
+		range r;
+		if (strncmp(p, "all", 3) == 0 && (p[3] == ',' || !p[3])) {
+			r.lo = 0, r.hi = -1;
+			p += 3;
+		} else {
+			if ((r.lo = layer_number(&p)) < 0)
+				goto bad;
+			r.hi = r.lo;
+			if (*p == '-') {
+				p++;
+				r.hi = *p == ',' || !*p ? -1 : layer_number(&p);
+				if (r.hi == -1 && *p && *p != ',')
+					goto bad;
+				if (r.hi >= 0 && r.hi < r.lo)
+					cli_usage_error("-l %s: range %d-%d runs "
+							"backwards", arg, r.lo, r.hi);
+			}
+		}
+		if (b->n_ranges == MAX_RANGES)
+			cli_usage_error("-l: more than %d layer ranges", MAX_RANGES);
+		b->ranges[b->n_ranges++] = r;
+		if (!*p)
+			return;
+		if (*p++ != ',')
+			goto bad;
+	}
+bad:
+	cli_usage_error("-l '%s': expected LAYER, A-B, A-, all, or a "
+			"comma-separated list of them", arg);
+}
+
+/* Expands the ranges against the model, checks every layer and loads
+ * all their parameters, so that nothing is written before all is known
+ * to be there. */
+static void load_blocks(block_ctx *b)
+{
+	char err[700];
+	int n_layer = b->model.cfg.n_layer, n = 0;
+	for (int i = 0; i < b->n_ranges; i++) {
+		range r = b->ranges[i];
+		if (r.hi < 0 && n_layer <= 0)
+			cli_die("%s: the number of layers is unknown, so -l cannot "
+				"run to the last one", b->model.path);
+		int hi = r.hi < 0 ? n_layer - 1 : r.hi;
+		if (r.lo > hi)
+			cli_die("-l %d-: the model has %d layers (0..%d)", r.lo,
+				n_layer, n_layer - 1);
+		n += hi - r.lo + 1;
+		if (n > MAX_LAYERS)
+			cli_die("-l: more than %d blocks to run", MAX_LAYERS);
+		b->ranges[i].hi = hi;
+	}
+	if (!(b->blocks = calloc((size_t)n, sizeof *b->blocks)))
+		cli_die("out of memory");
+	for (int i = 0; i < b->n_ranges; i++)
+		for (int l = b->ranges[i].lo; l <= b->ranges[i].hi; l++) {
+			if (at_model_check_layer(&b->model, l, err, sizeof err) < 0)
+				cli_die("%s", err);
+			/* a layer named twice is loaded twice: simple, and rare */
+			if (at_block_load(&b->blocks[b->n_blocks], &b->model, l, err,
+					  sizeof err) < 0)
+				cli_die("%s", err);
+			b->n_blocks++;
+		}
+}
+
+/* Checks one x, runs every block on it in place, marks it and writes it. */
+static void block_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	block_ctx *b = f->ctx;
+	at_tensor *x = &in[0];
+	at_filter_expect(f, 0, x, 3, "B,T,C");
+	int B = (int)x->dims[0], T = (int)x->dims[1], C = (int)x->dims[2];
+	if (C != b->model.cfg.d_model)
+		at_filter_die(f, 0, "C=%d but the model has C=%d", C,
+			      b->model.cfg.d_model);
+	if ((uint64_t)B * T > 1u << 30)
+		at_filter_die(f, 0, "B*T=%llu rows is more than this tool handles",
+			      (unsigned long long)x->dims[0] * x->dims[1]);
+	for (int i = 0; i < b->n_blocks; i++)
+		if (at_block_forward(&b->blocks[i], x->data, B, T) < 0)
+			cli_die("out of memory");
+	at_attr_setf(&x->attrs, "layer", "%d", b->blocks[b->n_blocks - 1].layer);
+	at_filter_write(w, x);
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-block", &c);
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
+		{"layer", required_argument, 0, 'l'},
+		{"layers", required_argument, 0, 'l'},
+		{0}};
+	block_ctx b = {0};
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
+				  longopts, NULL)) != -1) {
+		if (opt == 'l')
+			parse_layers(&b, optarg);
+		else if (!cli_common_opt(&c, opt, optarg, usage))
+			cli_bad_option(argv);
+	}
+	if (argc - optind > 1)
+		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	if (b.n_ranges == 0)
+		b.ranges[b.n_ranges++] = (range){0, 0};
+	stage_device(&c, 0);
+	stage_open_model(&c, &b.model);
+	char err[600];
+	if (at_model_need_heads(&b.model, err, sizeof err) < 0)
+		cli_die("%s", err);
+	load_blocks(&b);
+	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = block_run,
+		       .ctx = &b};
+	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	for (int i = 0; i < b.n_blocks; i++)
+		at_block_free(&b.blocks[i]);
+	free(b.blocks);
+	at_model_close(&b.model);
+	return 0;
+}

@@ -1,0 +1,102 @@
+/* andrea-logits - the model's head: logits = LNf(x) . lm_head.
+ *
+ * Consumes x [B,T,C] (after the last block) and writes logits [B,T,V];
+ * --last keeps only the last position, [B,1,V].
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "block.h"
+#include "filter.h"
+#include "stage.h"
+
+static const char usage[] =
+	"usage: andrea-logits [-f] [-o FILE] [-m MODEL] [--seed S] [--last]\n"
+	"                     [--keep] [--device DEV] [-z LEVEL]\n"
+	"                     [--threads N] [--no-shuffle] [FILE]\n";
+
+enum { OPT_LAST = CLI_FIRST_OWN };
+
+typedef struct {
+	at_model model;
+	at_head head; /* loaded before any output */
+	int last;
+} logits_ctx;
+
+/* Checks one x and writes its logits (only row T-1 with --last). */
+static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	logits_ctx *l = f->ctx;
+	at_tensor *x = &in[0];
+	at_filter_expect(f, 0, x, 3, "B,T,C");
+	uint64_t B = x->dims[0], T = x->dims[1], C = x->dims[2];
+	if (C != (uint64_t)l->head.C)
+		at_filter_die(f, 0, "C=%llu but the model has C=%d",
+			      (unsigned long long)C, l->head.C);
+	if (l->last && T == 0)
+		at_filter_die(f, 0, "--last: no positions (T = 0)");
+	uint64_t rows = l->last ? B : B * T;
+	if (rows > 1u << 30 || rows * (uint64_t)l->head.V > 1ull << 36)
+		at_filter_die(f, 0, "shape too large for [B,T,V] logits");
+	const float *src = x->data;
+	float *lastrows = NULL;
+	if (l->last && T > 1) { /* gather row T-1 of every sequence */
+		if (!(lastrows = malloc(B * C * sizeof *lastrows + 1)))
+			cli_die("out of memory");
+		for (uint64_t b = 0; b < B; b++)
+			memcpy(lastrows + b * C, src + (b * T + T - 1) * C,
+			       C * sizeof *lastrows);
+		src = lastrows;
+	}
+	uint64_t dims[3] = {B, l->last ? 1 : T, (uint64_t)l->head.V};
+	at_tensor out;
+	if (at_tensor_init(&out, "logits", AT_F32, 3, dims) < 0)
+		cli_die("out of memory");
+	if (at_head_forward(&l->head, out.data, src, (int)rows) < 0)
+		cli_die("out of memory");
+	out.attrs = x->attrs;
+	if (l->last)
+		at_attr_setf(&out.attrs, "position", "%llu",
+			     (unsigned long long)(T - 1));
+	at_filter_write(w, &out);
+	at_tensor_free(&out);
+	free(lastrows);
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-logits", &c);
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_STAGE_LONG,
+		{"model", required_argument, 0, 'm'},
+		{"seed", required_argument, 0, CLI_SEED},
+		{"last", no_argument, 0, OPT_LAST},
+		{0}};
+	logits_ctx l = {0};
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT,
+				  longopts, NULL)) != -1) {
+		if (opt == OPT_LAST)
+			l.last = 1;
+		else if (!cli_common_opt(&c, opt, optarg, usage))
+			cli_bad_option(argv);
+	}
+	if (argc - optind > 1)
+		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	stage_device(&c, 0);
+	stage_open_model(&c, &l.model);
+	if (!l.model.cfg.d_model || !l.model.cfg.vocab)
+		cli_die("%s: the model's C or V is unknown (no config, wte or "
+			"lm_head)", c.model);
+	char err[700];
+	if (at_head_load(&l.head, &l.model, err, sizeof err) < 0)
+		cli_die("%s", err);
+	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = logits_run,
+		       .ctx = &l};
+	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_head_free(&l.head);
+	at_model_close(&l.model);
+	return 0;
+}

@@ -1,0 +1,298 @@
+"""andrea-block, andrea-logits and andrea-generate against the float64
+NumPy oracle (tests/oracle.py).
+
+Models are random files holding every parameter, LayerNorm weights and
+biases included, so that a wrong or missing one shows.  Shapes are random
+but seeded and include T = 1, D = 1, B > 1 and T not a multiple of 8.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import atsfmt
+import oracle
+from conftest import run, one_line_error
+from stagekit import pack, unpack, pipeline
+
+TOL = 1e-5
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def full_model(tmp, rng, L, H, C, V, ctx, config=True, drop=(), name="model.ats"):
+    """A model file with every parameter of DESIGN.md, random; parameters
+    named in drop are left out.  Returns (path, params)."""
+    F = 4 * C
+    p = {"wte": 0.3 * rng.standard_normal((V, C)),
+         "wpe": 0.3 * rng.standard_normal((ctx, C))}
+    for l in range(L):
+        pre = f"layers.{l}."
+        for ln in ("ln1", "ln2"):
+            p[pre + ln + ".weight"] = 1 + 0.2 * rng.standard_normal(C)
+            p[pre + ln + ".bias"] = 0.2 * rng.standard_normal(C)
+        for m in "qkvo":
+            p[pre + "attn.w" + m] = rng.standard_normal((C, C)) / np.sqrt(C)
+        p[pre + "mlp.fc"] = rng.standard_normal((C, F)) / np.sqrt(C)
+        p[pre + "mlp.proj"] = rng.standard_normal((F, C)) / np.sqrt(F)
+    p["lnf.weight"] = 1 + 0.2 * rng.standard_normal(C)
+    p["lnf.bias"] = 0.2 * rng.standard_normal(C)
+    p["lm_head"] = 2 * rng.standard_normal((C, V)) / np.sqrt(C)
+    p = {k: v.astype(np.float32) for k, v in p.items()}
+    arrays = [(k, v) for k, v in p.items() if k not in drop]
+    attrs = []
+    if config:
+        arrays.insert(0, ("config", np.zeros(0, np.int32)))
+        attrs = [f"config:{k}={v}" for k, v in
+                 dict(n_layer=L, n_head=H, d_model=C, ctx=ctx, vocab=V).items()]
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(pack(tmp, arrays, attrs))
+    return path, p
+
+
+# (B, T, H, D): T = 1, D = 1, B > 1, T not a multiple of 8
+SHAPES = [(1, 1, 1, 1), (2, 5, 3, 1), (1, 1, 2, 7), (3, 13, 2, 4),
+          (2, 17, 4, 3), (1, 9, 3, 5)]
+
+
+@pytest.mark.parametrize("B,T,H,D", SHAPES)
+def test_block_matches_numpy(tmp_path, B, T, H, D):
+    rng = np.random.default_rng(B * 1000 + T * 10 + H + D)
+    C = H * D
+    model, p = full_model(tmp_path, rng, 2, H, C, 11, 32)
+    x = rand(rng, B, T, C)
+    out = unpack(tmp_path, run("block", "-m", model, "-l", 1,
+                               input=pack(tmp_path, [("x", x)]), check=0).stdout)
+    assert set(out) == {"x"} and out["x"].shape == (B, T, C)
+    assert oracle.rel_err(out["x"], oracle.block(x, p, 1, H)) <= TOL
+
+
+def test_chain_embed_blocks_logits_matches_numpy(tmp_path):
+    rng = np.random.default_rng(11)
+    B, T, H, C, V, L = 2, 13, 4, 12, 23, 2
+    model, p = full_model(tmp_path, rng, L, H, C, V, 16)
+    tokens = rng.integers(0, V, (B, T)).astype(np.int32)
+    s = pack(tmp_path, [("tokens", tokens)])
+    chain = pipeline([("embed", "-m", model), ("block", "-m", model, "-l", 0),
+                      ("block", "-m", model, "-l", 1), ("logits", "-m", model)],
+                     input=s)
+    out = unpack(tmp_path, chain)
+    assert set(out) == {"tokens", "logits"}
+    ref = oracle.forward(tokens, p, L, H)
+    assert out["logits"].shape == (B, T, V)
+    assert oracle.rel_err(out["logits"], ref) <= TOL
+    # one process running both blocks gives the same numbers, bit for bit
+    for spec in (["-l", "0-1"], ["-l", "all"], ["-l", "0", "-l", "1"], ["-l", "0,1"]):
+        one = pipeline([("embed", "-m", model), ("block", "-m", model, *spec),
+                        ("logits", "-m", model)], input=s)
+        assert np.array_equal(unpack(tmp_path, one, "b")["logits"],
+                              out["logits"]), spec
+
+
+def test_block_then_stages_give_head_2_of_layer_1(tmp_path):
+    rng = np.random.default_rng(12)
+    B, T, H, D, V = 2, 11, 4, 3, 19
+    model, p = full_model(tmp_path, rng, 2, H, H * D, V, 16)
+    tokens = rng.integers(0, V, (B, T)).astype(np.int32)
+    res = pipeline([("embed", "-m", model), ("block", "-m", model, "-l", 0),
+                    ("qkv", "-m", model, "-l", 1, "--head", 2), ("scores",),
+                    ("mask",), ("softmax",), ("attend",)],
+                   input=pack(tmp_path, [("tokens", tokens)]))
+    out = unpack(tmp_path, res)
+    x1 = oracle.block(oracle.embed(tokens, p["wte"], p["wpe"]), p, 0, H)
+    q, k, v = oracle.qkv(x1, p, 1, H)
+    ref = oracle.attend(oracle.softmax(oracle.mask(oracle.scores(q, k))), v)
+    assert out["out"].shape == (B, 1, T, D)
+    assert oracle.rel_err(out["out"], ref[:, 2:3]) <= TOL
+
+
+@pytest.mark.parametrize("B,T,C,V", [(1, 1, 1, 2), (2, 7, 12, 257), (3, 9, 5, 31)])
+def test_logits_matches_numpy(tmp_path, B, T, C, V):
+    rng = np.random.default_rng(B + T + C + V)
+    model, p = full_model(tmp_path, rng, 1, 1, C, V, 16)
+    x = rand(rng, B, T, C)
+    s = pack(tmp_path, [("x", x)], attrs=["x:layer=0"])
+    res = run("logits", "-m", model, input=s, check=0).stdout
+    out = unpack(tmp_path, res)
+    assert set(out) == {"logits"} and out["logits"].shape == (B, T, V)
+    assert oracle.rel_err(out["logits"], oracle.logits(x, p)) <= TOL
+    last = unpack(tmp_path, run("logits", "-m", model, "--last", input=s,
+                                check=0).stdout, "l")["logits"]
+    assert last.shape == (B, 1, V)
+    assert np.array_equal(last, out["logits"][:, -1:])
+
+
+def test_block_attributes_pass_through_and_keep(tmp_path):
+    rng = np.random.default_rng(13)
+    model, _ = full_model(tmp_path, rng, 3, 2, 4, 11, 8)
+    s = pack(tmp_path, [("note", rand(rng, 3)), ("x", rand(rng, 1, 3, 4))],
+             attrs=["x:who=me", "x:layer=7"])
+    out = run("block", "-m", model, "-l", "1-", input=s, check=0).stdout
+    recs = list(atsfmt.read(out))
+    assert [r.name for r in recs] == ["note", "x"]
+    attrs = dict(recs[1].attrs)
+    assert attrs["layer"] == "2" and attrs["who"] == "me"
+    out = run("block", "-m", model, "--keep", input=s, check=0).stdout
+    assert [r.name for r in atsfmt.read(out)] == ["note", "x", "x"]
+    assert dict(list(atsfmt.read(out))[2].attrs)["layer"] == "0"
+
+
+# ---- andrea-generate ----
+
+def gen_model(tmp, seed=21, L=2, H=2, C=8, ctx=12):
+    rng = np.random.default_rng(seed)
+    return full_model(tmp, rng, L, H, C, 257, ctx)
+
+
+def agreeing_prefix(margins, eps=1e-3):
+    """Steps before the first near-tie, where float32 may pick otherwise."""
+    for i, m in enumerate(margins):
+        if m < eps:
+            return i
+    return len(margins)
+
+
+def test_greedy_matches_numpy_with_a_sliding_window(tmp_path):
+    model, p = gen_model(tmp_path)
+    prompt = b"abcde"
+    out = run("generate", "-m", model, "--prompt", prompt.decode(), "-n", 20,
+              "--temperature", 0, check=0).stdout
+    ref, margins = oracle.greedy(prompt, p, 2, 2, 12, 20)
+    k = agreeing_prefix(margins)
+    assert k >= 10  # BOS + 5 + 10 > ctx 12: the window has slid
+    assert out[:k] == ref[:k]
+    top1 = run("generate", "-m", model, "--prompt", prompt.decode(), "-n", 20,
+               "--top-k", 1, "--seed", 99, check=0).stdout
+    assert top1 == out
+
+
+def test_sampling_follows_the_documented_draws(tmp_path):
+    model, p = gen_model(tmp_path, seed=22, ctx=16)
+    for temp, k in ((1.0, 0), (0.7, 5)):
+        out = run("generate", "-m", model, "--prompt", "hi", "-n", 8,
+                  "--temperature", temp, "--top-k", k, "--seed", 5,
+                  check=0).stdout
+        seq, ref = [256] + list(b"hi"), []
+        for step in range(8):
+            lg = oracle.forward(np.array([seq[-16:]]), p, 2, 2)[0, -1]
+            tok = oracle.sample(lg, temp, k, oracle.sample_uniform(5, step))
+            if tok >= 256:
+                break
+            seq.append(tok)
+            ref.append(tok)
+        assert out == bytes(ref), (temp, k)
+
+
+def test_same_seed_same_text_other_seed_other_text(tmp_path):
+    model, _ = gen_model(tmp_path, seed=23)
+    args = ["-m", model, "--prompt", "x", "-n", 24, "--temperature", 1.5]
+    a = run("generate", *args, "--seed", 1, check=0).stdout
+    b = run("generate", *args, "--seed", 1, check=0).stdout
+    c = run("generate", *args, "--seed", 2, check=0).stdout
+    assert a == b and len(a) > 0
+    assert a != c
+
+
+def test_generate_stops_at_bos(tmp_path):
+    rng = np.random.default_rng(24)
+    path, p = full_model(tmp_path, rng, 1, 1, 4, 257, 8)
+    # LNf gives all ones, so the logits are lm_head's column sums
+    p["lnf.weight"][:] = 0
+    p["lnf.bias"][:] = 1
+    for tok, want in ((ord("A"), b"A" * 5), (256, b"")):
+        p["lm_head"][:] = 0
+        p["lm_head"][:, tok] = 1
+        s = pack(tmp_path, [("config", np.zeros(0, np.int32))] + list(p.items()),
+                 [f"config:{k}={v}" for k, v in dict(
+                     n_layer=1, n_head=1, d_model=4, ctx=8, vocab=257).items()])
+        with open(path, "wb") as f:
+            f.write(s)
+        for temp in ("0", "0.01"):
+            got = run("generate", "-m", path, "-n", 5, "--temperature", temp,
+                      check=0).stdout
+            assert got == want, (tok, temp)
+
+
+# ---- errors: one line naming the tool (and input and record), status 1 or 2 ----
+
+def test_errors_block(tmp_path):
+    rng = np.random.default_rng(30)
+    model, _ = full_model(tmp_path, rng, 2, 2, 8, 11, 16, drop=("layers.1.mlp.fc",))
+    s = pack(tmp_path, [("x", rand(rng, 1, 3, 8))])
+    p = run("block", "-m", model, "-l", 1, input=s, check=1)
+    assert "'layers.1.mlp.fc'" in one_line_error(p, "block") and p.stdout == b""
+    p = run("block", "-m", model, "-l", 0, input=pack(tmp_path, [("x", rand(rng, 1, 3, 5))]),
+            check=1)
+    msg = one_line_error(p, "block")
+    assert "<stdin>: record 1 'x'" in msg and "C=5" in msg and "C=8" in msg
+    p = run("block", "-m", model, "-l", 2, input=s, check=1)
+    assert "layer 2 out of range" in one_line_error(p, "block") and p.stdout == b""
+    for bad in (["-l", "1-0"], ["-l", "x"], ["-l", "1,"], ["--bogus"], ["a", "b"]):
+        one_line_error(run("block", "-m", model, *bad, input=s, check=2), "block")
+    p = run("block", "-m", model, "--seed", 3, input=s, check=2)
+    one_line_error(p, "block")
+    s = pack(tmp_path, [("x", np.zeros((1, 2, 8), np.int32))])
+    assert "i32" in one_line_error(run("block", "-m", model, input=s, check=1), "block")
+
+
+def test_errors_logits(tmp_path):
+    rng = np.random.default_rng(31)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 11, 16, drop=("lnf.bias",))
+    s = pack(tmp_path, [("x", rand(rng, 1, 3, 8))])
+    p = run("logits", "-m", model, input=s, check=1)
+    assert "'lnf.bias'" in one_line_error(p, "logits") and p.stdout == b""
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 11, 16, name="m2.ats")
+    p = run("logits", "-m", model, input=pack(tmp_path, [("x", rand(rng, 2, 3, 6))]),
+            check=1)
+    assert "record 1 'x'" in one_line_error(p, "logits")
+    p = run("logits", "-m", model, input=pack(tmp_path, [("y", rand(rng, 2))]), check=1)
+    assert "no 'x' record" in one_line_error(p, "logits")
+    one_line_error(run("logits", "--heads", 2, input=s, check=2), "logits")
+
+
+def test_errors_generate(tmp_path):
+    rng = np.random.default_rng(32)
+    small, _ = full_model(tmp_path, rng, 1, 1, 4, 11, 8)
+    p = run("generate", "-m", small, check=1)
+    assert "V=11" in one_line_error(p, "generate") and p.stdout == b""
+    model, _ = full_model(tmp_path, rng, 2, 1, 4, 257, 8, drop=("layers.1.ln2.bias",),
+                          name="m2.ats")
+    p = run("generate", "-m", model, check=1)
+    assert "'layers.1.ln2.bias'" in one_line_error(p, "generate") and p.stdout == b""
+    for bad in (["--temperature", "-1"], ["--temperature", "x"], ["--top-k", "-2"],
+                ["-n", "-1"], ["--model-seed", "3"], ["prompt"], ["-o", "f"]):
+        one_line_error(run("generate", "-m", model, *bad, check=2), "generate")
+    p = run("generate", "--model-seed", 3, "--heads", 5, check=1)
+    assert "--heads 5" in one_line_error(p, "generate")
+
+
+def test_default_model_pipeline_agrees_with_generate(tmp_path):
+    """-l all on the seeded default model, then the head, picks the byte
+    that greedy andrea-generate writes first."""
+    res = pipeline([("embed", "--text", "--bos"), ("block", "-l", "all"),
+                    ("logits", "--last")], input=b"the cat sat")
+    lg = unpack(tmp_path, res)["logits"]
+    assert lg.shape == (1, 1, 257)
+    out = run("generate", "--prompt", "the cat sat", "-n", 1, "--temperature", 0,
+              check=0).stdout
+    assert out == bytes([int(np.argmax(lg[0, 0]))])
+
+
+def test_block_groups_and_a_model_without_config(tmp_path):
+    rng = np.random.default_rng(14)
+    H, C = 2, 6
+    model, p = full_model(tmp_path, rng, 2, H, C, 11, 8, config=False)
+    x1, x2 = rand(rng, 1, 4, C), rand(rng, 2, 3, C)
+    s = pack(tmp_path, [("x", x1)]) + pack(tmp_path, [("x", x2)])
+    p1 = run("block", "-m", model, "-l", "all", input=s, check=1)
+    assert "--heads" in one_line_error(p1, "block") and p1.stdout == b""
+    out = run("block", "-m", model, "--heads", H, "-l", "all", input=s,
+              check=0).stdout
+    recs = [r for r in atsfmt.read(out)]
+    assert [r.name for r in recs] == ["x", "x"]
+    for r, x in zip(recs, (x1, x2)):
+        got = np.frombuffer(r.payload, np.float32).reshape(x.shape)
+        assert oracle.rel_err(got, oracle.block(oracle.block(x, p, 0, H), p, 1, H)) <= TOL
