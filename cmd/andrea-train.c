@@ -293,25 +293,21 @@ static void config_from_options(const options *o, at_config *cfg)
 }
 
 /* Shape options given with a model file or a checkpoint must agree with
- * its config. */
+ * its config: all five fields with --config (and its overrides), else
+ * each override given. */
 static void check_config_agrees(const options *o, const at_config *cfg,
 				const char *what)
 {
-	if (o->preset) {
-		at_config p;
-		if (at_config_preset(o->preset, &p) < 0)
-			cli_usage_error("--config '%s': expected tiny, andrea-12m, "
-					"andrea-120m or andrea-480m", o->preset);
-		if (memcmp(&p, cfg, sizeof p) != 0)
-			cli_die("--config %s does not match %s", o->preset, what);
-	}
-	const int *want = &o->over.n_layer, *have = &cfg->n_layer;
-	static const char *const names[] = {"--layers", "--heads", "--d-model",
-					    "--ctx", "--vocab"};
+	at_config want = o->over;
+	if (o->preset)
+		config_from_options(o, &want);
+	const int *w = &want.n_layer, *have = &cfg->n_layer;
+	static const char *const names[] = {"n_layer", "n_head", "d_model",
+					    "ctx", "vocab"};
 	for (int i = 0; i < 5; i++)
-		if (want[i] && want[i] != have[i])
-			cli_die("%s %d does not match %s (%d)", names[i], want[i],
-				what, have[i]);
+		if (w[i] && w[i] != have[i])
+			cli_die("the command line asks for %s=%d, but %s has %s=%d",
+				names[i], w[i], what, names[i], have[i]);
 }
 
 /* Opens -m MODEL into a training model (config from the file). */
