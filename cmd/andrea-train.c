@@ -541,6 +541,7 @@ typedef struct {
 	char ckpt[4200];
 	FILE *log;
 	int progress;
+	double last_val; /* the latest held-out loss, NAN before one */
 	double t0, train_time;
 	long steps_run;
 } trainer;
@@ -731,7 +732,9 @@ static void report(trainer *tr, double loss, double val, double lr,
 		duration(eta, sizeof eta, tr->steps_run ?
 			 tr->train_time / tr->steps_run * (end - s) : 0);
 		if (!isnan(val))
-			snprintf(vbuf, sizeof vbuf, "  val %.4f", val);
+			tr->last_val = val;
+		if (!isnan(tr->last_val))
+			snprintf(vbuf, sizeof vbuf, "  val %.4f", tr->last_val);
 		fprintf(stderr, "\rstep %ld/%ld  loss %.4f%s  %.0f tok/s  ETA %s\033[K",
 			s, end, loss, vbuf, tps, eta);
 		fflush(stderr);
@@ -770,7 +773,7 @@ static double step(trainer *tr, double *lr_out, double *norm_out)
 
 static int train_main(options *o)
 {
-	trainer tr = {.o = o};
+	trainer tr = {.o = o, .last_val = NAN};
 	if (o->checkpoint)
 		snprintf(tr.ckpt, sizeof tr.ckpt, "%s", o->checkpoint);
 	else
