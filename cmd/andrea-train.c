@@ -1,0 +1,871 @@
+/* andrea-train - train an ANDREA model on the CPU, or write the
+ * activations of its forward pass.
+ *
+ * Training: batches of windows drawn from --data, AdamW with warmup and
+ * cosine decay, global-norm clipping; the model file and a checkpoint are
+ * written atomically every --save-every steps, at the end and on SIGINT or
+ * SIGTERM, and --resume continues a run bit for bit.  --forward runs one
+ * input through the model and writes every intermediate as a stream.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef ANDREA_CBLAS
+#include <cblas.h>
+#endif
+
+#include "cli.h"
+#include "ops.h"
+#include "stage.h"
+#include "train.h"
+
+static const char usage[] =
+	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
+	"                    [--layers L] [--heads H] [--d-model C] [--ctx T]\n"
+	"                    [--vocab V] --data FILE [--steps N] [--batch B]\n"
+	"                    [--seq T] [--lr LR] [--min-lr LR] [--warmup N]\n"
+	"                    [--weight-decay WD] [--clip NORM]\n"
+	"                    [--val-fraction F] [--eval-every N]\n"
+	"                    [--eval-batches N] [--save-every N]\n"
+	"                    [--checkpoint FILE] [--resume] [--stop-at N]\n"
+	"                    [--log FILE] [--progress] [--dump-grads FILE]\n"
+	"                    [--device DEV] [-z LEVEL] [--threads N]\n"
+	"       andrea-train --forward [-f] [-o FILE] [-m MODEL] [--seed S]\n"
+	"                    [--config NAME] [--layers L] [--heads H]\n"
+	"                    [--d-model C] [--ctx T] [--vocab V]\n"
+	"                    [--text | --tokens LIST] [--device DEV]\n"
+	"                    [-z LEVEL] [--threads N] [FILE]\n";
+
+enum {
+	OPT_CONFIG = CLI_FIRST_OWN, OPT_LAYERS, OPT_DMODEL, OPT_CTX, OPT_VOCAB,
+	OPT_DATA, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MINLR, OPT_WARMUP,
+	OPT_WD, OPT_CLIP, OPT_VALFRAC, OPT_EVAL_EVERY, OPT_EVAL_BATCHES,
+	OPT_SAVE_EVERY, OPT_CHECKPOINT, OPT_RESUME, OPT_STOP_AT, OPT_LOG,
+	OPT_PROGRESS, OPT_DUMP_GRADS, OPT_FORWARD, OPT_TEXT, OPT_TOKENS,
+	OPT_END
+};
+
+typedef struct {
+	cli_common c;
+	char given[OPT_END - CLI_FIRST_OWN]; /* the option was on the line */
+	const char *preset;
+	at_config over;     /* --layers ... --vocab, 0 = not given */
+	const char *data, *checkpoint, *log, *dump_grads, *tokens;
+	long steps, stop_at, eval_every, eval_batches, save_every;
+	int batch, seq, resume, progress, forward, text;
+	double val_fraction;
+	tr_hparams h;
+} options;
+
+#define GIVEN(o, opt) ((o)->given[(opt) - CLI_FIRST_OWN])
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+/* Seconds on the monotonic clock. */
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double nonneg(const char *arg, const char *what)
+{
+	double d = cli_double(arg, what);
+	if (d < 0 || !isfinite(d))
+		cli_usage_error("%s '%s': expected a number >= 0", what, arg);
+	return d;
+}
+
+/* Parses the command line into o; every misuse exits 2. */
+static void parse(options *o, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLI_COMMON_LONG, CLI_MODEL_LONG,
+		{"device", required_argument, 0, CLI_DEVICE},
+		{"config", required_argument, 0, OPT_CONFIG},
+		{"layers", required_argument, 0, OPT_LAYERS},
+		{"d-model", required_argument, 0, OPT_DMODEL},
+		{"ctx", required_argument, 0, OPT_CTX},
+		{"vocab", required_argument, 0, OPT_VOCAB},
+		{"data", required_argument, 0, OPT_DATA},
+		{"steps", required_argument, 0, OPT_STEPS},
+		{"batch", required_argument, 0, OPT_BATCH},
+		{"seq", required_argument, 0, OPT_SEQ},
+		{"lr", required_argument, 0, OPT_LR},
+		{"min-lr", required_argument, 0, OPT_MINLR},
+		{"warmup", required_argument, 0, OPT_WARMUP},
+		{"weight-decay", required_argument, 0, OPT_WD},
+		{"clip", required_argument, 0, OPT_CLIP},
+		{"val-fraction", required_argument, 0, OPT_VALFRAC},
+		{"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+		{"eval-batches", required_argument, 0, OPT_EVAL_BATCHES},
+		{"save-every", required_argument, 0, OPT_SAVE_EVERY},
+		{"checkpoint", required_argument, 0, OPT_CHECKPOINT},
+		{"resume", no_argument, 0, OPT_RESUME},
+		{"stop-at", required_argument, 0, OPT_STOP_AT},
+		{"log", required_argument, 0, OPT_LOG},
+		{"progress", no_argument, 0, OPT_PROGRESS},
+		{"dump-grads", required_argument, 0, OPT_DUMP_GRADS},
+		{"forward", no_argument, 0, OPT_FORWARD},
+		{"text", no_argument, 0, OPT_TEXT},
+		{"tokens", required_argument, 0, OPT_TOKENS},
+		{0}};
+	int opt;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT "m:", longopts,
+				  NULL)) != -1) {
+		if (opt >= CLI_FIRST_OWN && opt < OPT_END)
+			GIVEN(o, opt) = 1;
+		switch (opt) {
+		case OPT_CONFIG:
+			o->preset = optarg;
+			break;
+		case OPT_LAYERS:
+			o->over.n_layer = (int)cli_long(optarg, 1, 1024, "--layers");
+			break;
+		case CLI_HEADS:
+			o->over.n_head = (int)cli_long(optarg, 1, 4096, "--heads");
+			break;
+		case OPT_DMODEL:
+			o->over.d_model = (int)cli_long(optarg, 1, 1 << 16, "--d-model");
+			break;
+		case OPT_CTX:
+			o->over.ctx = (int)cli_long(optarg, 1, 1 << 20, "--ctx");
+			break;
+		case OPT_VOCAB:
+			o->over.vocab = (int)cli_long(optarg, 1, 1 << 24, "--vocab");
+			break;
+		case OPT_DATA:
+			o->data = optarg;
+			break;
+		case OPT_STEPS:
+			o->steps = cli_long(optarg, 0, LONG_MAX / 2, "--steps");
+			break;
+		case OPT_BATCH:
+			o->batch = (int)cli_long(optarg, 1, 1 << 16, "--batch");
+			break;
+		case OPT_SEQ:
+			o->seq = (int)cli_long(optarg, 1, 1 << 20, "--seq");
+			break;
+		case OPT_LR:
+			o->h.lr = nonneg(optarg, "--lr");
+			break;
+		case OPT_MINLR:
+			o->h.min_lr = nonneg(optarg, "--min-lr");
+			break;
+		case OPT_WARMUP:
+			o->h.warmup = cli_long(optarg, 0, LONG_MAX / 2, "--warmup");
+			break;
+		case OPT_WD:
+			o->h.weight_decay = nonneg(optarg, "--weight-decay");
+			break;
+		case OPT_CLIP:
+			o->h.clip = nonneg(optarg, "--clip");
+			break;
+		case OPT_VALFRAC:
+			o->val_fraction = nonneg(optarg, "--val-fraction");
+			if (o->val_fraction >= 1.0)
+				cli_usage_error("--val-fraction '%s': expected a "
+						"number in [0, 1)", optarg);
+			break;
+		case OPT_EVAL_EVERY:
+			o->eval_every = cli_long(optarg, 0, LONG_MAX, "--eval-every");
+			break;
+		case OPT_EVAL_BATCHES:
+			o->eval_batches = cli_long(optarg, 1, 1 << 20, "--eval-batches");
+			break;
+		case OPT_SAVE_EVERY:
+			o->save_every = cli_long(optarg, 0, LONG_MAX, "--save-every");
+			break;
+		case OPT_CHECKPOINT:
+			o->checkpoint = optarg;
+			break;
+		case OPT_RESUME:
+			o->resume = 1;
+			break;
+		case OPT_STOP_AT:
+			o->stop_at = cli_long(optarg, 0, LONG_MAX / 2, "--stop-at");
+			break;
+		case OPT_LOG:
+			o->log = optarg;
+			break;
+		case OPT_PROGRESS:
+			o->progress = 1;
+			break;
+		case OPT_DUMP_GRADS:
+			o->dump_grads = optarg;
+			break;
+		case OPT_FORWARD:
+			o->forward = 1;
+			break;
+		case OPT_TEXT:
+			o->text = 1;
+			break;
+		case OPT_TOKENS:
+			o->tokens = optarg;
+			break;
+		default:
+			if (!cli_common_opt(&o->c, opt, optarg, usage))
+				cli_bad_option(argv);
+		}
+	}
+}
+
+/* Options that belong to one mode only are misuse in the other. */
+static void check_mode(const options *o, int argc)
+{
+	static const int train_only[] = {
+		OPT_DATA, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MINLR,
+		OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_VALFRAC, OPT_EVAL_EVERY,
+		OPT_EVAL_BATCHES, OPT_SAVE_EVERY, OPT_CHECKPOINT, OPT_RESUME,
+		OPT_STOP_AT, OPT_LOG, OPT_PROGRESS, OPT_DUMP_GRADS};
+	static const char *const train_names[] = {
+		"--data", "--steps", "--batch", "--seq", "--lr", "--min-lr",
+		"--warmup", "--weight-decay", "--clip", "--val-fraction",
+		"--eval-every", "--eval-batches", "--save-every", "--checkpoint",
+		"--resume", "--stop-at", "--log", "--progress", "--dump-grads"};
+	if (o->forward) {
+		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
+			if (GIVEN(o, train_only[i]))
+				cli_usage_error("%s is a training option, not for "
+						"--forward", train_names[i]);
+		if (o->text && o->tokens)
+			cli_usage_error("--text and --tokens exclude each other");
+		if (o->tokens && argc - optind == 1)
+			cli_usage_error("--tokens takes no input FILE");
+		if (argc - optind > 1)
+			cli_usage_error("too many operands (see %s --help)", cli_prog);
+		if (o->c.model && o->c.seed_given)
+			cli_usage_error("--seed applies to the default model only, "
+					"and a model file (-m) is in use");
+		return;
+	}
+	if (o->text || o->tokens)
+		cli_usage_error("%s needs --forward", o->text ? "--text" : "--tokens");
+	if (argc - optind > 0)
+		cli_usage_error("andrea-train takes no operands when training "
+				"(see %s --help)", cli_prog);
+	if (!o->c.output || strcmp(o->c.output, "-") == 0)
+		cli_usage_error("no model file to write: give -o MODEL");
+	if (!o->data && !(GIVEN(o, OPT_STEPS) && o->steps == 0))
+		cli_usage_error("no training data: give --data FILE");
+	if (o->resume && o->c.model)
+		cli_usage_error("--resume and -m exclude each other (the "
+				"checkpoint holds the model)");
+	if (o->dump_grads && GIVEN(o, OPT_STEPS) && o->steps == 0)
+		cli_usage_error("--dump-grads needs at least one step");
+}
+
+/* The model's shape: preset (default andrea-120m) and overrides. */
+static void config_from_options(const options *o, at_config *cfg)
+{
+	if (at_config_preset(o->preset ? o->preset : "andrea-120m", cfg) < 0)
+		cli_usage_error("--config '%s': expected tiny, andrea-12m, "
+				"andrea-120m or andrea-480m", o->preset);
+	if (o->over.n_layer)
+		cfg->n_layer = o->over.n_layer;
+	if (o->over.n_head)
+		cfg->n_head = o->over.n_head;
+	if (o->over.d_model)
+		cfg->d_model = o->over.d_model;
+	if (o->over.ctx)
+		cfg->ctx = o->over.ctx;
+	if (o->over.vocab)
+		cfg->vocab = o->over.vocab;
+	if (cfg->d_model % cfg->n_head)
+		cli_usage_error("d_model %d is not a multiple of %d heads",
+				cfg->d_model, cfg->n_head);
+}
+
+/* Shape options given with a model file or a checkpoint must agree with
+ * its config: all five fields with --config (and its overrides), else
+ * each override given. */
+static void check_config_agrees(const options *o, const at_config *cfg,
+				const char *what)
+{
+	at_config want = o->over;
+	if (o->preset)
+		config_from_options(o, &want);
+	const int *w = &want.n_layer, *have = &cfg->n_layer;
+	static const char *const names[] = {"n_layer", "n_head", "d_model",
+					    "ctx", "vocab"};
+	for (int i = 0; i < 5; i++)
+		if (w[i] && w[i] != have[i])
+			cli_die("the command line asks for %s=%d, but %s has %s=%d",
+				names[i], w[i], what, names[i], have[i]);
+}
+
+/* Opens -m MODEL into a training model (config from the file). */
+static void load_model_file(const options *o, tr_model *m)
+{
+	at_model src;
+	char err[700];
+	if (at_model_open(&src, o->c.model, o->c.seed, o->over.n_head,
+			  &o->c.ropts, err, sizeof err) < 0 ||
+	    at_model_need_heads(&src, err, sizeof err) < 0)
+		cli_die("%s", err);
+	at_config cfg = src.cfg;
+	if (!cfg.n_layer || !cfg.d_model || !cfg.ctx || !cfg.vocab)
+		cli_die("%s: cannot tell the model's shape (no config record)",
+			o->c.model);
+	check_config_agrees(o, &cfg, o->c.model);
+	if (tr_model_init(m, &cfg) < 0)
+		cli_die("out of memory");
+	if (tr_model_load(m, &src, err, sizeof err) < 0)
+		cli_die("%s", err);
+	at_model_close(&src);
+}
+
+/* Threads of the arithmetic: OpenMP loops and OpenBLAS follow --threads
+ * (or ANDREA_THREADS, else the number of processors). */
+static void set_threads(const options *o)
+{
+#ifdef _OPENMP
+	omp_set_num_threads(o->c.wopts.threads);
+#endif
+#ifdef ANDREA_CBLAS
+	openblas_set_num_threads(o->c.wopts.threads);
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* --forward */
+
+/* Reads the whole of path (or stdin) as bytes into tokens [1,T]. */
+static void tokens_from_text(const char *path, at_tensor *t)
+{
+	FILE *in = stdin;
+	if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb")))
+		cli_die("%s: %s", path, strerror(errno));
+	size_t cap = 4096, n = 0, got;
+	unsigned char *buf = malloc(cap);
+	while (buf && (got = fread(buf + n, 1, cap - n, in)) > 0)
+		if ((n += got) == cap && !(buf = realloc(buf, cap *= 2)))
+			break;
+	if (!buf)
+		cli_die("out of memory");
+	if (ferror(in))
+		cli_die("%s: read error", path ? path : "<stdin>");
+	if (in != stdin)
+		fclose(in);
+	uint64_t dims[2] = {1, n};
+	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
+		cli_die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		((int32_t *)t->data)[i] = buf[i];
+	free(buf);
+}
+
+/* Parses "1,2,3" into tokens [1,T]. */
+static void tokens_from_list(const char *list, at_tensor *t)
+{
+	size_t n = 1;
+	for (const char *p = list; *p; p++)
+		n += *p == ',';
+	uint64_t dims[2] = {1, n};
+	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
+		cli_die("out of memory");
+	const char *p = list;
+	for (size_t i = 0; i < n; i++) {
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (end == p || (*end && *end != ',') || errno || v < 0 ||
+		    v > 1 << 30)
+			cli_usage_error("--tokens '%s': expected comma-separated "
+					"non-negative integers", list);
+		((int32_t *)t->data)[i] = (int32_t)v;
+		p = end + 1;
+	}
+}
+
+/* The first `tokens` record of a stream, as [B,T]. */
+static void tokens_from_stream(const options *o, const char *path,
+			       at_tensor *t)
+{
+	at_reader r;
+	at_header h;
+	cli_open_input((cli_common *)&o->c, &r, path);
+	int rc;
+	while ((rc = at_read_header(&r, &h)) == 1) {
+		if (strcmp(h.name, "tokens") == 0)
+			break;
+		if (at_skip_payload(&r, &h) < 0)
+			cli_fail(r.err);
+	}
+	if (rc < 0)
+		cli_fail(r.err);
+	if (rc == 0)
+		cli_die("%s: no 'tokens' record in the input", r.label);
+	if (h.dtype != AT_I32 || h.rank < 1 || h.rank > 2)
+		cli_die("%s: record %d 'tokens': expected i32 [B,T] or [T]",
+			r.label, h.index);
+	if (at_read_payload(&r, &h, t) < 0)
+		cli_fail(r.err);
+	at_reader_close(&r);
+	if (t->rank == 1) {
+		t->rank = 2;
+		t->dims[1] = t->dims[0];
+		t->dims[0] = 1;
+	}
+}
+
+/* Writes buf as a new f32 record of the given shape and attributes. */
+static void put(at_writer *w, const char *name, const float *buf, int rank,
+		const uint64_t *dims, const at_attrs *attrs)
+{
+	at_tensor t;
+	memset(&t, 0, sizeof t);
+	t.dtype = AT_F32;
+	t.rank = rank;
+	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+	snprintf(t.name, sizeof t.name, "%s", name);
+	if (attrs)
+		t.attrs = *attrs;
+	t.data = (void *)buf;
+	if (at_write_tensor(w, &t) < 0)
+		cli_fail(w->err);
+}
+
+/* The activations of the last forward pass, named as the stages name
+ * theirs (DESIGN.md), layer by layer. */
+static void write_activations(tr_model *m, at_tensor *tok, at_writer *w)
+{
+	tr_acts *a = &m->a;
+	uint64_t B = tok->dims[0], T = tok->dims[1];
+	uint64_t C = m->cfg.d_model, H = m->cfg.n_head, D = C / H;
+	size_t lc = (size_t)a->B * a->T * C, ltt = (size_t)a->B * H * a->T * a->T;
+	uint64_t btc[3] = {B, T, C}, bhtd[4] = {B, H, T, D}, bhtt[4] = {B, H, T, T};
+	if (at_write_tensor(w, tok) < 0)
+		cli_fail(w->err);
+	put(w, "x", a->resid, 3, btc, NULL);
+	float scale = (float)(1.0 / sqrt((double)D));
+	for (int l = 0; l < m->cfg.n_layer; l++) {
+		at_attrs at = {0};
+		at_attr_setf(&at, "layer", "%d", l);
+		at_attr_set(&at, "norm", "ln1");
+		at_attr_setf(&at, "n_head", "%d", (int)H);
+		put(w, "q", a->q + l * lc, 4, bhtd, &at);
+		put(w, "k", a->k + l * lc, 4, bhtd, &at);
+		put(w, "v", a->v + l * lc, 4, bhtd, &at);
+		/* the scores are not cached: recompute them with the same ops */
+		at_scores_forward(a->scratch, a->q + l * lc, a->k + l * lc,
+				  (int)(B * H), (int)T, (int)D, scale);
+		at_mask_causal(a->scratch, (int)(B * H), (int)T, -INFINITY);
+		at_attr_setf(&at, "scale", "%.9g", scale);
+		at_attr_set(&at, "mask", "causal");
+		at_attr_setf(&at, "fill", "%.9g", -INFINITY);
+		put(w, "scores", a->scratch, 4, bhtt, &at);
+		put(w, "attn", a->att + l * ltt, 4, bhtt, &at);
+		put(w, "out", a->out + l * lc, 4, bhtd, &at);
+		put(w, "y", a->y + l * lc, 3, btc, &at);
+		at_attrs xa = {0};
+		at_attr_setf(&xa, "layer", "%d", l);
+		put(w, "x", a->resid + (l + 1) * lc, 3, btc, &xa);
+	}
+	uint64_t btv[3] = {B, T, (uint64_t)m->cfg.vocab};
+	put(w, "logits", a->logits, 3, btv, NULL);
+}
+
+static int forward_main(options *o, int argc, char **argv)
+{
+	tr_model m;
+	if (o->c.model) {
+		load_model_file(o, &m);
+	} else {
+		at_config cfg;
+		config_from_options(o, &cfg);
+		if (tr_model_init(&m, &cfg) < 0)
+			cli_die("out of memory");
+		tr_model_seed(&m, o->c.seed);
+	}
+	const char *path = argc - optind == 1 ? argv[optind] : NULL;
+	at_tensor tok;
+	if (o->tokens)
+		tokens_from_list(o->tokens, &tok);
+	else if (o->text)
+		tokens_from_text(path, &tok);
+	else
+		tokens_from_stream(o, path, &tok);
+	uint64_t B = tok.dims[0], T = tok.dims[1];
+	if (B == 0 || T == 0)
+		cli_die("no tokens to run (B=%llu, T=%llu)", (unsigned long long)B,
+			(unsigned long long)T);
+	if (T > (uint64_t)m.cfg.ctx)
+		cli_die("T=%llu exceeds the model's context of %d",
+			(unsigned long long)T, m.cfg.ctx);
+	const int32_t *id = tok.data;
+	for (uint64_t i = 0; i < B * T; i++)
+		if (id[i] < 0 || id[i] >= m.cfg.vocab)
+			cli_die("token %d at [%llu,%llu] is not in 0..%d (V=%d)",
+				id[i], (unsigned long long)(i / T),
+				(unsigned long long)(i % T), m.cfg.vocab - 1,
+				m.cfg.vocab);
+	if (B * T > (1u << 24) || tr_acts_alloc(&m, (int)B, (int)T) < 0)
+		cli_die("out of memory");
+	tr_forward(&m, tok.data, NULL, (int)B, (int)T);
+	at_writer w;
+	cli_open_output(&o->c, &w);
+	write_activations(&m, &tok, &w);
+	cli_finish_output(&w);
+	at_tensor_free(&tok);
+	tr_model_free(&m);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* training */
+
+typedef struct {
+	options *o;
+	tr_model m;
+	tr_data data;
+	tr_state st;
+	float *mom1, *mom2;
+	int32_t *in, *tg;
+	char ckpt[4200];
+	FILE *log;
+	int progress;
+	double last_val; /* the latest held-out loss, NAN before one */
+	double t0, train_time;
+	long steps_run;
+} trainer;
+
+/* Defaults of the options not given (andrea-train(1) lists them). */
+static void defaults(options *o)
+{
+	o->steps = 1000;
+	o->batch = 8;
+	o->h.lr = 6e-4;
+	o->h.warmup = 100;
+	o->h.weight_decay = 0.1;
+	o->h.clip = 1.0;
+	o->h.beta1 = 0.9;
+	o->h.beta2 = 0.999;
+	o->h.eps = 1e-8;
+	o->val_fraction = 0.1;
+	o->eval_every = 100;
+	o->eval_batches = 8;
+	o->save_every = 500;
+}
+
+/* Restores a checkpoint: config, state and tensors; settings given on the
+ * command line must agree with the ones that fix the run. */
+static void resume(trainer *tr)
+{
+	options *o = tr->o;
+	at_reader r;
+	char err[800];
+	at_config cfg;
+	if (at_reader_open(&r, tr->ckpt, &o->c.ropts) < 0)
+		cli_fail(r.err);
+	if (tr_checkpoint_read_head(&r, &tr->st, &cfg, err, sizeof err) < 0)
+		cli_die("%s", err);
+	char what[4300];
+	snprintf(what, sizeof what, "the checkpoint %s", tr->ckpt);
+	check_config_agrees(o, &cfg, what);
+	tr_state *st = &tr->st;
+	if (o->c.seed_given && o->c.seed != st->seed)
+		cli_die("--seed %llu does not match %s (seed %llu)",
+			(unsigned long long)o->c.seed, what,
+			(unsigned long long)st->seed);
+	if (GIVEN(o, OPT_BATCH) && o->batch != st->batch)
+		cli_die("--batch %d does not match %s (%d)", o->batch, what,
+			st->batch);
+	if (GIVEN(o, OPT_SEQ) && o->seq != st->seq)
+		cli_die("--seq %d does not match %s (%d)", o->seq, what, st->seq);
+	if (GIVEN(o, OPT_VALFRAC) && o->val_fraction != st->val_fraction)
+		cli_die("--val-fraction %g does not match %s (%g)",
+			o->val_fraction, what, st->val_fraction);
+	/* the schedule may be changed on resuming: what is given wins */
+	if (GIVEN(o, OPT_LR))
+		st->h.lr = o->h.lr;
+	if (GIVEN(o, OPT_MINLR) || GIVEN(o, OPT_LR))
+		st->h.min_lr = GIVEN(o, OPT_MINLR) ? o->h.min_lr : o->h.lr / 10;
+	if (GIVEN(o, OPT_WARMUP))
+		st->h.warmup = o->h.warmup;
+	if (GIVEN(o, OPT_STEPS))
+		st->h.steps = o->steps;
+	if (GIVEN(o, OPT_WD))
+		st->h.weight_decay = o->h.weight_decay;
+	if (GIVEN(o, OPT_CLIP))
+		st->h.clip = o->h.clip;
+	if (tr_model_init(&tr->m, &cfg) < 0 ||
+	    !(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
+	    !(tr->mom2 = calloc(tr->m.total, sizeof(float))))
+		cli_die("out of memory");
+	if (tr_checkpoint_read_body(&r, &tr->m, tr->mom1, tr->mom2, err,
+				    sizeof err) < 0)
+		cli_die("%s", err);
+	at_reader_close(&r);
+}
+
+/* A fresh run: seeded (or -m) parameters, zero moments, step 0. */
+static void start(trainer *tr)
+{
+	options *o = tr->o;
+	if (o->c.model) {
+		load_model_file(o, &tr->m);
+	} else {
+		at_config cfg;
+		config_from_options(o, &cfg);
+		if (tr_model_init(&tr->m, &cfg) < 0)
+			cli_die("out of memory");
+		tr_model_seed(&tr->m, o->c.seed);
+	}
+	if (!(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
+	    !(tr->mom2 = calloc(tr->m.total, sizeof(float))))
+		cli_die("out of memory");
+	tr_state *st = &tr->st;
+	st->step = 0;
+	st->seed = o->c.seed;
+	st->batch = o->batch;
+	st->seq = o->seq ? o->seq : tr->m.cfg.ctx;
+	st->val_fraction = o->val_fraction;
+	st->h = o->h;
+	st->h.steps = o->steps;
+	if (!GIVEN(o, OPT_MINLR))
+		st->h.min_lr = o->h.lr / 10;
+	if (st->seq > tr->m.cfg.ctx)
+		cli_usage_error("--seq %d exceeds the context of %d", st->seq,
+				tr->m.cfg.ctx);
+}
+
+/* Writes the checkpoint (with ckpt), then the model, each atomically. */
+static void save(trainer *tr, int ckpt)
+{
+	options *o = tr->o;
+	at_writer w;
+	if (ckpt && at_writer_open(&w, tr->ckpt, &o->c.wopts) < 0)
+		cli_fail(w.err);
+	if (ckpt && (tr_checkpoint_write(&w, &tr->m, tr->mom1, tr->mom2,
+					 &tr->st) < 0 || at_writer_finish(&w) < 0)) {
+		at_writer_abort(&w);
+		cli_fail(w.err);
+	}
+	if (at_writer_open(&w, o->c.output, &o->c.wopts) < 0)
+		cli_fail(w.err);
+	if (tr_model_write(&tr->m, &w, 1, "", tr->m.p) < 0 ||
+	    at_writer_finish(&w) < 0) {
+		at_writer_abort(&w);
+		cli_fail(w.err);
+	}
+}
+
+/* The mean loss over the held-out batches. */
+static double evaluate(trainer *tr)
+{
+	int B = tr->st.batch, T = tr->st.seq;
+	long n = tr->o->eval_batches;
+	double sum = 0.0;
+	for (long i = 0; i < n; i++) {
+		tr_data_val_batch(&tr->data, (int)i, (int)n, B, T, tr->in, tr->tg);
+		sum += tr_forward(&tr->m, tr->in, tr->tg, B, T);
+	}
+	return sum / n;
+}
+
+/* The first step's gradients, before clipping, with its batch and loss. */
+static void dump_grads(trainer *tr, double loss)
+{
+	int B = tr->st.batch, T = tr->st.seq;
+	at_writer w;
+	if (at_writer_open(&w, tr->o->dump_grads, &tr->o->c.wopts) < 0)
+		cli_fail(w.err);
+	at_tensor t;
+	uint64_t dims[2] = {(uint64_t)B, (uint64_t)T + 1};
+	if (at_tensor_init(&t, "tokens", AT_I32, 2, dims) < 0)
+		cli_die("out of memory");
+	int32_t *d = t.data;
+	for (int b = 0; b < B; b++) {
+		memcpy(d + (size_t)b * (T + 1), tr->in + (size_t)b * T,
+		       (size_t)T * sizeof *d);
+		d[(size_t)b * (T + 1) + T] = tr->tg[(size_t)b * T + T - 1];
+	}
+	at_attr_setf(&t.attrs, "loss", "%.17g", loss);
+	at_attr_setf(&t.attrs, "step", "%ld", tr->st.step);
+	if (at_write_tensor(&w, &t) < 0 ||
+	    tr_model_write(&tr->m, &w, 0, "", tr->m.g) < 0 ||
+	    at_writer_finish(&w) < 0) {
+		at_writer_abort(&w);
+		cli_fail(w.err);
+	}
+	at_tensor_free(&t);
+}
+
+/* "1h02m", "3m04s" or "12s". */
+static void duration(char *buf, size_t len, double s)
+{
+	long t = (long)(s + 0.5);
+	if (t >= 3600)
+		snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	else if (t >= 60)
+		snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, len, "%lds", t);
+}
+
+/* The progress line and the log record of one step. */
+static void report(trainer *tr, double loss, double val, double lr,
+		   double norm)
+{
+	long s = tr->st.step, end = tr->o->stop_at;
+	double tps = tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
+				   tr->st.seq / tr->train_time : 0.0;
+	if (tr->progress) {
+		char eta[32], vbuf[32] = "";
+		duration(eta, sizeof eta, tr->steps_run ?
+			 tr->train_time / tr->steps_run * (end - s) : 0);
+		if (!isnan(val))
+			tr->last_val = val;
+		if (!isnan(tr->last_val))
+			snprintf(vbuf, sizeof vbuf, "  val %.4f", tr->last_val);
+		fprintf(stderr, "\rstep %ld/%ld  loss %.4f%s  %.0f tok/s  ETA %s\033[K",
+			s, end, loss, vbuf, tps, eta);
+		fflush(stderr);
+	}
+	if (tr->log) {
+		fprintf(tr->log, "{\"step\": %ld, \"loss\": %.6f", s, loss);
+		if (!isnan(val))
+			fprintf(tr->log, ", \"val_loss\": %.6f", val);
+		fprintf(tr->log, ", \"lr\": %.6g, \"grad_norm\": %.6g, "
+			"\"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr, norm,
+			tps, now() - tr->t0);
+		if (fflush(tr->log) != 0)
+			cli_die("%s: write error: %s", tr->o->log, strerror(errno));
+	}
+}
+
+/* One optimisation step: batch, forward, backward, clip, update. */
+static double step(trainer *tr, double *lr_out, double *norm_out)
+{
+	tr_state *st = &tr->st;
+	int B = st->batch, T = st->seq;
+	tr_data_train_batch(&tr->data, st->seed, st->step, B, T, tr->in, tr->tg);
+	double loss = tr_forward(&tr->m, tr->in, tr->tg, B, T);
+	tr_backward(&tr->m, tr->in, tr->tg, B, T);
+	if (tr->o->dump_grads && tr->steps_run == 0)
+		dump_grads(tr, loss);
+	double norm = tr_grad_norm(tr->m.g, tr->m.total);
+	double scale = st->h.clip > 0 && norm > st->h.clip ? st->h.clip / norm : 1.0;
+	double lr = tr_lr_at(&st->h, st->step);
+	tr_adamw_update(&tr->m, tr->mom1, tr->mom2, &st->h, lr, st->step + 1, scale);
+	st->step++;
+	*lr_out = lr;
+	*norm_out = norm;
+	return loss;
+}
+
+static int train_main(options *o)
+{
+	trainer tr = {.o = o, .last_val = NAN};
+	if (o->checkpoint)
+		snprintf(tr.ckpt, sizeof tr.ckpt, "%s", o->checkpoint);
+	else
+		snprintf(tr.ckpt, sizeof tr.ckpt, "%s.ckpt", o->c.output);
+	if (o->resume)
+		resume(&tr);
+	else
+		start(&tr);
+	tr_state *st = &tr.st;
+	if (!o->stop_at || o->stop_at > st->h.steps)
+		o->stop_at = st->h.steps;
+	if (st->h.min_lr > st->h.lr)
+		cli_usage_error("--min-lr %g exceeds --lr %g", st->h.min_lr,
+				st->h.lr);
+	if (!o->data) {
+		if (st->step < o->stop_at)
+			cli_usage_error("no training data: give --data FILE");
+		save(&tr, 0);
+		tr_model_free(&tr.m);
+		return 0;
+	}
+	char err[800];
+	if (tr_data_load(&tr.data, o->data, tr.m.cfg.vocab, st->val_fraction,
+			 st->seq, &o->c.ropts, err, sizeof err) < 0)
+		cli_die("%s", err);
+	if (o->resume && st->data_size && (tr.data.size != st->data_size ||
+					   tr.data.crc != st->data_crc))
+		cli_die("%s differs from the data the checkpoint %s was trained "
+			"on", o->data, tr.ckpt);
+	st->data_size = tr.data.size;
+	st->data_crc = tr.data.crc;
+	size_t bt = (size_t)st->batch * st->seq;
+	if (bt > (1u << 26) || tr_acts_alloc(&tr.m, st->batch, st->seq) < 0 ||
+	    !(tr.in = malloc(bt * sizeof *tr.in)) ||
+	    !(tr.tg = malloc(bt * sizeof *tr.tg)))
+		cli_die("out of memory (batch %d x %d positions)", st->batch,
+			st->seq);
+	if (o->log && !(tr.log = fopen(o->log, o->resume ? "a" : "w")))
+		cli_die("%s: %s", o->log, strerror(errno));
+	tr.progress = o->progress || isatty(STDERR_FILENO);
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	tr.t0 = now();
+	int eval = st->val_fraction > 0 && o->eval_every > 0;
+	while (st->step < o->stop_at && !stop_signal) {
+		double t = now(), lr, norm;
+		double loss = step(&tr, &lr, &norm);
+		tr.train_time += now() - t;
+		tr.steps_run++;
+		if (!isfinite(loss))
+			cli_die("step %ld: the loss is %g: training diverged "
+				"(lower --lr?)", st->step, loss);
+		double val = NAN;
+		if (eval && (st->step % o->eval_every == 0 || st->step == o->stop_at))
+			val = evaluate(&tr);
+		report(&tr, loss, val, lr, norm);
+		if (o->save_every > 0 && st->step % o->save_every == 0 &&
+		    st->step < o->stop_at)
+			save(&tr, 1);
+	}
+	save(&tr, st->step > 0);
+	if (tr.progress && tr.steps_run)
+		fputc('\n', stderr);
+	if (tr.log && fclose(tr.log) != 0)
+		cli_die("%s: write error: %s", o->log, strerror(errno));
+	tr_data_free(&tr.data);
+	tr_model_free(&tr.m);
+	free(tr.mom1);
+	free(tr.mom2);
+	free(tr.in);
+	free(tr.tg);
+	if (stop_signal) {
+		fprintf(stderr, "%s: stopped by signal %d after step %ld; saved "
+			"%s and %s\n", cli_prog, (int)stop_signal, st->step,
+			o->c.output, tr.ckpt);
+		return 128 + stop_signal;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	options o;
+	memset(&o, 0, sizeof o);
+	cli_init("andrea-train", &o.c);
+	defaults(&o);
+	parse(&o, argc, argv);
+	check_mode(&o, argc);
+	stage_device(&o.c, 0);
+	set_threads(&o);
+	return o.forward ? forward_main(&o, argc, argv) : train_main(&o);
+}
