@@ -862,6 +862,7 @@ int main(int argc, char **argv)
 	options o;
 	memset(&o, 0, sizeof o);
 	cli_init("andrea-train", &o.c);
+	o.c.model = NULL; /* ANDREA_MODEL is for inspecting; training starts from -m only */
 	defaults(&o);
 	parse(&o, argc, argv);
 	check_mode(&o, argc);
