@@ -9,19 +9,22 @@
 
 #include "filter.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 
 static const char usage[] =
 	"usage: andrea-qkv [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
 	"                  [-l LAYER] [--no-norm] [--head I] [--keep]\n"
-	"                  [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                  [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                  [--no-shuffle] [FILE]\n";
 
-enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD };
+enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD, OPT_TF32 };
 
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
+	at_device dev;
+	int tf32;              /* --tf32: TF32 products on the GPU */
 	/* loaded before any output: LN1 and Wq, Wk, Wv (only head's D
 	 * columns with --head) */
 	at_tensor ln_w, ln_b;
@@ -41,6 +44,17 @@ static float *columns(const float *w, int rows, int cols, int c0, int n)
 }
 
 static const char *const which[] = {"q", "k", "v"};
+
+/* The attributes of an output: x's, then layer, norm, n_head, head. */
+static void label(const qkv_ctx *q, at_tensor *out, const at_tensor *x)
+{
+	out->attrs = x->attrs;
+	at_attr_setf(&out->attrs, "layer", "%d", q->layer);
+	at_attr_set(&out->attrs, "norm", q->norm ? "ln1" : "none");
+	at_attr_setf(&out->attrs, "n_head", "%d", q->model.cfg.n_head);
+	if (q->head >= 0)
+		at_attr_setf(&out->attrs, "head", "%d", q->head);
+}
 
 static void load_params(qkv_ctx *q)
 {
@@ -65,6 +79,28 @@ static void load_params(qkv_ctx *q)
 	}
 }
 
+/* Writes the three outputs of record x, computed on the GPU. */
+static void qkv_cuda(qkv_ctx *q, const at_tensor *x, int B, int T, int heads,
+		     int D, at_writer *w)
+{
+	at_tensor out[3];
+	uint64_t dims[4] = {(uint64_t)B, (uint64_t)heads, (uint64_t)T,
+			    (uint64_t)D};
+	for (int m = 0; m < 3; m++)
+		if (at_tensor_init(&out[m], which[m], AT_F32, 4, dims) < 0)
+			cli_die("out of memory");
+	stage_cuda_check(at_cuda_qkv_host(
+		out[0].data, out[1].data, out[2].data, x->data,
+		q->norm ? q->ln_w.data : NULL, q->norm ? q->ln_b.data : NULL,
+		(const float *const *)q->w, B, T, (int)x->dims[2], heads, D,
+		q->tf32));
+	for (int m = 0; m < 3; m++) {
+		label(q, &out[m], x);
+		at_filter_write(w, &out[m]);
+		at_tensor_free(&out[m]);
+	}
+}
+
 static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	qkv_ctx *q = f->ctx;
@@ -78,6 +114,10 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	int heads = q->head >= 0 ? 1 : H, cols = heads * D;
 	size_t rows = (size_t)B * T;
 
+	if (q->dev == AT_DEV_CUDA) {
+		qkv_cuda(q, x, B, T, heads, D, w);
+		return;
+	}
 	float *h = x->data, *normed = NULL;
 	if (q->norm) {
 		if (!(normed = malloc(rows * C * sizeof *normed + 1)))
@@ -97,12 +137,7 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 		if (at_tensor_init(&out, which[m], AT_F32, 4, dims) < 0)
 			cli_die("out of memory");
 		at_split_heads(out.data, proj, B, T, heads, D);
-		out.attrs = x->attrs;
-		at_attr_setf(&out.attrs, "layer", "%d", q->layer);
-		at_attr_set(&out.attrs, "norm", q->norm ? "ln1" : "none");
-		at_attr_setf(&out.attrs, "n_head", "%d", H);
-		if (q->head >= 0)
-			at_attr_setf(&out.attrs, "head", "%d", q->head);
+		label(q, &out, x);
 		at_filter_write(w, &out);
 		at_tensor_free(&out);
 	}
@@ -119,6 +154,7 @@ int main(int argc, char **argv)
 		{"layer", required_argument, 0, 'l'},
 		{"no-norm", no_argument, 0, OPT_NO_NORM},
 		{"head", required_argument, 0, OPT_HEAD},
+		{"tf32", no_argument, 0, OPT_TF32},
 		{0}};
 	qkv_ctx q = {.layer = 0, .norm = 1, .head = -1};
 	int opt;
@@ -131,12 +167,14 @@ int main(int argc, char **argv)
 			q.norm = 0;
 		else if (opt == OPT_HEAD)
 			q.head = (int)cli_long(optarg, 0, 1 << 20, "--head");
+		else if (opt == OPT_TF32)
+			q.tf32 = 1;
 		else if (!cli_common_opt(&c, opt, optarg, usage))
 			cli_bad_option(argv);
 	}
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	stage_device(&c, 0);
+	q.dev = stage_device(&c, 1);
 	stage_open_model(&c, &q.model);
 	char err[600];
 	if (at_model_need_heads(&q.model, err, sizeof err) < 0 ||

@@ -1,4 +1,4 @@
-/* ops_cuda.h - the CUDA forward ops (the .cu files in kernels/), callable from C.
+/* ops_cuda.h - the CUDA forward ops of kernels/, callable from C.
  *
  * Two layers, both with the semantics of the CPU ops in ops.h (row-major
  * float32, shape letters as in DESIGN.md):
