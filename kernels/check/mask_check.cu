@@ -54,7 +54,9 @@ int main(int argc, char **argv)
 		check(sh[0], sh[1], -INFINITY, 0);
 	check(3, 17, -1e9f, 0);
 	check(2, 33, 0.0f, 0);
-	check(2, 64, -INFINITY, 1);
+	check(2, 64, -INFINITY, 1); // the warp kernel although T % 4 == 0
+	check(3, 4, -INFINITY, 0);
+	check(7, 8, 0.5f, 0);
 	check(1, 129, -INFINITY, 3);
 
 	if (h_full) {
