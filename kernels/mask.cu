@@ -10,10 +10,10 @@
 // a 16-byte boundary, then float4s, then the scalars left over, with the
 // alignment taken from the address, so any T works.
 //
-// On an H200 the row kernel reaches about 72% of a device-to-device copy's
+// On an H200 the row kernel reaches 65-72% of a device-to-device copy's
 // bandwidth; writing the second half of every row of the same matrices, a
 // rectangle of the same size, reaches only 75%: the holes in the write
-// pattern, not the kernel, set the limit (bench/README.md).
+// pattern, not the kernel, set most of the limit.
 #include "cuda_util.cuh"
 
 __device__ static void fill_tail(float *p, long n, float fill, int lane)
