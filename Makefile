@@ -7,13 +7,23 @@
 #   make CUDA=0        CPU-only build;  make BLAS=none  without OpenBLAS
 #                      (BLAS=openblas-openmp or openblas picks the build)
 #   make PNG=0         without libpng (andrea-show --png then reports it)
+#   make test-gpu      on a GPU machine: the stage suites with --device cuda,
+#                      the kernel harnesses, compute-sanitizer; one summary line
+#   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
+#
+# Nothing is detected through dpkg: nvcc is looked up on PATH, in
+# $CUDA_HOME/bin and in /usr/local/cuda*/bin; OpenBLAS and libpng are used
+# when their headers are present.  A machine with only the CUDA toolkit and
+# zlib gets CUDA=1 BLAS=none PNG=0 by itself.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
+# the GPU machine's python3 (NumPy, PyTorch) is whichever comes first on PATH
+GPU_PYTHON ?= python3
 
-NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls $${CUDA_HOME:-/usr/local/cuda}/bin/nvcc /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA      ?= $(if $(NVCC),1,0)
 CBLAS_H   := $(wildcard /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/openblas/cblas.h)
@@ -50,7 +60,7 @@ endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DANDREA_CUDA
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
-NVFLAGS += -Ilib -MMD -MP
+NVFLAGS += -DANDREA_CUDA -Ilib -MMD -MP
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 endif
 
@@ -70,8 +80,11 @@ BENCHES  := $(patsubst bench/%.c,build/bench/%,$(wildcard bench/*.c))
 MAN1     := $(wildcard man/man1/*.1)
 MAN5     := $(wildcard man/man5/*.5)
 MAN7     := $(wildcard man/man7/*.7)
+# kernels/check/NAME_check.cu -> build/kernels/NAME-check; bench/gpu.cu
+KCHECKS  := $(if $(filter 1,$(CUDA)),$(patsubst kernels/check/%_check.cu,build/kernels/%-check,$(wildcard kernels/check/*_check.cu)))
+GPUBENCH := $(if $(filter 1,$(CUDA)),build/bench/gpu)
 
-all: $(BINS) $(UNITS) $(BENCHES)
+all: $(BINS) $(UNITS) $(BENCHES) $(KCHECKS) $(GPUBENCH)
 
 $(BUILD)/libandrea.a: $(LIB_OBJ)
 	rm -f $@
@@ -96,6 +109,21 @@ build/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libandrea.a build/config
 build/bench/%: $(BUILD)/bench/%.o $(BUILD)/libandrea.a build/config
 	@mkdir -p build/bench
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libandrea.a $(LDLIBS)
+
+build/kernels/%-check: $(BUILD)/kernels/check/%_check.o $(BUILD)/libandrea.a build/config
+	@mkdir -p build/kernels
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libandrea.a $(LDLIBS)
+
+kernels: $(KCHECKS)
+
+# The GPU suite: no Debian packages, no pytest needed (tests/run-gpu.sh)
+test-gpu: all
+	@test "$(CUDA)" = 1 || { echo "test-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	PYTHON=$(GPU_PYTHON) bash tests/run-gpu.sh
+
+bench-gpu: all
+	@test "$(CUDA)" = 1 || { echo "bench-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	PYTHON=$(GPU_PYTHON) sh bench/run-gpu.sh
 
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
@@ -123,6 +151,6 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all setup test demo install clean
+.PHONY: all setup test test-gpu bench-gpu kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

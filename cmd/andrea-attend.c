@@ -9,21 +9,24 @@
 
 #include "filter.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 
 static const char usage[] =
 	"usage: andrea-attend [-f] [-o FILE] [--concat | --proj] [-l LAYER]\n"
 	"                     [-m MODEL] [--seed S] [--heads N] [--keep]\n"
-	"                     [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                     [--no-shuffle] [FILE]\n";
 
-enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ };
+enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ, OPT_TF32 };
 
 typedef struct {
 	int concat, proj, layer; /* layer -1: from the attributes, else 0 */
 	at_model model;
 	at_tensor wo;            /* Wo of wo_layer, once loaded */
 	int wo_layer;
+	at_device dev;
+	int tf32;                /* --tf32: TF32 products on the GPU */
 } attend_ctx;
 
 /* Loads Wo of layer unless it is the one already loaded. */
@@ -37,6 +40,49 @@ static void load_wo(attend_ctx *a, int layer)
 	snprintf(name, sizeof name, "layers.%d.attn.wo", layer);
 	stage_param(&a->model, name, &a->wo, 2, C, C);
 	a->wo_layer = layer;
+}
+
+/* Checks what --proj needs, loads Wo, and returns the layer. */
+static int proj_layer(at_filter *f, attend_ctx *a, const at_tensor *attn,
+		      int HD)
+{
+	int C = a->model.cfg.d_model;
+	int layer = a->layer >= 0 ? a->layer : stage_layer_attr(attn, 0);
+	char err[300];
+	if (at_attr_get(&attn->attrs, "head"))
+		at_filter_die(f, 0, "holds head %s only; --proj needs all "
+			      "heads", at_attr_get(&attn->attrs, "head"));
+	if (HD != C)
+		at_filter_die(f, 1, "H*D=%d but the model has C=%d", HD, C);
+	if (at_model_check_layer(&a->model, layer, err, sizeof err) < 0)
+		at_filter_die(f, 0, "%s", err);
+	load_wo(a, layer);
+	return layer;
+}
+
+/* attend_run on the GPU: out, its concatenation or y in one call. */
+static void attend_cuda(at_filter *f, attend_ctx *a, const at_tensor *attn,
+			const at_tensor *v, at_writer *w)
+{
+	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
+	    D = (int)v->dims[3];
+	int layer = a->proj ? proj_layer(f, a, attn, H * D) : 0;
+	uint64_t hd[4] = {(uint64_t)B, (uint64_t)H, (uint64_t)T, (uint64_t)D};
+	uint64_t cd[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)H * D};
+	int merged = a->concat || a->proj;
+	at_tensor out;
+	if (at_tensor_init(&out, a->proj ? "y" : "out", AT_F32, merged ? 3 : 4,
+			   merged ? cd : hd) < 0)
+		cli_die("out of memory");
+	stage_cuda_check(at_cuda_attend_host(out.data, attn->data, v->data, B, H,
+					     T, D, merged,
+					     a->proj ? a->wo.data : NULL,
+					     a->tf32));
+	out.attrs = attn->attrs;
+	if (a->proj)
+		at_attr_setf(&out.attrs, "layer", "%d", layer);
+	at_filter_write(w, &out);
+	at_tensor_free(&out);
 }
 
 static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
@@ -56,6 +102,10 @@ static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
 	}
 	uint64_t hd[4] = {(uint64_t)B, (uint64_t)H, (uint64_t)T, (uint64_t)D};
 	at_tensor out;
+	if (a->dev == AT_DEV_CUDA) {
+		attend_cuda(f, a, attn, v, w);
+		return;
+	}
 	if (at_tensor_init(&out, "out", AT_F32, 4, hd) < 0)
 		cli_die("out of memory");
 	at_attend_forward(out.data, attn->data, v->data, B * H, T, D);
@@ -72,16 +122,7 @@ static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
 	}
 	if (a->proj) {
 		int C = a->model.cfg.d_model;
-		int layer = a->layer >= 0 ? a->layer : stage_layer_attr(attn, 0);
-		char err[300];
-		if (at_attr_get(&attn->attrs, "head"))
-			at_filter_die(f, 0, "holds head %s only; --proj needs all "
-				      "heads", at_attr_get(&attn->attrs, "head"));
-		if (H * D != C)
-			at_filter_die(f, 1, "H*D=%d but the model has C=%d", H * D, C);
-		if (at_model_check_layer(&a->model, layer, err, sizeof err) < 0)
-			at_filter_die(f, 0, "%s", err);
-		load_wo(a, layer);
+		int layer = proj_layer(f, a, attn, H * D);
 		at_tensor y;
 		if (at_tensor_init(&y, "y", AT_F32, 3, out.dims) < 0)
 			cli_die("out of memory");
@@ -103,6 +144,7 @@ int main(int argc, char **argv)
 		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
 		{"concat", no_argument, 0, OPT_CONCAT},
 		{"proj", no_argument, 0, OPT_PROJ},
+		{"tf32", no_argument, 0, OPT_TF32},
 		{"layer", required_argument, 0, 'l'},
 		{0}};
 	attend_ctx a = {.layer = -1};
@@ -116,6 +158,8 @@ int main(int argc, char **argv)
 			a.proj = 1;
 		else if (opt == 'l')
 			a.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
+		else if (opt == OPT_TF32)
+			a.tf32 = 1;
 		else if (!cli_common_opt(&c, opt, optarg, usage))
 			cli_bad_option(argv);
 	}
@@ -124,7 +168,7 @@ int main(int argc, char **argv)
 	if (a.concat && a.proj)
 		cli_usage_error("--concat and --proj exclude each other "
 				"(--proj includes the concatenation)");
-	stage_device(&c, 0);
+	a.dev = stage_device(&c, 1);
 	if (a.proj) {
 		char err[600];
 		stage_open_model(&c, &a.model);

@@ -3,6 +3,7 @@
 
 #include "filter.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 
 static const char usage[] =
@@ -12,16 +13,25 @@ static const char usage[] =
 
 enum { OPT_FILL = CLI_FIRST_OWN };
 
+typedef struct {
+	float fill;
+	at_device dev;
+} mask_ctx;
+
 static void mask_run(at_filter *f, at_tensor *in, at_writer *w)
 {
-	float fill = *(float *)f->ctx;
+	const mask_ctx *mc = f->ctx;
+	float fill = mc->fill;
 	at_tensor *s = &in[0];
 	if (s->dtype != AT_F32 || s->rank < 2 ||
 	    s->dims[s->rank - 1] != s->dims[s->rank - 2])
 		at_filter_die(f, 0, "expected f32 [...,T,T] scores");
 	int T = (int)s->dims[s->rank - 1];
 	int BH = T ? (int)(at_numel(s) / ((uint64_t)T * T)) : 0;
-	at_mask_causal(s->data, BH, T, fill);
+	if (mc->dev == AT_DEV_CUDA)
+		stage_cuda_check(at_cuda_mask_host(s->data, BH, T, fill));
+	else
+		at_mask_causal(s->data, BH, T, fill);
 	at_attr_set(&s->attrs, "mask", "causal");
 	at_attr_setf(&s->attrs, "fill", "%.9g", fill);
 	at_filter_write(w, s);
@@ -35,14 +45,14 @@ int main(int argc, char **argv)
 		CLI_COMMON_LONG, CLI_STAGE_LONG,
 		{"fill", required_argument, 0, OPT_FILL},
 		{0}};
-	float fill = -INFINITY;
+	mask_ctx mc = {.fill = -INFINITY};
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
 		if (opt == OPT_FILL) {
 			double d = cli_double(optarg, "--fill");
-			fill = (float)d;
-			if (isinf(fill) && !isinf(d))
+			mc.fill = (float)d;
+			if (isinf(mc.fill) && !isinf(d))
 				cli_usage_error("--fill %s: beyond float32's range "
 						"(use -inf)", optarg);
 		}
@@ -51,9 +61,9 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	stage_device(&c, 0);
+	mc.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = mask_run,
-		       .ctx = &fill};
+		       .ctx = &mc};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	return 0;
 }

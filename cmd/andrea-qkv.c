@@ -9,19 +9,22 @@
 
 #include "filter.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 
 static const char usage[] =
 	"usage: andrea-qkv [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
 	"                  [-l LAYER] [--no-norm] [--head I] [--keep]\n"
-	"                  [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                  [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                  [--no-shuffle] [FILE]\n";
 
-enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD };
+enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD, OPT_TF32 };
 
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
+	at_device dev;
+	int tf32;              /* --tf32: TF32 products on the GPU */
 	/* loaded before any output: LN1, and Wq, Wk, Wv side by side as one
 	 * [C, 3*cols] matrix (cols = C, or head's D columns with --head), so
 	 * the three projections are one matrix product */
@@ -41,6 +44,17 @@ static void copy_columns(float *out, size_t ld, int d0, const float *w,
 }
 
 static const char *const which[] = {"q", "k", "v"};
+
+/* The attributes of an output: x's, then layer, norm, n_head, head. */
+static void label(const qkv_ctx *q, at_tensor *out, const at_tensor *x)
+{
+	out->attrs = x->attrs;
+	at_attr_setf(&out->attrs, "layer", "%d", q->layer);
+	at_attr_set(&out->attrs, "norm", q->norm ? "ln1" : "none");
+	at_attr_setf(&out->attrs, "n_head", "%d", q->model.cfg.n_head);
+	if (q->head >= 0)
+		at_attr_setf(&out->attrs, "head", "%d", q->head);
+}
 
 static void load_params(qkv_ctx *q)
 {
@@ -82,17 +96,17 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	for (int m = 0; m < 3; m++)
 		if (at_tensor_init(&out[m], which[m], AT_F32, 4, dims) < 0)
 			cli_die("out of memory");
-	if (at_qkv_forward(out[0].data, out[1].data, out[2].data, x->data,
-			   q->norm ? q->ln_w.data : NULL, q->ln_b.data, q->wqkv,
-			   B, T, C, heads, D) < 0)
+	const float *ln_w = q->norm ? q->ln_w.data : NULL;
+	if (q->dev == AT_DEV_CUDA)
+		stage_cuda_check(at_cuda_qkv_host(out[0].data, out[1].data,
+						  out[2].data, x->data, ln_w,
+						  q->ln_b.data, q->wqkv, B, T, C,
+						  heads, D, q->tf32));
+	else if (at_qkv_forward(out[0].data, out[1].data, out[2].data, x->data,
+				ln_w, q->ln_b.data, q->wqkv, B, T, C, heads, D) < 0)
 		cli_die("out of memory");
 	for (int m = 0; m < 3; m++) {
-		out[m].attrs = x->attrs;
-		at_attr_setf(&out[m].attrs, "layer", "%d", q->layer);
-		at_attr_set(&out[m].attrs, "norm", q->norm ? "ln1" : "none");
-		at_attr_setf(&out[m].attrs, "n_head", "%d", H);
-		if (q->head >= 0)
-			at_attr_setf(&out[m].attrs, "head", "%d", q->head);
+		label(q, &out[m], x);
 		at_filter_write(w, &out[m]);
 		at_tensor_free(&out[m]);
 	}
@@ -107,6 +121,7 @@ int main(int argc, char **argv)
 		{"layer", required_argument, 0, 'l'},
 		{"no-norm", no_argument, 0, OPT_NO_NORM},
 		{"head", required_argument, 0, OPT_HEAD},
+		{"tf32", no_argument, 0, OPT_TF32},
 		{0}};
 	qkv_ctx q = {.layer = 0, .norm = 1, .head = -1};
 	int opt;
@@ -119,12 +134,14 @@ int main(int argc, char **argv)
 			q.norm = 0;
 		else if (opt == OPT_HEAD)
 			q.head = (int)cli_long(optarg, 0, 1 << 20, "--head");
+		else if (opt == OPT_TF32)
+			q.tf32 = 1;
 		else if (!cli_common_opt(&c, opt, optarg, usage))
 			cli_bad_option(argv);
 	}
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	stage_device(&c, 0);
+	q.dev = stage_device(&c, 1);
 	stage_open_model(&c, &q.model);
 	char err[600];
 	if (at_model_need_heads(&q.model, err, sizeof err) < 0 ||

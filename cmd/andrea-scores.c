@@ -4,18 +4,21 @@
 
 #include "filter.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 
 static const char usage[] =
 	"usage: andrea-scores [-f] [-o FILE] [--scale S | --no-scale] [--keep]\n"
-	"                     [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                     [--no-shuffle] [FILE]\n";
 
-enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE };
+enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE, OPT_TF32 };
 
 typedef struct {
 	int fixed;   /* --scale or --no-scale given */
 	double scale;
+	at_device dev;
+	int tf32;    /* --tf32: TF32 products on the GPU */
 } scores_ctx;
 
 static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
@@ -45,7 +48,12 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	uint64_t dims[4] = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T};
 	if (at_tensor_init(&out, "scores", AT_F32, 4, dims) < 0)
 		cli_die("out of memory");
-	at_scores_forward(out.data, q->data, k->data, BH, T, D, (float)scale);
+	if (s->dev == AT_DEV_CUDA)
+		stage_cuda_check(at_cuda_scores_host(out.data, q->data, k->data, BH,
+						     T, D, (float)scale, s->tf32));
+	else
+		at_scores_forward(out.data, q->data, k->data, BH, T, D,
+				  (float)scale);
 	out.attrs = q->attrs;
 	at_attr_setf(&out.attrs, "scale", "%.9g", (float)scale);
 	at_filter_write(w, &out);
@@ -60,12 +68,15 @@ int main(int argc, char **argv)
 		CLI_COMMON_LONG, CLI_STAGE_LONG,
 		{"scale", required_argument, 0, OPT_SCALE},
 		{"no-scale", no_argument, 0, OPT_NO_SCALE},
+		{"tf32", no_argument, 0, OPT_TF32},
 		{0}};
 	scores_ctx s = {0};
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
-		if (opt == OPT_SCALE || opt == OPT_NO_SCALE) {
+		if (opt == OPT_TF32) {
+			s.tf32 = 1;
+		} else if (opt == OPT_SCALE || opt == OPT_NO_SCALE) {
 			if (s.fixed)
 				cli_usage_error("give --scale or --no-scale once");
 			s.fixed = 1;
@@ -76,7 +87,7 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	stage_device(&c, 0);
+	s.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"q", "k"}, .n_inputs = 2, .run = scores_run,
 		       .ctx = &s};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);

@@ -1,6 +1,7 @@
 /* andrea-softmax - attention weights: attn = softmax(scores) along rows. */
 #include "filter.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 
 static const char usage[] =
@@ -17,7 +18,10 @@ static void softmax_run(at_filter *f, at_tensor *in, at_writer *w)
 		cli_die("out of memory");
 	int n = (int)s->dims[s->rank - 1];
 	size_t rows = n ? (size_t)(at_numel(s) / (uint64_t)n) : 0;
-	at_softmax_rows(out.data, s->data, rows, n);
+	if (*(at_device *)f->ctx == AT_DEV_CUDA)
+		stage_cuda_check(at_cuda_softmax_host(out.data, s->data, rows, n));
+	else
+		at_softmax_rows(out.data, s->data, rows, n);
 	out.attrs = s->attrs;
 	at_filter_write(w, &out);
 	at_tensor_free(&out);
@@ -35,8 +39,9 @@ int main(int argc, char **argv)
 			cli_bad_option(argv);
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	stage_device(&c, 0);
-	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = softmax_run};
+	at_device dev = stage_device(&c, 1);
+	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = softmax_run,
+		       .ctx = &dev};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	return 0;
 }

@@ -29,8 +29,10 @@ int at_device_resolve(const char *want, at_device *dev, char *err,
 		snprintf(err, errlen, "--device cuda: this build has no CUDA support");
 		return -1;
 #else
-		if (at_cuda_devices() == 0) {
-			snprintf(err, errlen, "--device cuda: no usable CUDA device");
+		char why[160];
+		if (at_cuda_probe(why, sizeof why) == 0) {
+			snprintf(err, errlen, "--device cuda: no usable CUDA "
+				 "device (%s)", why);
 			return -1;
 		}
 		*dev = AT_DEV_CUDA;

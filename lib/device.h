@@ -20,6 +20,10 @@ int at_device_resolve(const char *want, at_device *dev, char *err,
 #ifdef ANDREA_CUDA
 /* kernels/device.cu */
 int at_cuda_device_count(void);
+/* The device count, or 0 with the reason in why when no device can run
+ * this build's kernels (no driver, no GPU, a GPU older than the build's
+ * -arch). */
+int at_cuda_probe(char *why, size_t len);
 /* Fills n floats on the device with NaN: harnesses poison output buffers
  * so that an element a kernel forgets to write cannot pass a check. */
 int at_cuda_poison(float *dev_ptr, size_t n);

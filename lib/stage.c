@@ -4,6 +4,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "ops_cuda.h"
+
 void stage_open_model(const cli_common *c, at_model *m)
 {
 	char err[600];
@@ -45,6 +47,12 @@ at_device stage_device(const cli_common *c, int has_cuda)
 		dev = AT_DEV_CPU;
 	}
 	return dev;
+}
+
+void stage_cuda_check(int rc)
+{
+	if (rc < 0)
+		cli_die("%s", at_cuda_error());
 }
 
 int stage_layer_attr(const at_tensor *t, int fallback)

@@ -2,6 +2,10 @@
 
 Executables are taken from bin/ of this checkout; tests never depend on an
 installed copy.  `run` returns a CompletedProcess with bytes stdout/stderr.
+
+The tools run without the caller's ANDREA_* variables, except that
+ANDREA_TEST_DEVICE=cuda (set by `make test-gpu`) becomes ANDREA_DEVICE=cuda,
+so that the same suites check the GPU paths of the stages.
 """
 import os
 import subprocess
@@ -22,16 +26,21 @@ def tool(name):
     return path
 
 
+def tool_env(env=None):
+    """The environment the tools run in: ours without ANDREA_* variables,
+    plus ANDREA_DEVICE from ANDREA_TEST_DEVICE, plus env."""
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("ANDREA_")}
+    if os.environ.get("ANDREA_TEST_DEVICE"):
+        full_env["ANDREA_DEVICE"] = os.environ["ANDREA_TEST_DEVICE"]
+    full_env.update(env or {})
+    return full_env
+
+
 def run(name, *args, input=None, env=None, check=None, timeout=120, cwd=None):
     """Runs bin/andrea-NAME with args; check=0/1/2 asserts the exit code."""
-    full_env = dict(os.environ)
-    for k in list(full_env):
-        if k.startswith("ANDREA_"):
-            del full_env[k]
-    if env:
-        full_env.update(env)
     p = subprocess.run([tool(name), *map(str, args)], input=input,
-                       capture_output=True, env=full_env, timeout=timeout,
+                       capture_output=True, env=tool_env(env), timeout=timeout,
                        cwd=cwd)
     if check is not None:
         assert p.returncode == check, (

@@ -5,7 +5,7 @@ import subprocess
 
 import numpy as np
 
-from conftest import run, tool
+from conftest import run, tool, tool_env
 
 
 def pack(tmp, arrays, attrs=()):
@@ -33,8 +33,7 @@ def pipeline(stages, input=None, env=None):
     """Runs [(tool, args...), ...] as a shell-free pipeline; returns the
     final stdout, asserting every stage exits 0."""
     procs, prev = [], None
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")}
-    e.update(env or {})
+    e = tool_env(env)
     for i, (name, *args) in enumerate(stages):
         p = subprocess.Popen([tool(name), *map(str, args)],
                              stdin=prev.stdout if prev else subprocess.PIPE,

@@ -1,6 +1,8 @@
 """What every stage filter shares: pass-through of foreign records in order
 and byte for byte, --keep, attributes, group-by-group processing of
 concatenated streams, and the checks made before any output."""
+import os
+
 import numpy as np
 import pytest
 
@@ -140,6 +142,8 @@ def test_option_misuse_is_status_2(tmp_path):
 
 
 def test_device_cuda_without_a_gpu_path_is_a_failure():
+    if os.environ.get("ANDREA_TEST_DEVICE") == "cuda":
+        pytest.skip("a GPU is in use: tests/test_gpu.py covers --device cuda")
     p = run("softmax", "--device", "cuda", input=b"", check=1)
     assert "--device cuda" in one_line_error(p, "softmax")
     p = run("softmax", "--device", "cpu", input=b"", check=1)

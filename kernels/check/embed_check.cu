@@ -1,0 +1,81 @@
+// embed_check.cu - at_cuda_embed_forward and at_cuda_layernorm_forward
+// against at_embed_forward and at_layernorm_forward.
+#include "harness.cuh"
+
+static void check_embed(int B, int T, int C, int V)
+{
+	std::vector<int32_t> tok((size_t)B * T);
+	for (auto &t : tok)
+		t = (int32_t)(h_u32() % V);
+	std::vector<float> wte = h_randn((size_t)V * C), wpe = h_randn((size_t)T * C);
+	std::vector<float> ref((size_t)B * T * C);
+	at_embed_forward(ref.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+	int32_t *dtok;
+	H_CUDA(cudaMalloc(&dtok, tok.size() * sizeof(int32_t) + 1));
+	H_CUDA(cudaMemcpy(dtok, tok.data(), tok.size() * sizeof(int32_t),
+			  cudaMemcpyHostToDevice));
+	float *dwte = h_upload(wte), *dwpe = h_upload(wpe), *dx = h_dev(ref.size());
+	H_OP(at_cuda_embed_forward(dx, dtok, dwte, dwpe, B, T, C));
+	char what[128];
+	snprintf(what, sizeof what, "embed B=%d T=%d C=%d V=%d", B, T, C, V);
+	h_compare(what, dx, ref.data(), ref.size(), 0.0);
+	if (h_full && B * T >= 8192) {
+		float ms = h_time_ms([&] {
+			at_cuda_embed_forward(dx, dtok, dwte, dwpe, B, T, C);
+		});
+		snprintf(what, sizeof what, "embed B=%d T=%d C=%d", B, T, C);
+		h_report_time(what, ms, 3.0 * ref.size() * sizeof(float));
+	}
+	H_CUDA(cudaFree(dtok));
+	H_CUDA(cudaFree(dwte));
+	H_CUDA(cudaFree(dwpe));
+	H_CUDA(cudaFree(dx));
+}
+
+static void check_layernorm(int N, int C, float shift, bool in_place)
+{
+	std::vector<float> x = h_randn((size_t)N * C), w = h_randn(C), b = h_randn(C);
+	for (auto &v : x)
+		v += shift; // a large mean tests the two-pass variance
+	std::vector<float> ref(x.size());
+	at_layernorm_forward(ref.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+	float *dx = h_upload(x), *dw = h_upload(w), *db = h_upload(b);
+	float *dout = in_place ? dx : h_dev(x.size());
+	H_OP(at_cuda_layernorm_forward(dout, dx, dw, db, N, C, 1e-5f));
+	char what[128];
+	snprintf(what, sizeof what, "layernorm N=%d C=%d mean=%g%s", N, C, shift,
+		 in_place ? " in place" : "");
+	h_compare(what, dout, ref.data(), ref.size(), 1e-5);
+	if (h_full && N >= 8192 && !in_place) {
+		float ms = h_time_ms([&] {
+			at_cuda_layernorm_forward(dout, dx, dw, db, N, C, 1e-5f);
+		});
+		snprintf(what, sizeof what, "layernorm N=%d C=%d", N, C);
+		h_report_time(what, ms, 2.0 * x.size() * sizeof(float));
+	}
+	if (!in_place)
+		H_CUDA(cudaFree(dout));
+	H_CUDA(cudaFree(dx));
+	H_CUDA(cudaFree(dw));
+	H_CUDA(cudaFree(db));
+}
+
+int main(int argc, char **argv)
+{
+	h_init(argc, argv, "embed-check");
+	check_embed(1, 1, 1, 5);
+	check_embed(2, 17, 12, 37);
+	check_embed(3, 13, 5, 11);
+	check_embed(1, 33, 768, 257);
+	if (h_full)
+		check_embed(8, 1024, 768, 257);
+	check_layernorm(1, 1, 0.0f, false);
+	check_layernorm(17, 5, 0.0f, false);
+	check_layernorm(3, 33, 0.0f, false);
+	check_layernorm(33, 768, 0.0f, false);
+	check_layernorm(9, 1000, 50.0f, false);
+	check_layernorm(13, 64, 0.0f, true);
+	if (h_full)
+		check_layernorm(8192, 768, 0.0f, false);
+	return h_finish();
+}

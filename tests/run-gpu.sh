@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# run-gpu.sh - the GPU test suite (make test-gpu), for a machine with a GPU
+# but maybe without pytest: (a) the NumPy-oracle suites of the stages and
+# tests/test_gpu.py with ANDREA_DEVICE=cuda, (b) every kernel harness,
+# (c) compute-sanitizer memcheck and racecheck over the harnesses and
+# memcheck over one stage pipeline.  Ends with one summary line; exits 1
+# when anything failed.  Logs go to build/gpu-test/.
+cd "$(dirname "$0")/.." || exit 1
+PYTHON=${PYTHON:-python3}
+LOG=build/gpu-test
+mkdir -p "$LOG"
+passed=0 failed=0 failures=""
+
+# step NAME COMMAND...: runs it, output to the terminal and LOG/NAME.log
+step() {
+	local name=$1
+	shift
+	echo "== $name: $*"
+	if "$@" 2>&1 | tee "$LOG/$name.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures="$failures $name"
+		echo "== $name FAILED (log: $LOG/$name.log)"
+	fi
+}
+
+finish() {
+	echo "test-gpu: $passed passed, $failed failed${failures:+ (failed:$failures)}${1:+; $1}"
+	[ "$failed" = 0 ]
+	exit
+}
+
+# the GPU must be usable before anything else means something
+if ! printf x | bin/andrea-embed --text --device cuda >/dev/null; then
+	failed=1 failures=" device"
+	finish "no usable GPU: see the message above"
+fi
+
+# (a) the stage suites on the GPU
+SUITES="tests/test_stages.py tests/test_filters.py tests/test_gpu.py"
+if "$PYTHON" -c 'import pytest' 2>/dev/null; then
+	step pytest env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q \
+		-p no:cacheprovider $SUITES
+else
+	step suites env ANDREA_TEST_DEVICE=cuda "$PYTHON" \
+		tests/run_without_pytest.py $SUITES
+fi
+
+# (b) the kernel harnesses, full size with timings
+HARNESSES=$(ls build/kernels/*-check)
+for h in $HARNESSES; do
+	step "$(basename "$h")" "$h"
+done
+
+# (c) compute-sanitizer
+CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)}
+if [ -z "$CS" ] || [ ! -x "$CS" ]; then
+	failed=$((failed + 1))
+	failures="$failures compute-sanitizer(not found; set COMPUTE_SANITIZER)"
+	finish
+fi
+for tool in memcheck racecheck; do
+	for h in $HARNESSES; do
+		# device-check runs out of memory on purpose: not an API error
+		api=explicit
+		[ "$(basename "$h")" = device-check ] && api=no
+		step "$tool-$(basename "$h")" "$CS" --tool "$tool" \
+			--report-api-errors "$api" --error-exitcode 99 \
+			--print-limit 20 "$h" --quick
+	done
+done
+
+# memcheck over every stage of one pipeline, compared with the CPU's output
+pipeline() { # DEVICE WRAP...: the pipeline with each stage run under WRAP
+	local dev=$1
+	shift
+	printf 'the cat sat on the mat. ' |
+		"$@" bin/andrea-embed --text --bos --device "$dev" |
+		"$@" bin/andrea-qkv --device "$dev" |
+		"$@" bin/andrea-scores --device "$dev" |
+		"$@" bin/andrea-mask --device "$dev" |
+		"$@" bin/andrea-softmax --device "$dev" |
+		"$@" bin/andrea-attend --proj --device "$dev"
+}
+sanitized_pipeline() {
+	set -o pipefail
+	pipeline cuda "$CS" --tool memcheck --error-exitcode 99 \
+		--log-file "$LOG/pipeline-memcheck.%p.txt" >"$LOG/y-gpu.ats" &&
+		pipeline cpu env >"$LOG/y-cpu.ats" &&
+		bin/andrea-diff --rtol 1e-4 --atol 1e-6 "$LOG/y-gpu.ats" \
+			"$LOG/y-cpu.ats" &&
+		! grep -l 'ERROR SUMMARY: [1-9]' "$LOG"/pipeline-memcheck.*.txt
+}
+rm -f "$LOG"/pipeline-memcheck.*.txt
+step memcheck-pipeline sanitized_pipeline
+finish
