@@ -12,6 +12,7 @@
 #include "ops.h"
 #include "ops_cuda.h"
 #include "stage.h"
+#include "tokens.h"
 
 static const char usage[] =
 	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N] [--bos]\n"
@@ -98,60 +99,6 @@ static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_tensor_free(&x);
 }
 
-/* Reads all of path (or stdin) as bytes into a tokens tensor [1,T]. */
-static void tokens_from_text(const char *path, at_tensor *t)
-{
-	FILE *in = stdin;
-	if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb")))
-		cli_die("%s: %s", path, strerror(errno));
-	size_t cap = 4096, n = 0;
-	unsigned char *buf = malloc(cap);
-	size_t got;
-	while (buf && (got = fread(buf + n, 1, cap - n, in)) > 0) {
-		n += got;
-		if (n == cap && n < (1u << 26))
-			buf = realloc(buf, cap *= 2);
-		else if (n == cap)
-			cli_die("%s: text longer than %zu bytes", path ? path : "<stdin>",
-				cap);
-	}
-	if (!buf)
-		cli_die("out of memory");
-	if (ferror(in))
-		cli_die("%s: read error: %s", path ? path : "<stdin>", strerror(errno));
-	if (in != stdin)
-		fclose(in);
-	uint64_t dims[2] = {1, n};
-	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
-		cli_die("out of memory");
-	for (size_t i = 0; i < n; i++)
-		((int32_t *)t->data)[i] = buf[i];
-	free(buf);
-}
-
-/* Parses "1,2,3" into a tokens tensor [1,T]. */
-static void tokens_from_list(const char *list, at_tensor *t)
-{
-	size_t n = 1;
-	for (const char *p = list; *p; p++)
-		n += *p == ',';
-	uint64_t dims[2] = {1, n};
-	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
-		cli_die("out of memory");
-	const char *p = list;
-	for (size_t i = 0; i < n; i++) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (end == p || (*end && *end != ',') || errno || v < 0 ||
-		    v > 1 << 30)
-			cli_usage_error("--tokens '%s': expected comma-separated "
-					"non-negative integers", list);
-		((int32_t *)t->data)[i] = (int32_t)v;
-		p = end + 1;
-	}
-}
-
 int main(int argc, char **argv)
 {
 	cli_common c;
@@ -202,9 +149,9 @@ int main(int argc, char **argv)
 	} else {
 		at_tensor in;
 		if (text)
-			tokens_from_text(path, &in);
+			at_tokens_from_text(path, &in);
 		else
-			tokens_from_list(list, &in);
+			at_tokens_from_list(list, &in);
 		f.label = text ? (path ? path : "<stdin>") : "--tokens";
 		f.index[0] = 1;
 		at_writer w;

@@ -84,19 +84,6 @@ static void print_attrs(const at_tensor *t)
 	printf(" %s", a);
 }
 
-/* Element i of t, exact in double for every dtype. */
-static double elem(const at_tensor *t, uint64_t i)
-{
-	switch (t->dtype) {
-	case AT_F32:
-		return ((const float *)t->data)[i];
-	case AT_I32:
-		return ((const int32_t *)t->data)[i];
-	default:
-		return ((const uint8_t *)t->data)[i];
-	}
-}
-
 /* One summary line: finite min, max, mean and population std (in double),
  * then the NaN and inf counts. */
 static void show_summary(const at_tensor *t)
@@ -104,7 +91,7 @@ static void show_summary(const at_tensor *t)
 	uint64_t n = at_numel(t), nfinite = 0, nnan = 0, ninf = 0;
 	double lo = 0, hi = 0, sum = 0;
 	for (uint64_t i = 0; i < n; i++) {
-		double v = elem(t, i);
+		double v = at_elem(t, i);
 		if (isnan(v)) {
 			nnan++;
 		} else if (isinf(v)) {
@@ -122,7 +109,7 @@ static void show_summary(const at_tensor *t)
 	if (nfinite) {
 		double mean = sum / (double)nfinite, ss = 0;
 		for (uint64_t i = 0; i < n; i++) {
-			double v = elem(t, i);
+			double v = at_elem(t, i);
 			if (isfinite(v))
 				ss += (v - mean) * (v - mean);
 		}

@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "ops.h"
 #include "stage.h"
+#include "tokens.h"
 #include "train.h"
 
 static const char usage[] =
@@ -346,54 +347,6 @@ static void set_threads(const options *o)
 /* ------------------------------------------------------------------ */
 /* --forward */
 
-/* Reads the whole of path (or stdin) as bytes into tokens [1,T]. */
-static void tokens_from_text(const char *path, at_tensor *t)
-{
-	FILE *in = stdin;
-	if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb")))
-		cli_die("%s: %s", path, strerror(errno));
-	size_t cap = 4096, n = 0, got;
-	unsigned char *buf = malloc(cap);
-	while (buf && (got = fread(buf + n, 1, cap - n, in)) > 0)
-		if ((n += got) == cap && !(buf = realloc(buf, cap *= 2)))
-			break;
-	if (!buf)
-		cli_die("out of memory");
-	if (ferror(in))
-		cli_die("%s: read error", path ? path : "<stdin>");
-	if (in != stdin)
-		fclose(in);
-	uint64_t dims[2] = {1, n};
-	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
-		cli_die("out of memory");
-	for (size_t i = 0; i < n; i++)
-		((int32_t *)t->data)[i] = buf[i];
-	free(buf);
-}
-
-/* Parses "1,2,3" into tokens [1,T]. */
-static void tokens_from_list(const char *list, at_tensor *t)
-{
-	size_t n = 1;
-	for (const char *p = list; *p; p++)
-		n += *p == ',';
-	uint64_t dims[2] = {1, n};
-	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
-		cli_die("out of memory");
-	const char *p = list;
-	for (size_t i = 0; i < n; i++) {
-		char *end;
-		errno = 0;
-		long v = strtol(p, &end, 10);
-		if (end == p || (*end && *end != ',') || errno || v < 0 ||
-		    v > 1 << 30)
-			cli_usage_error("--tokens '%s': expected comma-separated "
-					"non-negative integers", list);
-		((int32_t *)t->data)[i] = (int32_t)v;
-		p = end + 1;
-	}
-}
-
 /* The first `tokens` record of a stream, as [B,T]. */
 static void tokens_from_stream(const options *o, const char *path,
 			       at_tensor *t)
@@ -497,9 +450,9 @@ static int forward_main(options *o, int argc, char **argv)
 	const char *path = argc - optind == 1 ? argv[optind] : NULL;
 	at_tensor tok;
 	if (o->tokens)
-		tokens_from_list(o->tokens, &tok);
+		at_tokens_from_list(o->tokens, &tok);
 	else if (o->text)
-		tokens_from_text(path, &tok);
+		at_tokens_from_text(path, &tok);
 	else
 		tokens_from_stream(o, path, &tok);
 	uint64_t B = tok.dims[0], T = tok.dims[1];

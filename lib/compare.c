@@ -17,28 +17,13 @@ int at_isclose(double a, double b, const at_tol *tol)
 	return isfinite(b) && fabs(a - b) <= tol->atol + tol->rtol * fabs(b);
 }
 
-/* Element i of t as a double (exact for every supported dtype). */
-static double value_at(const at_tensor *t, uint64_t i)
-{
-	switch (t->dtype) {
-	case AT_F32:
-		return ((const float *)t->data)[i];
-	case AT_I32:
-		return ((const int32_t *)t->data)[i];
-	case AT_U8:
-		return ((const uint8_t *)t->data)[i];
-	default:
-		return NAN;
-	}
-}
-
 /* Compares elements lo..hi-1 into s, which starts out empty. */
 static void compare_range(const at_tensor *a, const at_tensor *b,
 			  const at_tol *tol, uint64_t lo, uint64_t hi,
 			  at_diff_stats *s)
 {
 	for (uint64_t i = lo; i < hi; i++) {
-		double x = value_at(a, i), y = value_at(b, i);
+		double x = at_elem(a, i), y = at_elem(b, i);
 		if (!at_isclose(x, y, tol) && s->ndiff++ == 0)
 			s->first_diff = i;
 		if (!isfinite(x) || !isfinite(y))

@@ -59,18 +59,6 @@ int hm_check_select(int rank, const uint64_t *dims, const uint64_t *sel,
 	return 0;
 }
 
-static double value_at(const at_tensor *t, uint64_t i)
-{
-	switch (t->dtype) {
-	case AT_F32:
-		return ((const float *)t->data)[i];
-	case AT_I32:
-		return ((const int32_t *)t->data)[i];
-	default:
-		return ((const uint8_t *)t->data)[i];
-	}
-}
-
 void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel)
 {
 	int lead = hm_leading(t->rank);
@@ -85,7 +73,7 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel)
 	}
 	uint64_t n = s->rows * s->cols;
 	for (uint64_t i = 0; i < n; i++) {
-		double v = value_at(t, s->base + i);
+		double v = at_elem(t, s->base + i);
 		if (!isfinite(v))
 			continue;
 		if (!s->any_finite || v < s->lo)
@@ -117,7 +105,7 @@ hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 	int pinf = 0;
 	for (uint64_t r = r0; r < r1; r++)
 		for (uint64_t c = c0; c < c1; c++) {
-			double v = value_at(s->t, s->base + r * s->cols + c);
+			double v = at_elem(s->t, s->base + r * s->cols + c);
 			if (isnan(v))
 				return HM_NAN;
 			if (isinf(v))

@@ -63,6 +63,18 @@ uint64_t at_numel(const at_tensor *t)
 	return n;
 }
 
+double at_elem(const at_tensor *t, uint64_t i)
+{
+	switch (t->dtype) {
+	case AT_F32:
+		return ((const float *)t->data)[i];
+	case AT_I32:
+		return ((const int32_t *)t->data)[i];
+	default:
+		return ((const uint8_t *)t->data)[i];
+	}
+}
+
 size_t at_nbytes(const at_tensor *t)
 {
 	return (size_t)at_numel(t) * at_dtype_size(t->dtype);

@@ -43,6 +43,8 @@ at_dtype at_dtype_parse(const char *s);
 /* Element count of a shape; returns -1 if it overflows uint64. */
 int at_shape_numel(int rank, const uint64_t *dims, uint64_t *numel);
 uint64_t at_numel(const at_tensor *t);
+/* Element i of t as a double: exact for every supported dtype. */
+double at_elem(const at_tensor *t, uint64_t i);
 size_t at_nbytes(const at_tensor *t);
 
 /* Writes "[2,3,4]" (or "[]" for rank 0) into buf. */
