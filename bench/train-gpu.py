@@ -111,8 +111,8 @@ class Andrea(torch.nn.Module):
             h = F.layer_norm(x, (C,), w2, b2, 1e-5)
             x = x + F.gelu(h @ fc, approximate="tanh") @ proj
         x = F.layer_norm(x, (C,), self.lnf_w, self.lnf_b, 1e-5)
-        return F.cross_entropy((x @ self.lm_head).view(-1, self.lm_head.shape[1]),
-                               tgt.view(-1))
+        return F.cross_entropy((x @ self.lm_head).reshape(-1, self.lm_head.shape[1]),
+                               tgt.reshape(-1))
 
 
 def theirs(name, V, prec):

@@ -3,10 +3,13 @@
 
 Tolerances (relative, as norms over a whole tensor):
   fp32  gradients and the loss 1e-4; ten-step loss curves 1e-4 per step;
-  tf32  gradients 2e-2, loss 2e-3 (products round their operands to
+  tf32  gradients 5e-3, loss 2e-4 (products round their operands to
         10-bit mantissas, about 3e-4 each, compounded through the layers);
-  bf16  gradients 1e-1, loss 1e-2 (7-bit mantissas, about 4e-3 each).
-The values measured are printed (pytest -s shows them).
+  bf16  gradients 3e-2, loss 2e-3 (7-bit mantissas, about 4e-3 each);
+  ten-step curves in tf32 and bf16: ten times the loss tolerance.
+Measured on an H200 (CUDA 13.0): fp32 worst gradient 7.7e-7, loss 2.6e-9;
+tf32 1.1e-3 and 1.4e-5; bf16 1.0e-2 and 1.5e-4; curves fp32 1.8e-7, tf32
+5.2e-6, bf16 3.0e-5 per step.  pytest -s prints the values of a run.
 """
 import json
 import os
@@ -25,8 +28,8 @@ pytestmark = pytest.mark.skipif(not ON_GPU, reason="ANDREA_TEST_DEVICE=cuda "
 # four heads of 16, two layers, T = 32; V = 67 is neither a multiple of 4
 # nor of 32 (the kernels' odd cases)
 CFG = dict(n_layer=2, n_head=4, d_model=64, ctx=32, vocab=67)
-GRAD_TOL = {"fp32": 1e-4, "tf32": 2e-2, "bf16": 1e-1}
-LOSS_TOL = {"fp32": 1e-4, "tf32": 2e-3, "bf16": 1e-2}
+GRAD_TOL = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 3e-2}
+LOSS_TOL = {"fp32": 1e-4, "tf32": 2e-4, "bf16": 2e-3}
 
 
 def rel(a, b):
@@ -164,9 +167,9 @@ def test_memcheck_is_clean(tmp_path):
         p = subprocess.run(
             [cs, "--tool", "memcheck", "--error-exitcode", "99",
              "--log-file", str(logf), tool("train"), "-m", model,
-             "--data", str(data), "--steps", 3, "--batch", 2, "--seq", 32,
-             "--eval-every", 2, "--eval-batches", 1, "--device", "cuda",
-             "--precision", precision, "-o", str(tmp_path / "m.ats")],
+             "--data", str(data), "--steps", "3", "--batch", "2", "--seq",
+             "32", "--eval-every", "2", "--eval-batches", "1", "--device",
+             "cuda", "--precision", precision, "-o", str(tmp_path / "m.ats")],
             capture_output=True, env=tool_env(), timeout=600)
         text = logf.read_text()
         print(precision, text.strip().splitlines()[-1] if text.strip() else "")
