@@ -10,6 +10,8 @@
 #   make test-gpu      on a GPU machine: the stage suites with --device cuda,
 #                      the kernel harnesses, compute-sanitizer; one summary line
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
+#   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
+#                      (BENCH_ARGS='andrea-12m bf16' picks some configurations)
 #
 # Nothing is detected through dpkg: nvcc is looked up on PATH, in
 # $CUDA_HOME/bin and in /usr/local/cuda*/bin; OpenBLAS and libpng are used
@@ -125,6 +127,10 @@ bench-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-gpu.sh
 
+bench-train-gpu: all
+	@test "$(CUDA)" = 1 || { echo "bench-train-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	PYTHON=$(GPU_PYTHON) sh bench/run-train-gpu.sh $(BENCH_ARGS)
+
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
 	sh bench/run-$*.sh
@@ -151,6 +157,6 @@ install: all
 clean:
 	rm -rf build bin
 
-.PHONY: all setup test test-gpu bench-gpu kernels demo install clean
+.PHONY: all setup test test-gpu bench-gpu bench-train-gpu kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,5 +1,5 @@
-/* andrea-train - train an ANDREA model on the CPU, or write the
- * activations of its forward pass.
+/* andrea-train - train an ANDREA model on the CPU or a CUDA GPU, or write
+ * the activations of its forward pass.
  *
  * Training: batches of windows drawn from --data, AdamW with warmup and
  * cosine decay, global-norm clipping; the model file and a checkpoint are
@@ -24,10 +24,13 @@
 #endif
 
 #include "cli.h"
+#include "device.h"
 #include "ops.h"
+#include "ops_cuda.h"
 #include "stage.h"
 #include "tokens.h"
 #include "train.h"
+#include "train_cuda.h"
 
 static const char usage[] =
 	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
@@ -39,7 +42,8 @@ static const char usage[] =
 	"                    [--eval-batches N] [--save-every N]\n"
 	"                    [--checkpoint FILE] [--resume] [--stop-at N]\n"
 	"                    [--log FILE] [--progress] [--dump-grads FILE]\n"
-	"                    [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                    [--device DEV] [--precision P] [-z LEVEL]\n"
+	"                    [--threads N]\n"
 	"       andrea-train --forward [-f] [-o FILE] [-m MODEL] [--seed S]\n"
 	"                    [--config NAME] [--layers L] [--heads H]\n"
 	"                    [--d-model C] [--ctx T] [--vocab V]\n"
@@ -52,7 +56,7 @@ enum {
 	OPT_WD, OPT_CLIP, OPT_VALFRAC, OPT_EVAL_EVERY, OPT_EVAL_BATCHES,
 	OPT_SAVE_EVERY, OPT_CHECKPOINT, OPT_RESUME, OPT_STOP_AT, OPT_LOG,
 	OPT_PROGRESS, OPT_DUMP_GRADS, OPT_FORWARD, OPT_TEXT, OPT_TOKENS,
-	OPT_END
+	OPT_PRECISION, OPT_END
 };
 
 typedef struct {
@@ -63,6 +67,7 @@ typedef struct {
 	const char *data, *checkpoint, *log, *dump_grads, *tokens;
 	long steps, stop_at, eval_every, eval_batches, save_every;
 	int batch, seq, resume, progress, forward, text;
+	int precision;      /* TR_FP32, TR_TF32, TR_BF16 (GPU only) */
 	double val_fraction;
 	tr_hparams h;
 } options;
@@ -125,6 +130,7 @@ static void parse(options *o, int argc, char **argv)
 		{"forward", no_argument, 0, OPT_FORWARD},
 		{"text", no_argument, 0, OPT_TEXT},
 		{"tokens", required_argument, 0, OPT_TOKENS},
+		{"precision", required_argument, 0, OPT_PRECISION},
 		{0}};
 	int opt;
 	opterr = 0;
@@ -220,6 +226,11 @@ static void parse(options *o, int argc, char **argv)
 		case OPT_TOKENS:
 			o->tokens = optarg;
 			break;
+		case OPT_PRECISION:
+			if ((o->precision = tr_precision_parse(optarg)) < 0)
+				cli_usage_error("--precision '%s': expected fp32, "
+						"tf32 or bf16", optarg);
+			break;
 		default:
 			if (!cli_common_opt(&o->c, opt, optarg, usage))
 				cli_bad_option(argv);
@@ -234,12 +245,14 @@ static void check_mode(const options *o, int argc)
 		OPT_DATA, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MINLR,
 		OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_VALFRAC, OPT_EVAL_EVERY,
 		OPT_EVAL_BATCHES, OPT_SAVE_EVERY, OPT_CHECKPOINT, OPT_RESUME,
-		OPT_STOP_AT, OPT_LOG, OPT_PROGRESS, OPT_DUMP_GRADS};
+		OPT_STOP_AT, OPT_LOG, OPT_PROGRESS, OPT_DUMP_GRADS,
+		OPT_PRECISION};
 	static const char *const train_names[] = {
 		"--data", "--steps", "--batch", "--seq", "--lr", "--min-lr",
 		"--warmup", "--weight-decay", "--clip", "--val-fraction",
 		"--eval-every", "--eval-batches", "--save-every", "--checkpoint",
-		"--resume", "--stop-at", "--log", "--progress", "--dump-grads"};
+		"--resume", "--stop-at", "--log", "--progress", "--dump-grads",
+		"--precision"};
 	if (o->forward) {
 		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
 			if (GIVEN(o, train_only[i]))
@@ -497,7 +510,26 @@ typedef struct {
 	double last_val; /* the latest held-out loss, NAN before one */
 	double t0, train_time;
 	long steps_run;
+	tr_cuda *dev;    /* the GPU engine, or NULL on the CPU */
+	int slot;        /* the GPU batch slot holding this step's batch */
 } trainer;
+
+/* Ends the run after a failed GPU call with its one-line reason; running
+ * out of device memory names the batch size to reduce. */
+static void gpu_fail(const trainer *tr)
+{
+	const char *e = at_cuda_error();
+	if (strstr(e, "out of memory"))
+		cli_die("%s: reduce --batch (now %d; %d positions each)", e,
+			tr->st.batch, tr->st.seq);
+	cli_die("%s", e);
+}
+
+#define GPU(tr, call)                   \
+	do {                            \
+		if ((call) < 0)         \
+			gpu_fail(tr);   \
+	} while (0)
 
 /* Defaults of the options not given (andrea-train(1) lists them). */
 static void defaults(options *o)
@@ -604,6 +636,9 @@ static void save(trainer *tr, int ckpt)
 {
 	options *o = tr->o;
 	at_writer w;
+	if (tr->dev)
+		GPU(tr, tr_cuda_download(tr->dev, tr->m.p, NULL, tr->mom1,
+					 tr->mom2));
 	if (ckpt && at_writer_open(&w, tr->ckpt, &o->c.wopts) < 0)
 		cli_fail(w.err);
 	if (ckpt && (tr_checkpoint_write(&w, &tr->m, tr->mom1, tr->mom2,
@@ -626,6 +661,18 @@ static double evaluate(trainer *tr)
 	int B = tr->st.batch, T = tr->st.seq;
 	long n = tr->o->eval_batches;
 	double sum = 0.0;
+	if (tr->dev) { /* slot 2: the next training batch waits in another */
+		for (long i = 0; i < n; i++) {
+			int32_t *in, *tg;
+			double loss;
+			tr_cuda_batch(tr->dev, 2, &in, &tg);
+			tr_data_val_batch(&tr->data, (int)i, (int)n, B, T, in, tg);
+			GPU(tr, tr_cuda_forward(tr->dev, 2, 0));
+			GPU(tr, tr_cuda_finish(tr->dev, &loss, NULL));
+			sum += loss;
+		}
+		return sum / n;
+	}
 	for (long i = 0; i < n; i++) {
 		tr_data_val_batch(&tr->data, (int)i, (int)n, B, T, tr->in, tr->tg);
 		sum += tr_forward(&tr->m, tr->in, tr->tg, B, T);
@@ -697,17 +744,61 @@ static void report(trainer *tr, double loss, double val, double lr,
 		if (!isnan(val))
 			fprintf(tr->log, ", \"val_loss\": %.6f", val);
 		fprintf(tr->log, ", \"lr\": %.6g, \"grad_norm\": %.6g, "
-			"\"tokens_per_s\": %.1f, \"elapsed\": %.3f}\n", lr, norm,
+			"\"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, norm,
 			tps, now() - tr->t0);
+		if (tr->dev) {
+			size_t buf, peak;
+			tr_cuda_memory(tr->dev, &buf, &peak);
+			fprintf(tr->log, ", \"device_buffers\": %zu, "
+				"\"device_peak\": %zu", buf, peak);
+		}
+		fputs("}\n", tr->log);
 		if (fflush(tr->log) != 0)
 			cli_die("%s: write error: %s", tr->o->log, strerror(errno));
 	}
+}
+
+/* Draws the training batch of step s into GPU slot `slot` and indexes it. */
+static void draw_gpu_batch(trainer *tr, int slot, long s)
+{
+	int32_t *in, *tg;
+	tr_cuda_batch(tr->dev, slot, &in, &tg);
+	tr_data_train_batch(&tr->data, tr->st.seed, s, tr->st.batch,
+			    tr->st.seq, in, tg);
+	tr_cuda_prepare(tr->dev, slot);
+}
+
+/* The step on the GPU: the batch waits in tr->slot; while the device
+ * works, the host draws the next one into the other slot. */
+static double step_gpu(trainer *tr, double *lr_out, double *norm_out)
+{
+	tr_state *st = &tr->st;
+	double loss, norm;
+	tr_cuda_batch(tr->dev, tr->slot, &tr->in, &tr->tg);
+	GPU(tr, tr_cuda_forward(tr->dev, tr->slot, 1));
+	if (tr->o->dump_grads && tr->steps_run == 0) {
+		GPU(tr, tr_cuda_finish(tr->dev, &loss, &norm));
+		GPU(tr, tr_cuda_download(tr->dev, NULL, tr->m.g, NULL, NULL));
+		dump_grads(tr, loss);
+	}
+	double lr = tr_lr_at(&st->h, st->step);
+	GPU(tr, tr_cuda_update(tr->dev, &st->h, lr, st->step + 1));
+	if (st->step + 1 < tr->o->stop_at)
+		draw_gpu_batch(tr, 1 - tr->slot, st->step + 1);
+	GPU(tr, tr_cuda_finish(tr->dev, &loss, &norm));
+	tr->slot = 1 - tr->slot;
+	st->step++;
+	*lr_out = lr;
+	*norm_out = norm;
+	return loss;
 }
 
 /* One optimisation step: batch, forward, backward, clip, update. */
 static double step(trainer *tr, double *lr_out, double *norm_out)
 {
 	tr_state *st = &tr->st;
+	if (tr->dev)
+		return step_gpu(tr, lr_out, norm_out);
 	int B = st->batch, T = st->seq;
 	tr_data_train_batch(&tr->data, st->seed, st->step, B, T, tr->in, tr->tg);
 	double loss = tr_forward(&tr->m, tr->in, tr->tg, B, T);
@@ -724,7 +815,32 @@ static double step(trainer *tr, double *lr_out, double *norm_out)
 	return loss;
 }
 
-static int train_main(options *o)
+/* Makes the GPU engine for the run (parameters and moments go over). */
+static void start_gpu(trainer *tr)
+{
+	tr_state *st = &tr->st;
+	tr->dev = tr_cuda_new(&tr->m, tr->mom1, tr->mom2, st->batch, st->seq,
+			      tr->o->precision);
+	if (!tr->dev)
+		gpu_fail(tr);
+	if (st->step < tr->o->stop_at)
+		draw_gpu_batch(tr, 0, st->step);
+}
+
+/* The closing line of a GPU run: throughput and device memory. */
+static void gpu_summary(trainer *tr)
+{
+	size_t buf, peak;
+	tr_cuda_memory(tr->dev, &buf, &peak);
+	double tps = tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
+				   tr->st.seq / tr->train_time : 0.0;
+	fprintf(stderr, "%s: %ld steps on %s (%s): %.0f tokens/s, peak device "
+		"memory %.2f GiB (buffers %.2f GiB)\n", cli_prog, tr->steps_run,
+		tr_cuda_device_name(), tr_precision_name(tr->o->precision), tps,
+		peak / 1073741824.0, buf / 1073741824.0);
+}
+
+static int train_main(options *o, at_device device)
 {
 	trainer tr = {.o = o, .last_val = NAN};
 	if (o->checkpoint)
@@ -759,9 +875,14 @@ static int train_main(options *o)
 	st->data_size = tr.data.size;
 	st->data_crc = tr.data.crc;
 	size_t bt = (size_t)st->batch * st->seq;
-	if (bt > (1u << 26) || tr_acts_alloc(&tr.m, st->batch, st->seq) < 0 ||
-	    !(tr.in = malloc(bt * sizeof *tr.in)) ||
-	    !(tr.tg = malloc(bt * sizeof *tr.tg)))
+	if (bt > (1u << 26))
+		cli_die("out of memory (batch %d x %d positions)", st->batch,
+			st->seq);
+	if (device == AT_DEV_CUDA)
+		start_gpu(&tr);
+	else if (tr_acts_alloc(&tr.m, st->batch, st->seq) < 0 ||
+		 !(tr.in = malloc(bt * sizeof *tr.in)) ||
+		 !(tr.tg = malloc(bt * sizeof *tr.tg)))
 		cli_die("out of memory (batch %d x %d positions)", st->batch,
 			st->seq);
 	if (o->log && !(tr.log = fopen(o->log, o->resume ? "a" : "w")))
@@ -793,6 +914,11 @@ static int train_main(options *o)
 	save(&tr, st->step > 0);
 	if (tr.progress && tr.steps_run)
 		fputc('\n', stderr);
+	if (tr.dev) {
+		gpu_summary(&tr);
+		tr_cuda_free(tr.dev);
+		tr.in = tr.tg = NULL; /* pinned buffers of the engine */
+	}
 	if (tr.log && fclose(tr.log) != 0)
 		cli_die("%s: write error: %s", o->log, strerror(errno));
 	tr_data_free(&tr.data);
@@ -819,7 +945,11 @@ int main(int argc, char **argv)
 	defaults(&o);
 	parse(&o, argc, argv);
 	check_mode(&o, argc);
-	stage_device(&o.c, 0);
+	/* --forward computes on the CPU only; training on either */
+	at_device dev = stage_device(&o.c, !o.forward);
+	if (o.precision != TR_FP32 && dev != AT_DEV_CUDA)
+		cli_die("--precision %s needs the GPU (--device cuda): the CPU "
+			"computes in fp32", tr_precision_name(o.precision));
 	set_threads(&o);
-	return o.forward ? forward_main(&o, argc, argv) : train_main(&o);
+	return o.forward ? forward_main(&o, argc, argv) : train_main(&o, dev);
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # run-gpu.sh - the GPU test suite (make test-gpu), for a machine with a GPU
-# but maybe without pytest: (a) the NumPy-oracle suites of the stages and
-# tests/test_gpu.py with ANDREA_DEVICE=cuda, (b) every kernel harness,
-# (c) compute-sanitizer memcheck and racecheck over the harnesses and
-# memcheck over one stage pipeline.  Ends with one summary line; exits 1
+# but maybe without pytest: (a) the NumPy-oracle suites of the stages,
+# tests/test_gpu.py and tests/test_train_gpu.py (andrea-train on the GPU
+# against the CPU, with its own memcheck run) with ANDREA_DEVICE=cuda,
+# (b) every kernel harness, (c) compute-sanitizer memcheck and racecheck
+# over the harnesses and memcheck over one stage pipeline.  Ends with one summary line; exits 1
 # when anything failed.  Logs go to build/gpu-test/.
 cd "$(dirname "$0")/.." || exit 1
 PYTHON=${PYTHON:-python3}
@@ -38,7 +39,7 @@ if ! printf x | bin/andrea-embed --text --device cuda >/dev/null; then
 fi
 
 # (a) the stage suites on the GPU
-SUITES="tests/test_stages.py tests/test_filters.py tests/test_gpu.py"
+SUITES="tests/test_stages.py tests/test_filters.py tests/test_gpu.py tests/test_train_gpu.py"
 if "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	step pytest env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q \
 		-p no:cacheprovider $SUITES

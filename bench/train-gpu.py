@@ -1,0 +1,199 @@
+"""make bench-train-gpu: andrea-train's training step on the GPU against a
+PyTorch eager model of exactly the same architecture, timed in the same run.
+
+Both sides: B = 16 rows of T = 1024 positions, the ANDREA model (pre-norm,
+no biases in the products, untied lm_head, GELU tanh, LayerNorm eps 1e-5,
+learned positions, explicit causal attention: Q.K^T, mask, softmax, A.V),
+AdamW (PyTorch: torch.optim.AdamW(fused=True)) with weight decay on the
+matrices, global-norm clipping at 1.0, one host synchronisation per step
+(the loss is read back).  3 warm-up steps, then 10 timed ones.
+
+andrea-train's time comes from its --log (the elapsed seconds between the
+3rd and the 13th step); PyTorch's from perf_counter around its 10 steps.
+Memory: andrea's engine buffers and the device memory in use at its peak
+(total - free: the CUDA context and cuBLAS's workspace included) beside
+torch.cuda.max_memory_allocated() (tensors only: no context).
+
+MFU = (6 N + 12 L C T) tokens/s / peak, N the parameters of the products
+(12 L C^2 + C V; the embedding tables are gathers), 12 L C T the attention
+products (full T x T, as both sides compute them).  Peaks: the H200 SXM's
+dense datasheet rates, fp32 67, tf32 495, bf16 990 TFLOP/s.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+B, T, WARM, TIMED = 16, 1024, 3, 10
+PEAK = {"fp32": 67e12, "tf32": 495e12, "bf16": 990e12}
+CONFIGS = {"andrea-12m": (6, 12, 384), "andrea-120m": (12, 12, 768)}
+
+
+def flops_per_token(L, C, V):
+    return 6 * (12 * L * C * C + C * V) + 12 * L * C * T
+
+
+def data_file(tmp, V):
+    rng = np.random.default_rng(V)
+    if V == 257:
+        path = os.path.join(tmp, "bytes.bin")
+        rng.integers(0, 256, 1 << 20, dtype=np.uint8).tofile(path)
+        return path
+    npy = os.path.join(tmp, f"tok{V}.npy")
+    np.save(npy, rng.integers(0, V, 1 << 20).astype(np.int32))
+    path = os.path.join(tmp, f"tok{V}.ats")
+    subprocess.run([os.path.join(ROOT, "bin", "andrea-pack"), "-z", "0",
+                    "-o", path, f"tokens={npy}"], check=True)
+    return path
+
+
+def ours(tmp, name, V, prec, data):
+    log = os.path.join(tmp, "log.jsonl")
+    out = os.path.join(tmp, "m.ats")
+    p = subprocess.run([os.path.join(ROOT, "bin", "andrea-train"),
+                        "--config", name, "--vocab", str(V), "--data", data,
+                        "--steps", str(WARM + TIMED), "--batch", str(B),
+                        "--seq", str(T), "--warmup", "2", "--val-fraction", "0",
+                        "--save-every", "0", "-z", "0", "--device", "cuda",
+                        "--precision", prec, "--log", log, "-o", out],
+                       capture_output=True, text=True)
+    for f in (out, out + ".ckpt"):
+        if os.path.exists(f):
+            os.remove(f)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    recs = [json.loads(line) for line in open(log)]
+    dt = recs[-1]["elapsed"] - recs[WARM - 1]["elapsed"]
+    return dict(tps=TIMED * B * T / dt, buf=recs[-1]["device_buffers"],
+                peak=recs[-1]["device_peak"],
+                loss=recs[-1]["loss"]), p.stderr.strip().splitlines()[-1]
+
+
+class Andrea(torch.nn.Module):
+    def __init__(self, L, H, C, V):
+        super().__init__()
+        self.L, self.H, self.C = L, H, C
+        P = lambda *s: torch.nn.Parameter(torch.randn(*s) * 0.02)
+        self.wte, self.wpe = P(V, C), P(T, C)
+        self.ln = torch.nn.ParameterList()
+        self.mat = torch.nn.ParameterList()
+        for _ in range(L):
+            for _ in range(2):
+                self.ln.append(torch.nn.Parameter(torch.ones(C)))
+                self.ln.append(torch.nn.Parameter(torch.zeros(C)))
+            for shape in [(C, C)] * 4 + [(C, 4 * C), (4 * C, C)]:
+                self.mat.append(P(*shape))
+        self.lnf_w = torch.nn.Parameter(torch.ones(C))
+        self.lnf_b = torch.nn.Parameter(torch.zeros(C))
+        self.lm_head = P(C, V)
+        self.register_buffer("causal", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+    def forward(self, idx, tgt):
+        Bn, Tn = idx.shape
+        H, C, D = self.H, self.C, self.C // self.H
+        x = self.wte[idx] + self.wpe[:Tn]
+        heads = lambda t: t.view(Bn, Tn, H, D).transpose(1, 2)
+        for l in range(self.L):
+            w1, b1, w2, b2 = self.ln[4 * l:4 * l + 4]
+            wq, wk, wv, wo, fc, proj = self.mat[6 * l:6 * l + 6]
+            h = F.layer_norm(x, (C,), w1, b1, 1e-5)
+            q, k, v = heads(h @ wq), heads(h @ wk), heads(h @ wv)
+            s = (q @ k.transpose(-2, -1)) * D ** -0.5
+            a = torch.softmax(s.masked_fill(self.causal[:Tn, :Tn], float("-inf")), -1)
+            x = x + (a @ v).transpose(1, 2).reshape(Bn, Tn, C) @ wo
+            h = F.layer_norm(x, (C,), w2, b2, 1e-5)
+            x = x + F.gelu(h @ fc, approximate="tanh") @ proj
+        x = F.layer_norm(x, (C,), self.lnf_w, self.lnf_b, 1e-5)
+        return F.cross_entropy((x @ self.lm_head).reshape(-1, self.lm_head.shape[1]),
+                               tgt.reshape(-1))
+
+
+def theirs(name, V, prec):
+    L, H, C = CONFIGS[name]
+    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+    torch.backends.cudnn.allow_tf32 = prec == "tf32"
+    torch.manual_seed(0)
+    m = Andrea(L, H, C, V).cuda()
+    decay = [p for p in m.mat] + [m.lm_head]
+    rest = [m.wte, m.wpe, m.lnf_w, m.lnf_b] + list(m.ln)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": rest, "weight_decay": 0.0}],
+                            lr=6e-4, betas=(0.9, 0.999), eps=1e-8, fused=True)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    idx = torch.randint(0, V, (B, T + 1), device="cuda", generator=g)
+    torch.cuda.reset_peak_memory_stats()
+    loss = None
+    for s in range(WARM + TIMED):
+        if s == WARM:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        for grp in opt.param_groups:
+            grp["lr"] = 6e-4
+        with torch.autocast("cuda", torch.bfloat16, enabled=prec == "bf16"):
+            loss = m(idx[:, :-1], idx[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.item()
+    dt = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated()
+    del m, opt, loss
+    torch.cuda.empty_cache()
+    return dict(tps=TIMED * B * T / dt, peak=peak)
+
+
+def main():
+    if not torch.cuda.is_available():
+        sys.exit("bench-train-gpu: PyTorch sees no GPU")
+    only = set(sys.argv[1:])  # optional filters: config names, V, precisions
+
+    def keep(*dims):  # each (value, all values): filtered where named
+        return all(str(v) in only or not only & set(map(str, vals))
+                   for v, vals in dims)
+    print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
+          f"B={B} T={T}, {WARM} warm-up + {TIMED} timed steps; MFU peaks "
+          f"(TFLOP/s) fp32 67, tf32 495, bf16 990")
+    print(f"{'config':<12}{'V':>5} {'prec':<5}{'andrea tok/s':>13}{'MFU':>6}"
+          f"{'torch tok/s':>12}{'MFU':>6}{'ratio':>7}  {'andrea GiB buf/peak':>19}"
+          f"{'torch GiB':>10}")
+    rows = []
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm")
+                                     else None) as tmp:
+        for name in CONFIGS:
+            for V in (257, 8449):
+                data = data_file(tmp, V)
+                for prec in ("fp32", "tf32", "bf16"):
+                    if not keep((name, CONFIGS), (V, (257, 8449)),
+                                (prec, PEAK)):
+                        continue
+                    L, H, C = CONFIGS[name]
+                    fpt = flops_per_token(L, C, V)
+                    a, msg = ours(tmp, name, V, prec, data)
+                    t = theirs(name, V, prec)
+                    if a is None:
+                        print(f"{name:<12}{V:>5} {prec:<5} andrea failed: {msg}")
+                        continue
+                    r = a["tps"] / t["tps"]
+                    rows.append(r)
+                    gib = 1 << 30
+                    print(f"{name:<12}{V:>5} {prec:<5}{a['tps']:>13.0f}"
+                          f"{fpt * a['tps'] / PEAK[prec]:>6.1%}{t['tps']:>12.0f}"
+                          f"{fpt * t['tps'] / PEAK[prec]:>6.1%}{r:>6.2f}x  "
+                          f"{a['buf'] / gib:>9.2f}/{a['peak'] / gib:<9.2f}"
+                          f"{t['peak'] / gib:>10.2f}", flush=True)
+    if rows:
+        print(f"bench-train-gpu: {sum(r >= 1.0 for r in rows)}/{len(rows)} "
+              f"configurations >= 1.0x PyTorch; geometric mean "
+              f"{float(np.exp(np.mean(np.log(rows)))):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""andrea-train on the GPU against andrea-train on the CPU.  Run by
+`make test-gpu` (ANDREA_TEST_DEVICE=cuda); skipped elsewhere.
+
+Tolerances (relative, as norms over a whole tensor):
+  fp32  gradients and the loss 1e-4; ten-step loss curves 1e-4 per step;
+  tf32  gradients 5e-3, loss 2e-4 (products round their operands to
+        10-bit mantissas, about 3e-4 each, compounded through the layers);
+  bf16  gradients 3e-2, loss 2e-3 (7-bit mantissas, about 4e-3 each);
+  ten-step curves in tf32 and bf16: ten times the loss tolerance.
+Measured on an H200 (CUDA 13.0): fp32 worst gradient 7.7e-7, loss 2.6e-9;
+tf32 1.1e-3 and 1.4e-5; bf16 1.0e-2 and 1.5e-4; curves fp32 1.8e-7, tf32
+5.2e-6, bf16 3.0e-5 per step.  pytest -s prints the values of a run.
+"""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import run, one_line_error
+from test_train import write_model, tokens_file, read_params, records
+
+ON_GPU = os.environ.get("ANDREA_TEST_DEVICE") == "cuda"
+pytestmark = pytest.mark.skipif(not ON_GPU, reason="ANDREA_TEST_DEVICE=cuda "
+                                "is not set (make test-gpu)")
+
+# four heads of 16, two layers, T = 32; V = 67 is neither a multiple of 4
+# nor of 32 (the kernels' odd cases)
+CFG = dict(n_layer=2, n_head=4, d_model=64, ctx=32, vocab=67)
+GRAD_TOL = {"fp32": 1e-4, "tf32": 5e-3, "bf16": 3e-2}
+LOSS_TOL = {"fp32": 1e-4, "tf32": 2e-4, "bf16": 2e-3}
+
+
+def rel(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    den = np.linalg.norm(b)
+    return np.linalg.norm(a - b) / den if den > 0 else np.linalg.norm(a)
+
+
+def grads(tmp, model, data, device, precision="fp32", tag=""):
+    out = os.path.join(tmp, f"g-{device}-{precision}{tag}.ats")
+    run("train", "-m", model, "--data", data, "--steps", 1, "--batch", 3,
+        "--seq", 32, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
+        "--threads", 2, "--device", device, "--precision", precision,
+        "--dump-grads", out, "-o", os.path.join(tmp, f"m-{device}.ats"),
+        check=0)
+    loss = float(records(out)[0][1]["loss"])
+    g = read_params(tmp, out, f"g{device}{precision}{tag}")
+    return loss, g
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
+def test_gradients_match_the_cpu(tmp_path, precision):
+    rng = np.random.default_rng(11)
+    model, _ = write_model(tmp_path, rng, CFG)
+    data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
+    lc, gc = grads(tmp_path, model, data, "cpu")
+    lg, gg = grads(tmp_path, model, data, "cuda", precision)
+    assert np.array_equal(gc.pop("tokens"), gg.pop("tokens"))
+    assert set(gc) == set(gg)
+    errs = {k: rel(gg[k], gc[k]) for k in gc}
+    worst = max(errs, key=errs.get)
+    print(f"{precision}: loss cpu {lc:.8f} gpu {lg:.8f} "
+          f"(rel {abs(lg - lc) / lc:.2e}); worst gradient {worst} "
+          f"{errs[worst]:.2e}, median {np.median(list(errs.values())):.2e}")
+    assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
+    bad = {k: v for k, v in errs.items() if not v <= GRAD_TOL[precision]}
+    assert not bad, bad
+
+
+def curve(tmp, data, device, precision="fp32"):
+    log = os.path.join(tmp, f"log-{device}-{precision}.jsonl")
+    p = run("train", "--config", "tiny", "--seed", 3, "--data", data,
+            "--steps", 10, "--batch", 4, "--seq", 64, "--lr", 3e-3,
+            "--warmup", 2, "--eval-every", 5, "--eval-batches", 2,
+            "--threads", 2, "--device", device, "--precision", precision,
+            "--log", log, "-o", os.path.join(tmp, f"c-{device}.ats"), check=0)
+    return [json.loads(line) for line in open(log)], p
+
+
+def test_ten_step_loss_curves_agree(tmp_path):
+    rng = np.random.default_rng(12)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 20000))
+    cpu, _ = curve(tmp_path, data, "cpu")
+    for precision in ("fp32", "tf32", "bf16"):
+        gpu, p = curve(tmp_path, data, "cuda", precision)
+        assert [r["step"] for r in gpu] == list(range(1, 11))
+        errs = [abs(g["loss"] - c["loss"]) / c["loss"] for g, c in zip(gpu, cpu)]
+        verr = [abs(g["val_loss"] - c["val_loss"]) / c["val_loss"]
+                for g, c in zip(gpu, cpu) if "val_loss" in c]
+        print(f"{precision}: worst per-step loss error {max(errs):.2e}, "
+              f"held-out {max(verr):.2e}; losses {[round(g['loss'], 5) for g in gpu]}")
+        tol = 1e-4 if precision == "fp32" else 10 * LOSS_TOL[precision]
+        assert max(errs) <= tol and max(verr) <= tol, (precision, errs, verr)
+        assert all("device_peak" in g for g in gpu)
+        last = p.stderr.decode().strip().splitlines()[-1]
+        assert "tokens/s, peak device memory" in last and precision in last
+
+
+def test_checkpoints_move_between_cpu_and_gpu(tmp_path):
+    """Five steps on the GPU, five more resumed on the CPU, and the other
+    way round: both continue to the same loss as ten steps on one device
+    (within the fp32 tolerance)."""
+    rng = np.random.default_rng(13)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 20000))
+    full, _ = curve(tmp_path, data, "cpu")
+
+    def half(dev1, dev2):
+        out = tmp_path / f"h-{dev1}-{dev2}.ats"
+        common = ["--config", "tiny", "--seed", 3, "--data", data, "--steps",
+                  10, "--batch", 4, "--seq", 64, "--lr", 3e-3, "--warmup", 2,
+                  "--eval-every", 5, "--eval-batches", 2, "--threads", 2,
+                  "-o", out]
+        run("train", *common, "--stop-at", 5, "--device", dev1, check=0)
+        log = tmp_path / f"h-{dev1}-{dev2}.jsonl"
+        run("train", "--resume", "--data", data, "-o", out, "--device", dev2,
+            "--log", log, check=0)
+        return [json.loads(line) for line in open(log)]
+
+    for d1, d2 in (("cuda", "cpu"), ("cpu", "cuda")):
+        rest = half(d1, d2)
+        assert [r["step"] for r in rest] == list(range(6, 11))
+        for r, f in zip(rest, full[5:]):
+            assert abs(r["loss"] - f["loss"]) <= 1e-4 * f["loss"], (d1, d2)
+
+
+def test_out_of_memory_names_the_batch(tmp_path):
+    rng = np.random.default_rng(14)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 5000))
+    p = run("train", "--config", "andrea-12m", "--data", data, "--batch",
+            4096, "--seq", 1024, "--steps", 1, "--device", "cuda",
+            "--val-fraction", 0, "-o", tmp_path / "m.ats", check=1,
+            timeout=300)
+    msg = one_line_error(p, "train")
+    assert "out of memory" in msg and "reduce --batch (now 4096" in msg, msg
+
+
+def test_no_gpu_is_one_line_and_auto_trains_on_the_cpu(tmp_path):
+    rng = np.random.default_rng(15)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 3000))
+    hide = {"CUDA_VISIBLE_DEVICES": ""}
+    common = ["--config", "tiny", "--data", data, "--steps", 2, "--batch", 2,
+              "--seq", 16, "--val-fraction", 0, "-o", tmp_path / "m.ats"]
+    p = run("train", *common, "--device", "cuda", env=hide, check=1)
+    assert "no usable CUDA device" in one_line_error(p, "train")
+    p = run("train", *common, "--device", "auto", env=hide, check=0)
+    assert p.stderr == b""  # the CPU prints no closing line
+    p = run("train", *common, "--precision", "bf16", "--device", "cpu",
+            check=1)
+    assert "needs the GPU" in one_line_error(p, "train")
+    p = run("train", *common, "--device", "auto", check=0)
+    assert b"steps on" in p.stderr  # auto took the GPU
+
+
+def test_memcheck_is_clean(tmp_path):
+    cs = os.environ.get("COMPUTE_SANITIZER") or shutil.which("compute-sanitizer")
+    if not cs:
+        pytest.skip("compute-sanitizer not found")
+    import subprocess
+    from conftest import tool, tool_env
+    rng = np.random.default_rng(16)
+    data = tokens_file(tmp_path, rng.integers(0, 67, 3000))
+    model, _ = write_model(tmp_path, rng, CFG)
+    for precision in ("fp32", "bf16"):
+        logf = tmp_path / f"memcheck-{precision}.txt"
+        p = subprocess.run(
+            [cs, "--tool", "memcheck", "--error-exitcode", "99",
+             "--log-file", str(logf), tool("train"), "-m", model,
+             "--data", str(data), "--steps", "3", "--batch", "2", "--seq",
+             "32", "--eval-every", "2", "--eval-batches", "1", "--device",
+             "cuda", "--precision", precision, "-o", str(tmp_path / "m.ats")],
+            capture_output=True, env=tool_env(), timeout=600)
+        text = logf.read_text()
+        print(precision, text.strip().splitlines()[-1] if text.strip() else "")
+        assert p.returncode == 0, text[-3000:]
+        assert "ERROR SUMMARY: 0 errors" in text, text[-3000:]
