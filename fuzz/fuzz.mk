@@ -9,7 +9,12 @@
 # Works included from the top-level Makefile (it then reuses LIB_SRC,
 # CMD_SRC and BINS) or alone: make -f fuzz/fuzz.mk fuzz.
 
-FUZZ_CC    ?= $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null)
+ifndef FUZZ_CC
+FUZZ_CC    := $(shell command -v clang-14 2>/dev/null || command -v clang 2>/dev/null)
+endif
+ifeq ($(strip $(FUZZ_CC)),)
+FUZZ_CC     = $(error make fuzz needs clang with libFuzzer (Debian: clang))
+endif
 FUZZ_DIR   := build/fuzz
 FUZZ_SAN   := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_FLAGS := -g -O1 $(FUZZ_SAN) -fno-omit-frame-pointer -fopenmp \
