@@ -34,7 +34,8 @@ FUZZ_TOOL_LIST := $(foreach t,$(FUZZ_TOOL_IDS),X($t))
 # The argv target: every tool's main renamed, exit() turned into a jump
 # back to the harness, and the calls that start real work (model, input,
 # output, files) turned into stops (fuzz/fuzz_argv.c).
-FUZZ_STOPS := -Dexit=fuzz_exit \
+FUZZ_STOPS := -Dexit=fuzz_exit -Dmalloc=fuzz_malloc -Dcalloc=fuzz_calloc \
+	-Drealloc=fuzz_realloc -Dfree=fuzz_free \
 	-Dstage_open_model=fuzz_stop_model -Dat_model_open=fuzz_stop_model_open \
 	-Dtr_model_init=fuzz_stop_tr_model_init -Dat_filter_main=fuzz_stop_filter \
 	-Dcli_open_input=fuzz_stop_input -Dcli_open_output=fuzz_stop_output \

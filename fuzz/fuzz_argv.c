@@ -12,7 +12,8 @@
  * ("andrea-qkv"); a name that matches none picks one by its hash.  A tool
  * must end by returning or exiting 0, 1 or 2; anything else, and every
  * sanitizer report, is a finding.  Memory a tool leaves allocated when it
- * exits is not (a real process gives it back), so leak detection is off.
+ * exits is not (a real process gives it back): what the tool's own code
+ * allocated is freed after each run, and leak detection is off.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -62,6 +63,68 @@ _Noreturn void fuzz_exit(int status)
 static _Noreturn void stop(void)
 {
 	longjmp(back, STOPPED);
+}
+
+/* The allocator of the tools' own code (fuzz.mk renames malloc, calloc,
+ * realloc and free there): what a tool still holds when it exits or stops
+ * is freed after the run, as the end of a real process would. */
+#define MAX_HELD 256
+static void *held[MAX_HELD];
+
+static void hold(void *p)
+{
+	for (int i = 0; p && i < MAX_HELD; i++)
+		if (!held[i]) {
+			held[i] = p;
+			return;
+		}
+}
+
+static void unhold(void *p)
+{
+	for (int i = 0; p && i < MAX_HELD; i++)
+		if (held[i] == p) {
+			held[i] = NULL;
+			return;
+		}
+}
+
+static void release_held(void)
+{
+	for (int i = 0; i < MAX_HELD; i++) {
+		free(held[i]);
+		held[i] = NULL;
+	}
+}
+
+void *fuzz_malloc(size_t n)
+{
+	void *p = malloc(n);
+	hold(p);
+	return p;
+}
+
+void *fuzz_calloc(size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+	hold(p);
+	return p;
+}
+
+void *fuzz_realloc(void *old, size_t n)
+{
+	void *p = realloc(old, n);
+	if (p) {
+		unhold(old);
+		hold(p);
+	}
+	return p;
+}
+
+void fuzz_free(void *p)
+{
+	unhold(p);
+	free(p);
 }
 
 /* The points where a tool stops parsing and starts working. */
@@ -136,6 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = setjmp(back);
 	if (rc == 0)
 		rc = 1 + tools[t].main(argc, argv);
+	release_held();
 	if (rc == STOPPED)
 		return 0;
 	rc -= 1;

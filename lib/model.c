@@ -158,6 +158,7 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	} else if (heads > 0 && heads != m->cfg.n_head) {
 		snprintf(err, errlen, "--heads %d: %s's config says n_head=%d", heads,
 			 path, m->cfg.n_head);
+		at_model_close(m);
 		return -1;
 	}
 	return 0;
