@@ -196,6 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	optind = 0; /* glibc: start getopt afresh */
 	opterr = 0;
+	cli_failure_status = 1; /* andrea-diff sets 2 */
 	int rc = setjmp(back);
 	if (rc == 0)
 		rc = 1 + tools[t].main(argc, argv);
