@@ -53,23 +53,24 @@ $(FUZZ_DIR)/libandrea.a: $(FUZZ_LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(FUZZ_DIR)/obj/lib/%.o: lib/%.c
+$(FUZZ_DIR)/obj/lib/%.o: lib/%.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
 
-$(FUZZ_DIR)/obj/fuzz/%.o: fuzz/%.c
+# objects depend on this file too: a change of flags rebuilds them
+$(FUZZ_DIR)/obj/fuzz/%.o: fuzz/%.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
 
-$(FUZZ_DIR)/obj/cmd/%.o: cmd/%.c
+$(FUZZ_DIR)/obj/cmd/%.o: cmd/%.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Dmain=tool_$(subst -,_,$*)_main $(FUZZ_STOPS) -c -o $@ $<
 
-$(FUZZ_DIR)/obj/argv-cli.o: lib/cli.c
+$(FUZZ_DIR)/obj/argv-cli.o: lib/cli.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Dexit=fuzz_exit -c -o $@ $<
 
-$(FUZZ_DIR)/obj/fuzz/fuzz_argv.o: fuzz/fuzz_argv.c $(FUZZ_CMD_SRC)
+$(FUZZ_DIR)/obj/fuzz/fuzz_argv.o: fuzz/fuzz_argv.c $(FUZZ_CMD_SRC) fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) '-DFUZZ_TOOLS=$(FUZZ_TOOL_LIST)' -c -o $@ $<
 
