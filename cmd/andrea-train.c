@@ -862,6 +862,8 @@ static int train_main(options *o, at_device device)
 			cli_usage_error("no training data: give --data FILE");
 		save(&tr, 0);
 		tr_model_free(&tr.m);
+		free(tr.mom1);
+		free(tr.mom2);
 		return 0;
 	}
 	char err[800];

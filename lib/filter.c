@@ -82,6 +82,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		filled = 0;
 		groups++;
 	}
+	free(h);
 	if (rc < 0)
 		cli_fail(r.err);
 	for (int i = 0; i < f->n_inputs; i++)
@@ -98,7 +99,6 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 				 "%s'%s'", i ? " and " : "", f->inputs[i]);
 		cli_die("%s: no %s record in the input", r.label, names);
 	}
-	free(h);
 	at_reader_close(&r);
 	cli_finish_output(&w);
 }

@@ -7,6 +7,8 @@
 #include "philox.h"
 #include "stream.h"
 
+#define CONFIG_MAX (1 << 24) /* the largest value of a config field */
+
 static const struct {
 	const char *name;
 	at_config cfg;
@@ -44,9 +46,9 @@ static int config_from_attrs(const at_attrs *a, at_config *c, char *err,
 	int *fields[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
 	for (int i = 0; i < 5; i++) {
 		long v;
-		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > (1 << 24)) {
+		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > CONFIG_MAX) {
 			snprintf(err, errlen, "config: %s missing or not in 1..%d",
-				 keys[i], 1 << 24);
+				 keys[i], CONFIG_MAX);
 			return -1;
 		}
 		*fields[i] = (int)v;
@@ -59,25 +61,37 @@ static int config_from_attrs(const at_attrs *a, at_config *c, char *err,
 	return 0;
 }
 
-/* Fills unknown config fields from a parameter's shape (config-less files). */
+/* A dimension as a config field: 0 (unknown) when beyond CONFIG_MAX. */
+static int field(uint64_t d)
+{
+	return d <= CONFIG_MAX ? (int)d : 0;
+}
+
+/* Fills unknown config fields from a parameter's shape (config-less files).
+ * A layer number is taken only when it is all digits and below CONFIG_MAX,
+ * so "layers.2147483647.x" cannot overflow the count. */
 static void infer_from(at_config *c, const at_header *h)
 {
 	const char *n = h->name;
 	if (strcmp(n, "wte") == 0 && h->rank == 2) {
-		c->vocab = c->vocab ? c->vocab : (int)h->dims[0];
-		c->d_model = c->d_model ? c->d_model : (int)h->dims[1];
+		c->vocab = c->vocab ? c->vocab : field(h->dims[0]);
+		c->d_model = c->d_model ? c->d_model : field(h->dims[1]);
 	} else if (strcmp(n, "wpe") == 0 && h->rank == 2) {
-		c->ctx = c->ctx ? c->ctx : (int)h->dims[0];
-		c->d_model = c->d_model ? c->d_model : (int)h->dims[1];
+		c->ctx = c->ctx ? c->ctx : field(h->dims[0]);
+		c->d_model = c->d_model ? c->d_model : field(h->dims[1]);
 	} else if (strcmp(n, "lm_head") == 0 && h->rank == 2) {
-		c->d_model = c->d_model ? c->d_model : (int)h->dims[0];
-		c->vocab = c->vocab ? c->vocab : (int)h->dims[1];
+		c->d_model = c->d_model ? c->d_model : field(h->dims[0]);
+		c->vocab = c->vocab ? c->vocab : field(h->dims[1]);
 	} else if (strncmp(n, "layers.", 7) == 0 && h->rank >= 1) {
-		int layer = atoi(n + 7);
-		if (layer + 1 > c->n_layer)
-			c->n_layer = layer + 1;
+		long layer = 0;
+		const char *p = n + 7;
+		while (*p >= '0' && *p <= '9' && layer < CONFIG_MAX)
+			layer = layer * 10 + (*p++ - '0');
+		if (p > n + 7 && *p == '.' && layer < CONFIG_MAX &&
+		    layer + 1 > c->n_layer)
+			c->n_layer = (int)layer + 1;
 		if (strstr(n, ".attn.w") && h->rank == 2 && !c->d_model)
-			c->d_model = (int)h->dims[0];
+			c->d_model = field(h->dims[0]);
 	}
 }
 
@@ -144,6 +158,7 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	} else if (heads > 0 && heads != m->cfg.n_head) {
 		snprintf(err, errlen, "--heads %d: %s's config says n_head=%d", heads,
 			 path, m->cfg.n_head);
+		at_model_close(m);
 		return -1;
 	}
 	return 0;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "le.h"
+#include "stream.h"
 
 #define NPY_MAX_HEADER 65536
 
@@ -240,6 +241,15 @@ int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
 	if (at_npy_parse_header(header, hlen, &dt, &fortran, &rank, dims, err,
 				errlen) < 0)
 		goto out;
+	/* the stream caps each dimension: what andrea-pack writes must read */
+	for (int i = 0; i < rank; i++)
+		if (dims[i] > AT_MAX_DIM) {
+			snprintf(err, errlen,
+				 "dimension %d of %llu exceeds the cap of %llu", i,
+				 (unsigned long long)dims[i],
+				 (unsigned long long)AT_MAX_DIM);
+			goto out;
+		}
 	size_t elem = at_dtype_size(dt);
 	if (at_shape_numel(rank, dims, &numel) < 0 || numel > max_bytes / elem) {
 		snprintf(err, errlen, "array exceeds the cap of %llu bytes",

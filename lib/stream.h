@@ -30,6 +30,7 @@
 #define AT_DEFAULT_CHUNK (1u << 20)
 #define AT_MAX_DIM (1ull << 40)
 #define AT_DEFAULT_MAX_BYTES (8ull << 30) /* ANDREA_MAX_BYTES overrides */
+#define AT_MEMCHECK_MIN (64ull << 20) /* decoding more checks MemAvailable */
 #define AT_MAX_HEADER                                                    \
 	(AT_FIXED_HEADER + 8 * AT_MAX_RANK + AT_MAX_NAME + AT_MAX_ATTR_BYTES + 4)
 
@@ -97,7 +98,9 @@ void at_reader_close(at_reader *r);
 /* Returns 1 with h filled, 0 at the clean end of the input, -1 on error. */
 int at_read_header(at_reader *r, at_header *h);
 /* Decompresses the payload into t, which takes h's name, shape and
- * attributes.  t is left empty on failure. */
+ * attributes.  t is left empty on failure.  A tensor of AT_MEMCHECK_MIN
+ * bytes or more that exceeds MemAvailable + SwapFree is refused before
+ * anything is allocated or read. */
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t);
 int at_skip_payload(at_reader *r, const at_header *h);
 /* Copies header and chunks to w byte for byte, checking every chunk header

@@ -3,7 +3,9 @@
  * Every length read from the input is checked against a hard cap and, for
  * the tensor size, against ANDREA_MAX_BYTES before anything is allocated.
  * The payload buffer then grows only as chunks actually arrive, so a header
- * that lies about its size costs at most what the input really holds.
+ * that lies about its size costs at most what the input really holds; a
+ * large tensor that is decoded (not copied or skipped) must also fit in the
+ * memory available (RAM and swap, /proc/meminfo) or it is refused up front.
  */
 #include "stream.h"
 
@@ -141,6 +143,8 @@ static int parse_header(at_reader *r, int index, at_header *h)
 	h->chunk_raw = le32(p + 12);
 	size_t name_len = p[9], attr_len = le16(p + 10);
 	const unsigned char *q = p + AT_FIXED_HEADER;
+	/* dims past the rank are zero, so whole shapes compare with memcmp */
+	memset(h->dims, 0, sizeof h->dims);
 	for (int i = 0; i < h->rank; i++, q += 8)
 		h->dims[i] = le64(q);
 	if (!at_name_valid((const char *)q, name_len))
@@ -316,9 +320,42 @@ static int grow(unsigned char **buf, size_t *cap, size_t end, size_t nbytes)
 	return 0;
 }
 
+/* Bytes of memory this process could still be given: MemAvailable plus
+ * SwapFree from /proc/meminfo, or UINT64_MAX when that cannot be read (not
+ * Linux, no /proc): the check is then left to malloc. */
+static uint64_t memory_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return UINT64_MAX;
+	char line[256];
+	unsigned long long kb, mem = 0, swap = 0;
+	int found = 0;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			mem = kb, found |= 1;
+		else if (sscanf(line, "SwapFree: %llu kB", &kb) == 1)
+			swap = kb, found |= 2;
+	}
+	fclose(f);
+	if (!(found & 1) || mem > UINT64_MAX / 1024 - swap)
+		return UINT64_MAX;
+	return (mem + swap) * 1024;
+}
+
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 {
 	memset(t, 0, sizeof *t);
+	/* a tensor that cannot fit is refused now, with a reason, rather
+	 * than after its chunks have been read; small ones skip the look */
+	uint64_t avail;
+	if (h->nbytes >= AT_MEMCHECK_MIN &&
+	    h->nbytes > (avail = memory_available()))
+		return fail(r, h->index, h->name,
+			    "tensor of %llu bytes exceeds the memory available "
+			    "(%llu bytes of RAM and swap)",
+			    (unsigned long long)h->nbytes,
+			    (unsigned long long)avail);
 	size_t elem = at_dtype_size(h->dtype);
 	int shuffled = (h->flags & AT_FLAG_SHUFFLE) && elem > 1;
 	uint64_t nchunks = chunk_count(h);

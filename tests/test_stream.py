@@ -468,10 +468,18 @@ def test_terabyte_header_allocates_nothing(tmp_path):
 
 
 def test_lying_size_costs_only_what_arrives(tmp_path):
-    """With the cap raised, a header claiming 4 TiB followed by 3 MiB of
-    real chunks ends in a truncation error, not an allocation failure."""
+    """With the cap raised, a header claiming far more than the 2 GiB the
+    process may map (but less than the memory available, which is refused
+    up front: test_faults.py) followed by 3 MiB of real chunks ends in a
+    truncation error, not an allocation failure."""
+    with open("/proc/meminfo") as f:
+        info = {l.split(":")[0]: int(l.split()[1]) << 10 for l in f}
+    avail = info.get("MemAvailable", 1 << 42) + info.get("SwapFree", 0)
+    rows = min(avail // 2, 1 << 42) // (4 << 20)
+    if rows * (4 << 20) < 4 * GiB:
+        pytest.skip("less than 8 GiB of memory available")
     zeros = bytes(1 << 20)
-    body = atsfmt.header("tb", "f32", (1 << 20, 1 << 20))
+    body = atsfmt.header("tb", "f32", (rows, 1 << 20))
     body += atsfmt.encode_chunk(zeros, 4, 1, True) * 3
     for threads in ("1", "4"):
         p = run_limited("unpack", "-d", tmp_path / "o", input=body,

@@ -1,0 +1,21 @@
+/* fuzz.h - helpers shared by the libFuzzer targets in fuzz/.
+ *
+ * Each target is one LLVMFuzzerTestOneInput over a library entry point,
+ * built with clang's libFuzzer, ASan and UBSan against library objects
+ * compiled the same way (fuzz/fuzz.mk).  The reader caps are set small so
+ * an input can never make the library allocate more than FUZZ_MAX_BYTES.
+ */
+#ifndef ANDREA_FUZZ_H
+#define ANDREA_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FUZZ_MAX_BYTES (64ull << 20)
+
+/* Writes the input to one temporary file per process (made once under
+ * TMPDIR) and returns its path; aborts if that fails, since a target that
+ * silently tests nothing is worse than one that stops. */
+const char *fuzz_tmpfile(const uint8_t *data, size_t size);
+
+#endif
