@@ -157,6 +157,9 @@ install: all
 clean:
 	rm -rf build bin
 
+# make fuzz: the libFuzzer targets (fuzz/README)
+include fuzz/fuzz.mk
+
 .PHONY: all setup test test-gpu bench-gpu bench-train-gpu kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
