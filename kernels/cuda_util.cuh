@@ -76,4 +76,27 @@ __device__ __forceinline__ float warp_sum(float v)
 	return v;
 }
 
+// One warp's online softmax statistics of x[0..n) * scale: on return every
+// lane holds the row maximum *M and the sum of exp(x * scale - M) *L.  Each
+// lane keeps a running maximum and rescales its running sum when the
+// maximum moves, so the row is read once.
+__device__ __forceinline__ void warp_softmax_stats(const float *x, int n,
+						   float scale, float *M,
+						   float *L)
+{
+	int lane = threadIdx.x % 32;
+	float m = -INFINITY, l = 0.0f;
+	for (int j = lane; j < n; j += 32) {
+		float v = x[j] * scale;
+		if (v > m) {
+			l = l * expf(m - v) + 1.0f;
+			m = v;
+		} else {
+			l += expf(v - m);
+		}
+	}
+	*M = warp_max(m);
+	*L = warp_sum(m == -INFINITY ? 0.0f : l * expf(m - *M));
+}
+
 #endif

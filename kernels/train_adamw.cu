@@ -18,29 +18,17 @@ __global__ static void sumsq_kernel(double *partial, const float *g, size_t n)
 		double v = g[i];
 		s += v * v;
 	}
-	sh[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			sh[threadIdx.x] += sh[threadIdx.x + w];
-		__syncthreads();
-	}
+	s = block_sum_double(s, sh);
 	if (threadIdx.x == 0)
-		partial[blockIdx.x] = sh[0];
+		partial[blockIdx.x] = s;
 }
 
 __global__ static void sumsq_final_kernel(double *out, const double *partial)
 {
 	__shared__ double sh[NORM_BLOCKS];
-	sh[threadIdx.x] = partial[threadIdx.x];
-	__syncthreads();
-	for (int w = NORM_BLOCKS / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			sh[threadIdx.x] += sh[threadIdx.x + w];
-		__syncthreads();
-	}
+	double total = block_sum_double(partial[threadIdx.x], sh);
 	if (threadIdx.x == 0)
-		*out = sh[0];
+		*out = total;
 }
 
 int tr_sumsq(double *out, const float *g, size_t n, double *partial)

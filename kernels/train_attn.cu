@@ -75,18 +75,8 @@ __global__ static void softmax_fwd_kernel(float *s, bf16 *s16, size_t rows,
 	     r += (size_t)gridDim.x * wpb) {
 		float *x = s + r * T;
 		int n = (int)(r % T) + 1;
-		float m = -INFINITY, l = 0.0f;
-		for (int j = lane; j < n; j += 32) {
-			float v = x[j] * scale;
-			if (v > m) {
-				l = l * expf(m - v) + 1.0f;
-				m = v;
-			} else {
-				l += expf(v - m);
-			}
-		}
-		float M = warp_max(m);
-		float L = warp_sum(m == -INFINITY ? 0.0f : l * expf(m - M));
+		float M, L;
+		warp_softmax_stats(x, n, scale, &M, &L);
 		float inv = 1.0f / L;
 		for (int j = lane; j < T; j += 32) {
 			float p = j < n ? expf(x[j] * scale - M) * inv : 0.0f;

@@ -98,6 +98,21 @@ int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
 // ---- train_adamw.cu: the norm and the update ----
 
 // One contiguous piece of one parameter: the update's unit of work.
+// The sum of v over the block in a fixed tree order (so runs repeat bit
+// for bit); blockDim.x a power of two and sh blockDim.x doubles of shared
+// memory.  Every thread gets the total.
+__device__ __forceinline__ double block_sum_double(double v, double *sh)
+{
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	return sh[0];
+}
+
 struct tr_chunk {
 	unsigned long long start;
 	unsigned len;

@@ -14,18 +14,8 @@ __global__ static void ce_kernel(OUT *dl, float *losses, const float *logits,
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
 		const float *z = logits + n * V;
-		float m = -INFINITY, l = 0.0f;
-		for (int j = lane; j < V; j += 32) {
-			float v = z[j];
-			if (v > m) {
-				l = l * expf(m - v) + 1.0f;
-				m = v;
-			} else {
-				l += expf(v - m);
-			}
-		}
-		float M = warp_max(m);
-		float L = warp_sum(m == -INFINITY ? 0.0f : l * expf(m - M));
+		float M, L;
+		warp_softmax_stats(z, V, 1.0f, &M, &L);
 		int t = targets[n];
 		float zt = z[t];
 		__syncwarp(); // every lane has read z[t] before dl may overwrite it
@@ -65,15 +55,9 @@ __global__ static void mean_kernel(double *out, const float *x, int N)
 	double s = 0.0;
 	for (int i = threadIdx.x; i < N; i += blockDim.x)
 		s += x[i];
-	sh[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if ((int)threadIdx.x < w)
-			sh[threadIdx.x] += sh[threadIdx.x + w];
-		__syncthreads();
-	}
+	s = block_sum_double(s, sh);
 	if (threadIdx.x == 0)
-		*out = sh[0] / N;
+		*out = s / N;
 }
 
 int tr_mean(double *out, const float *losses, int N)
