@@ -63,7 +63,7 @@ ifeq ($(CUDA),1)
 CFLAGS  += -DANDREA_CUDA
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
 NVFLAGS += -DANDREA_CUDA -Ilib -MMD -MP
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
 endif
 
 # Objects of each configuration live apart; build/config names the one the

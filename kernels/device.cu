@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cuda_util.cuh"
+#include "cublas_lazy.cuh"
 
 extern "C" {
 #include "device.h"
@@ -51,7 +52,7 @@ int at_cu_blas_fail(cublasStatus_t s, const char *what, const char *file,
 	if (s == CUBLAS_STATUS_ALLOC_FAILED)
 		return at_cu_failf("out of memory in cuBLAS for %s", what);
 	return at_cu_failf("cuBLAS, %s: %s (%s:%d)", what,
-			   cublasGetStatusString(s), short_file(file), line);
+			   at_cublas.status_string ? at_cublas.status_string(s) : "?", short_file(file), line);
 }
 
 // "4.0 GiB", "512.0 MiB", "12.0 KiB", "100 bytes"
@@ -96,7 +97,9 @@ cublasHandle_t at_cu_blas(int tf32)
 {
 	cublasStatus_t s;
 	if (!blas_handle) {
-		s = cublasCreate(&blas_handle);
+		if (at_cublas_load() < 0)
+			return nullptr;
+		s = at_cublas.create(&blas_handle);
 		if (s != CUBLAS_STATUS_SUCCESS) {
 			blas_handle = nullptr;
 			at_cu_blas_fail(s, "creating the cuBLAS handle", __FILE__,
@@ -104,7 +107,7 @@ cublasHandle_t at_cu_blas(int tf32)
 			return nullptr;
 		}
 	}
-	s = cublasSetMathMode(blas_handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+	s = at_cublas.set_math_mode(blas_handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
 						: CUBLAS_DEFAULT_MATH);
 	if (s != CUBLAS_STATUS_SUCCESS) {
 		at_cu_blas_fail(s, "setting the math mode", __FILE__, __LINE__);

@@ -6,6 +6,7 @@
 // places and nothing is transposed in memory.  Matrix products run in
 // fp32 unless tf32 is asked for (at_cu_blas sets the math mode).
 #include "cuda_util.cuh"
+#include "cublas_lazy.cuh"
 
 // cuBLAS grids once limited batches to 65535; larger ones go in pieces.
 #define MAX_BATCH 65535
@@ -25,7 +26,7 @@ extern "C" int at_cuda_matmul(float *out, const float *a, const float *b,
 	if (!h)
 		return -1;
 	const float beta = 0.0f;
-	BLAS_CHECK(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+	BLAS_CHECK(at_cublas.sgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
 			       CUBLAS_OP_N, N, M, K, &alpha, b, trans_b ? K : N,
 			       a, K, &beta, out, N),
 		   "cublasSgemm");
@@ -51,7 +52,7 @@ static int batched(float *out, const float *a, const float *b, int M, int K,
 	const float beta = 0.0f;
 	for (int i = 0; i < batch; i += MAX_BATCH) {
 		int n = batch - i < MAX_BATCH ? batch - i : MAX_BATCH;
-		BLAS_CHECK(cublasSgemmStridedBatched(
+		BLAS_CHECK(at_cublas.sgemm_strided_batched(
 				   h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
 				   CUBLAS_OP_N, N, M, K, &alpha, b + i * sb,
 				   trans_b ? K : N, sb, a + i * sa, K, sa, &beta,

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "train_kernels.cuh"
+#include "cublas_lazy.cuh"
 
 #define TRY(call)                      \
 	do {                           \
@@ -271,7 +272,11 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	}
 	memcpy(d->layer, m->layer, m->cfg.n_layer * sizeof *d->layer);
 	d->blas.prec = precision;
-	cublasStatus_t s = cublasCreate(&d->blas.h);
+	if (at_cublas_load() < 0) {
+		tr_cuda_free(d);
+		return NULL;
+	}
+	cublasStatus_t s = at_cublas.create(&d->blas.h);
 	if (s != CUBLAS_STATUS_SUCCESS) {
 		at_cu_blas_fail(s, "creating the cuBLAS handle", __FILE__, __LINE__);
 		d->blas.h = nullptr;
@@ -303,7 +308,7 @@ extern "C" void tr_cuda_free(tr_cuda *d)
 	}
 	cudaFreeHost(d->h_res);
 	if (d->blas.h)
-		cublasDestroy(d->blas.h);
+		at_cublas.destroy(d->blas.h);
 	free(d->h_cursor);
 	free(d->layer);
 	free(d);

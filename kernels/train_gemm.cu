@@ -7,6 +7,7 @@
 // tensor-core rounding), tf32 for CUBLAS_COMPUTE_32F_FAST_TF32; bf16 takes
 // bf16 operands with fp32 accumulation and an fp32 result.
 #include "train_kernels.cuh"
+#include "cublas_lazy.cuh"
 
 int tr_mm(const tr_blas *b, int ta, int tb, int M, int N, int K, float alpha,
 	  const void *A, long long sA, const void *B, long long sB, float beta,
@@ -21,12 +22,12 @@ int tr_mm(const tr_blas *b, int ta, int tb, int M, int N, int K, float alpha,
 	cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 	int lda = ta ? M : K, ldb = tb ? K : N;
 	if (batch == 1)
-		BLAS_CHECK(cublasGemmEx(b->h, opb, opa, N, M, K, &alpha, B, ty,
+		BLAS_CHECK(at_cublas.gemm_ex(b->h, opb, opa, N, M, K, &alpha, B, ty,
 					ldb, A, ty, lda, &beta, C, CUDA_R_32F,
 					N, ct, CUBLAS_GEMM_DEFAULT),
 			   what);
 	else
-		BLAS_CHECK(cublasGemmStridedBatchedEx(
+		BLAS_CHECK(at_cublas.gemm_strided_batched_ex(
 				   b->h, opb, opa, N, M, K, &alpha, B, ty, ldb,
 				   sB, A, ty, lda, sA, &beta, C, CUDA_R_32F, N,
 				   sC, batch, ct, CUBLAS_GEMM_DEFAULT),

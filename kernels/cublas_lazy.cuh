@@ -1,0 +1,44 @@
+// cublas_lazy.cuh - cuBLAS, loaded when the first handle is made.
+//
+// Linked in, libcublas and libcublasLt cost every tool some 80 ms and
+// 200 MB of memory at start-up (their constructors touch a large data
+// segment), on every machine and whether or not it computes on a GPU: in a
+// six-stage pipeline on a CPU that is half a second.  So the tools are not
+// linked against cuBLAS; the eight functions they use are resolved from
+// the library the first time a handle is created.
+#ifndef ANDREA_CUBLAS_LAZY_CUH
+#define ANDREA_CUBLAS_LAZY_CUH
+
+#include <cublas_v2.h>
+
+// The C entry points (C++ also sees inline overloads of the two Ex calls
+// taking a cudaDataType compute type, hence the spelled-out types).
+typedef cublasStatus_t (*at_gemm_ex_fn)(
+	cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+	const void *, const void *, cudaDataType, int, const void *, cudaDataType,
+	int, const void *, void *, cudaDataType, int, cublasComputeType_t,
+	cublasGemmAlgo_t);
+typedef cublasStatus_t (*at_gemm_strided_batched_ex_fn)(
+	cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+	const void *, const void *, cudaDataType, int, long long, const void *,
+	cudaDataType, int, long long, const void *, void *, cudaDataType, int,
+	long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+struct at_cublas_api {
+	decltype(&cublasCreate_v2) create;
+	decltype(&cublasDestroy_v2) destroy;
+	decltype(&cublasSetMathMode) set_math_mode;
+	decltype(&cublasGetStatusString) status_string;
+	decltype(&cublasSgemm_v2) sgemm;
+	decltype(&cublasSgemmStridedBatched) sgemm_strided_batched;
+	at_gemm_ex_fn gemm_ex;
+	at_gemm_strided_batched_ex_fn gemm_strided_batched_ex;
+};
+
+extern at_cublas_api at_cublas;
+
+// Loads libcublas once.  Returns 0, or -1 with a one-line reason for
+// at_cuda_error().
+int at_cublas_load(void);
+
+#endif
