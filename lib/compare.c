@@ -91,11 +91,5 @@ void at_index_str(int rank, const uint64_t *dims, uint64_t flat, char *buf,
 		idx[i] = dims[i] ? flat % dims[i] : 0;
 		flat = dims[i] ? flat / dims[i] : 0;
 	}
-	size_t off = 0;
-	off += (size_t)snprintf(buf, len, "[");
-	for (int i = 0; i < rank && off < len; i++)
-		off += (size_t)snprintf(buf + off, len - off, "%s%llu",
-					i ? "," : "", (unsigned long long)idx[i]);
-	if (off < len)
-		snprintf(buf + off, len - off, "]");
+	at_shape_str(rank, idx, buf, len); /* an index prints like a shape */
 }
