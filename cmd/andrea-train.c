@@ -834,9 +834,10 @@ static void gpu_summary(trainer *tr)
 	tr_cuda_memory(tr->dev, &buf, &peak);
 	double tps = tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
 				   tr->st.seq / tr->train_time : 0.0;
-	fprintf(stderr, "%s: %ld steps on %s (%s): %.0f tokens/s, peak device "
+	fprintf(stderr, "%s: %ld steps on %s (%s%s): %.0f tokens/s, peak device "
 		"memory %.2f GiB (buffers %.2f GiB)\n", cli_prog, tr->steps_run,
-		tr_cuda_device_name(), tr_precision_name(tr->o->precision), tps,
+		tr_cuda_device_name(), tr_precision_name(tr->o->precision),
+		tr_cuda_gelu_fused(tr->dev) ? ", GELU fused" : "", tps,
 		peak / 1073741824.0, buf / 1073741824.0);
 }
 

@@ -4,12 +4,15 @@
 // 200 MB of memory at start-up (their constructors touch a large data
 // segment), on every machine and whether or not it computes on a GPU: in a
 // six-stage pipeline on a CPU that is half a second.  So the tools are not
-// linked against cuBLAS; the eight functions they use are resolved from
-// the library the first time a handle is created.
+// linked against cuBLAS; the functions they use are resolved from the
+// libraries the first time a handle is created: cuBLAS for every product,
+// cuBLASLt only where andrea-train fuses the GELU into a product's
+// epilogue.
 #ifndef ANDREA_CUBLAS_LAZY_CUH
 #define ANDREA_CUBLAS_LAZY_CUH
 
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 // The C entry points (C++ also sees inline overloads of the two Ex calls
 // taking a cudaDataType compute type, hence the spelled-out types).
@@ -35,10 +38,27 @@ struct at_cublas_api {
 	at_gemm_strided_batched_ex_fn gemm_strided_batched_ex;
 };
 
-extern at_cublas_api at_cublas;
+struct at_cublaslt_api {
+	decltype(&cublasLtCreate) create;
+	decltype(&cublasLtDestroy) destroy;
+	decltype(&cublasLtMatmulDescCreate) desc_create;
+	decltype(&cublasLtMatmulDescDestroy) desc_destroy;
+	decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+	decltype(&cublasLtMatrixLayoutCreate) layout_create;
+	decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+	decltype(&cublasLtMatmulPreferenceCreate) pref_create;
+	decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+	decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+	decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+	decltype(&cublasLtMatmul) matmul;
+};
 
-// Loads libcublas once.  Returns 0, or -1 with a one-line reason for
-// at_cuda_error().
+extern at_cublas_api at_cublas;
+extern at_cublaslt_api at_cublaslt;
+
+// Load libcublas (libcublasLt) once.  Return 0, or -1 with a one-line
+// reason for at_cuda_error().
 int at_cublas_load(void);
+int at_cublaslt_load(void);
 
 #endif

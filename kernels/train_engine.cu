@@ -32,6 +32,7 @@ struct tr_cuda {
 	tr_layer_off *layer; // host copy of the layout
 	size_t wte, wpe, lnfw, lnfb, lm_head;
 	tr_blas blas;
+	tr_gelu_mm *gelu_mm;             // NULL: the GELU is a kernel apart
 	void *bufs[MAX_BUFS]; // every device allocation, for freeing
 	int nbufs;
 	size_t bytes, peak_used;
@@ -52,7 +53,7 @@ struct tr_cuda {
 	float *att;                      // L x [B,H,T,T]
 	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
 	void *merged;                    // L x [BT,C] mm
-	float *fc;                       // L x [BT,F]
+	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
 	void *gelu;                      // L x [BT,F] mm
 	void *lnf;                       // [BT,C] mm
 	float *lnf_mean, *lnf_rstd;      // [BT]
@@ -109,6 +110,13 @@ static inline const void *W(const tr_cuda *d, size_t off)
 				  : (const void *)(d->p + off);
 }
 
+// Layer l's slice of the MLP's pre-activations.
+static inline void *fc_at(const tr_cuda *d, int l)
+{
+	size_t i = (size_t)l * d->B * d->T * 4 * d->cfg.d_model;
+	return d->gelu_mm ? mm_at(d, d->fc, i) : (void *)((float *)d->fc + i);
+}
+
 // Calls fn<bf16> or fn<float> on the mm buffer ptr.
 #define MM_CALL(d, fn, ptr, ...)                                        \
 	((d)->prec == TR_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
@@ -145,7 +153,8 @@ static int alloc_all(tr_cuda *d)
 	if (bf)
 		TRY(dalloc(d, &d->att16, L * TT, 2, "the bf16 attention weights"));
 	TRY(dalloc(d, &d->merged, L * BTC, mm, "the attention outputs"));
-	TRY(dalloc(d, &d->fc, L * BT * F, f, "the MLP activations"));
+	TRY(dalloc(d, &d->fc, L * BT * F, d->gelu_mm ? mm : f,
+		   "the MLP activations"));
 	TRY(dalloc(d, &d->gelu, L * BT * F, mm, "the MLP activations"));
 	TRY(dalloc(d, &d->lnf, BTC, mm, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
@@ -162,7 +171,8 @@ static int alloc_all(tr_cuda *d)
 		TRY(dalloc(d, &d->dr16, BTC, 2, "backward scratch"));
 	TRY(dalloc(d, &d->d_out, BTC, mm, "backward scratch"));
 	TRY(dalloc(d, &d->d_qkv, 3 * BTC, mm, "backward scratch"));
-	TRY(dalloc(d, &d->d_fc, BT * F, f, "backward scratch"));
+	if (!(bf && d->gelu_mm)) // else the fused backward writes d_fc16
+		TRY(dalloc(d, &d->d_fc, BT * F, f, "backward scratch"));
 	if (bf)
 		TRY(dalloc(d, &d->d_fc16, BT * F, 2, "backward scratch"));
 	TRY(dalloc(d, &d->d_att, TT, f, "the attention gradient"));
@@ -246,6 +256,19 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 	return 0;
 }
 
+// ANDREA_TRAIN_FUSE_GELU=0 keeps the GELU apart from the products (to
+// compare the two paths); anything else fuses where cuBLASLt can.
+static int gelu_fusion_wanted(void)
+{
+	const char *e = getenv("ANDREA_TRAIN_FUSE_GELU");
+	return !(e && strcmp(e, "0") == 0);
+}
+
+extern "C" int tr_cuda_gelu_fused(const tr_cuda *d)
+{
+	return d->gelu_mm != NULL;
+}
+
 extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 				const float *mom2, int B, int T, int precision)
 {
@@ -283,6 +306,12 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		tr_cuda_free(d);
 		return NULL;
 	}
+	if (gelu_fusion_wanted() &&
+	    tr_gelu_mm_new(&d->gelu_mm, precision, B * T, 4 * m->cfg.d_model,
+			   m->cfg.d_model) < 0) {
+		tr_cuda_free(d);
+		return NULL;
+	}
 	if (setup(d, m, mom1, mom2) < 0) {
 		char keep[512];
 		snprintf(keep, sizeof keep, "%s", at_cuda_error());
@@ -307,6 +336,7 @@ extern "C" void tr_cuda_free(tr_cuda *d)
 		cudaFreeHost(d->h_pos[s]);
 	}
 	cudaFreeHost(d->h_res);
+	tr_gelu_mm_free(d->gelu_mm);
 	if (d->blas.h)
 		at_cublas.destroy(d->blas.h);
 	free(d->h_cursor);
@@ -356,8 +386,7 @@ static int block_forward(tr_cuda *d, int l)
 	float *att = d->att + l * BH * TT;
 	bf16 *att16 = d->att16 ? d->att16 + l * BH * TT : NULL;
 	void *merged = mm_at(d, d->merged, l * BTC);
-	float *fc = d->fc + (size_t)l * BT * F;
-	void *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
+	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
 	size_t lr = (size_t)l * BT;
 	float scale = (float)(1.0 / sqrt((double)D));
 
@@ -379,9 +408,13 @@ static int block_forward(tr_cuda *d, int l)
 
 	TRY(MM_CALL(d, tr_layernorm_fwd, ln2, d->ln2_mean + lr, d->ln2_rstd + lr,
 		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C));
-	TRY(tr_mm(bl, 0, 0, BT, F, C, 1.0f, ln2, 0, W(d, o->fc), 0, 0.0f, fc, 0,
-		  1, "the MLP's first product"));
-	TRY(MM_CALL(d, tr_gelu_fwd, gelu, fc, (size_t)BT * F));
+	if (d->gelu_mm) {
+		TRY(tr_gelu_mm_fwd(d->gelu_mm, ln2, W(d, o->fc), gelu, fc));
+	} else {
+		TRY(tr_mm(bl, 0, 0, BT, F, C, 1.0f, ln2, 0, W(d, o->fc), 0,
+			  0.0f, (float *)fc, 0, 1, "the MLP's first product"));
+		TRY(MM_CALL(d, tr_gelu_fwd, gelu, (float *)fc, (size_t)BT * F));
+	}
 	CU_CHECK(cudaMemcpyAsync(xout, xm, BTC * sizeof *xm,
 				 cudaMemcpyDeviceToDevice), "the residual copy");
 	TRY(tr_mm(bl, 0, 0, BT, C, F, 1.0f, gelu, 0, W(d, o->proj), 0, 1.0f,
@@ -418,8 +451,7 @@ static int block_backward(tr_cuda *d, int l)
 	float *att = d->att + l * BH * TT;
 	void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
 	void *merged = mm_at(d, d->merged, l * BTC);
-	float *fc = d->fc + (size_t)l * BT * F;
-	void *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
+	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
 	size_t lr = (size_t)l * BT;
 	float scale = (float)(1.0 / sqrt((double)D));
 	float *g = d->g, *dr = d->d_resid;
@@ -431,9 +463,15 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(rc);
 	TRY(tr_mm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f, g + o->proj,
 		  0, 1, "the MLP's second product, backward"));
-	TRY(tr_mm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj), 0, 0.0f,
-		  d->d_fc, 0, 1, "the MLP's second product, backward"));
-	TRY(MM_CALL(d, tr_gelu_bwd, dfc_mm, fc, d->d_fc, (size_t)BT * F));
+	if (d->gelu_mm) {
+		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
+	} else {
+		TRY(tr_mm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj), 0,
+			  0.0f, d->d_fc, 0, 1,
+			  "the MLP's second product, backward"));
+		TRY(MM_CALL(d, tr_gelu_bwd, dfc_mm, (const float *)fc, d->d_fc,
+			    (size_t)BT * F));
+	}
 	TRY(tr_mm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f, g + o->fc,
 		  0, 1, "the MLP's first product, backward"));
 	TRY(tr_mm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0, 0.0f,

@@ -42,6 +42,22 @@ int tr_mm(const tr_blas *b, int ta, int tb, int M, int N, int K, float alpha,
 // dst[n] = bf16(src[n]).
 int tr_to_bf16(bf16 *dst, const float *src, size_t n);
 
+// ---- train_gelu_mm.cu: the MLP's first product with GELU fused ----
+
+typedef struct tr_gelu_mm tr_gelu_mm;
+// Plans the fused products for A [M,K] and outputs [M,N] in precision
+// prec.  *g is NULL (and 0 returned) where cuBLASLt is missing or has no
+// algorithm for them: the caller then multiplies and applies the GELU
+// apart.
+int tr_gelu_mm_new(tr_gelu_mm **g, int prec, int M, int N, int K);
+void tr_gelu_mm_free(tr_gelu_mm *g);
+// pre = A.B and out = GELU(pre), B stored [K,N]; all mm buffers.
+int tr_gelu_mm_fwd(tr_gelu_mm *g, const void *A, const void *B, void *out,
+		   void *pre);
+// dpre = (dout.W^T) * GELU'(pre), W stored [N,K]; all mm buffers.
+int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
+		   const void *pre, void *dpre);
+
 // ---- train_norm.cu: LayerNorm ----
 
 // out = LN(in) * w + b over rows of C (out an mm buffer), with each row's

@@ -72,6 +72,10 @@ int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
  * count too) at any tr_cuda_finish so far. */
 void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use);
 
+/* 1 when the MLP's first product applies the GELU in its epilogue
+ * (cuBLASLt), forward and backward; 0 when a kernel apart does. */
+int tr_cuda_gelu_fused(const tr_cuda *d);
+
 /* The CUDA device's name, for the report; "" without one. */
 const char *tr_cuda_device_name(void);
 

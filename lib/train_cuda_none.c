@@ -66,6 +66,11 @@ void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use)
 	*buffers = *peak_in_use = 0;
 }
 
+int tr_cuda_gelu_fused(const tr_cuda *d)
+{
+	return 0;
+}
+
 const char *tr_cuda_device_name(void)
 {
 	return "";

@@ -38,34 +38,59 @@ def rel(a, b):
     return np.linalg.norm(a - b) / den if den > 0 else np.linalg.norm(a)
 
 
-def grads(tmp, model, data, device, precision="fp32", tag=""):
+def grads(tmp, model, data, device, precision="fp32", tag="", env=None):
     out = os.path.join(tmp, f"g-{device}-{precision}{tag}.ats")
-    run("train", "-m", model, "--data", data, "--steps", 1, "--batch", 3,
+    p = run("train", "-m", model, "--data", data, "--steps", 1, "--batch", 3,
         "--seq", 32, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
         "--threads", 2, "--device", device, "--precision", precision,
         "--dump-grads", out, "-o", os.path.join(tmp, f"m-{device}.ats"),
-        check=0)
+        env=env, check=0)
     loss = float(records(out)[0][1]["loss"])
     g = read_params(tmp, out, f"g{device}{precision}{tag}")
-    return loss, g
+    return loss, g, p.stderr.decode()
 
 
+# the GELU in the MLP product's epilogue (cuBLASLt; d_model = 64 allows
+# it), and a kernel apart (ANDREA_TRAIN_FUSE_GELU=0)
+FUSION = {"fused": {}, "unfused": {"ANDREA_TRAIN_FUSE_GELU": "0"}}
+
+
+@pytest.mark.parametrize("fusion", FUSION)
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
-def test_gradients_match_the_cpu(tmp_path, precision):
+def test_gradients_match_the_cpu(tmp_path, precision, fusion):
     rng = np.random.default_rng(11)
     model, _ = write_model(tmp_path, rng, CFG)
     data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
-    lc, gc = grads(tmp_path, model, data, "cpu")
-    lg, gg = grads(tmp_path, model, data, "cuda", precision)
+    lc, gc, _ = grads(tmp_path, model, data, "cpu")
+    lg, gg, err = grads(tmp_path, model, data, "cuda", precision,
+                        env=FUSION[fusion])
+    # the report says which path ran
+    assert ("GELU fused" in err) == (fusion == "fused"), err
     assert np.array_equal(gc.pop("tokens"), gg.pop("tokens"))
     assert set(gc) == set(gg)
     errs = {k: rel(gg[k], gc[k]) for k in gc}
     worst = max(errs, key=errs.get)
-    print(f"{precision}: loss cpu {lc:.8f} gpu {lg:.8f} "
+    print(f"{precision} {fusion}: loss cpu {lc:.8f} gpu {lg:.8f} "
           f"(rel {abs(lg - lc) / lc:.2e}); worst gradient {worst} "
           f"{errs[worst]:.2e}, median {np.median(list(errs.values())):.2e}")
     assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
     bad = {k: v for k, v in errs.items() if not v <= GRAD_TOL[precision]}
+    assert not bad, bad
+
+
+def test_odd_width_keeps_the_gelu_apart(tmp_path):
+    # d_model = 9: the MLP is 36 wide, not a multiple of 8, which cuBLASLt's
+    # GELU epilogue needs; the engine falls back to the separate kernel
+    cfg = dict(n_layer=1, n_head=3, d_model=9, ctx=32, vocab=67)
+    rng = np.random.default_rng(17)
+    model, _ = write_model(tmp_path, rng, cfg)
+    data = tokens_file(tmp_path, rng.integers(0, cfg["vocab"], 2000))
+    lc, gc, _ = grads(tmp_path, model, data, "cpu")
+    lg, gg, err = grads(tmp_path, model, data, "cuda")
+    assert "GELU fused" not in err, err
+    assert abs(lg - lc) <= LOSS_TOL["fp32"] * abs(lc)
+    gc.pop("tokens"), gg.pop("tokens")
+    bad = {k: rel(gg[k], gc[k]) for k in gc if not rel(gg[k], gc[k]) <= 1e-4}
     assert not bad, bad
 
 

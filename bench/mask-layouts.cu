@@ -1,0 +1,265 @@
+// mask-layouts.cu - why the causal mask writes slower than a copy, and which
+// store layout closes the gap.  A standalone experiment (make bench-mask on
+// a GPU machine): each variant fills the masked triangle (j > i) of
+// B*H = 96 matrices of 1024 x 1024 floats with -inf, timed with CUDA events
+// (median of 50, rotating over 4 buffers so the 50 MB L2 holds none of
+// it), checked against a host reference; bandwidth counts the bytes each
+// variant writes, beside a device-to-device copy (read + write) and a
+// memset of the triangle's byte count.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#define BH 96
+#define T 1024
+#define NBUF 4
+#define REPS 50
+
+#define CK(call)                                                           \
+	do {                                                               \
+		cudaError_t e_ = (call);                                   \
+		if (e_ != cudaSuccess) {                                   \
+			fprintf(stderr, "%s: %s\n", #call,                 \
+				cudaGetErrorString(e_));                   \
+			exit(1);                                           \
+		}                                                          \
+	} while (0)
+
+// (a) the shipped layout (kernels/mask.cu): a block per row, a thread per
+// float4 slot from the one holding column r+1: warps' 512-byte spans start
+// 16-byte aligned, so most straddle five 128-byte lines.
+__global__ void rows16(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (unsigned row = blockIdx.x; row < BH * T; row += gridDim.x) {
+		int r = row % T;
+		float *p = s + (size_t)row * T;
+		int first = (r + 1) / 4, n = T / 4 - first;
+		for (int k = threadIdx.x; k < n; k += blockDim.x) {
+			int j = (first + k) * 4;
+			if (j > r)
+				__stcs((float4 *)(p + j), f4);
+			else
+				for (int e = r + 1; e < j + 4; e++)
+					p[e] = fill;
+		}
+	}
+}
+
+// (b) a block per row, thread t on float4 t of the row: every warp's stores
+// cover one aligned 512-byte span (lanes before the diagonal idle), so
+// each 128-byte line is written by one instruction.  STREAM picks
+// streaming (evict-first) or ordinary stores.
+template <bool STREAM>
+__global__ void rows_aligned(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (unsigned row = blockIdx.x; row < BH * T; row += gridDim.x) {
+		int r = row % T;
+		float *p = s + (size_t)row * T;
+		for (int k = threadIdx.x + ((r + 1) / 128) * 32; k < T / 4;
+		     k += blockDim.x) {
+			int j = k * 4;
+			if (j > r) {
+				if (STREAM)
+					__stcs((float4 *)(p + j), f4);
+				else
+					*(float4 *)(p + j) = f4;
+			} else if (j + 3 > r) {
+				for (int e = r + 1; e < j + 4; e++)
+					p[e] = fill;
+			}
+		}
+	}
+}
+
+// (c) as (b), a block per pair of rows r and T-1-r (equal work per block).
+__global__ void pairs_aligned(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (unsigned pr = blockIdx.x; pr < BH * T / 2; pr += gridDim.x) {
+		unsigned m = pr / (T / 2);
+		int r0 = pr % (T / 2);
+		for (int h = 0; h < 2; h++) {
+			int r = h ? T - 1 - r0 : r0;
+			float *p = s + ((size_t)m * T + r) * T;
+			for (int k = threadIdx.x + ((r + 1) / 128) * 32; k < T / 4;
+			     k += blockDim.x) {
+				int j = k * 4;
+				if (j > r)
+					__stcs((float4 *)(p + j), f4);
+				else if (j + 3 > r)
+					for (int e = r + 1; e < j + 4; e++)
+						p[e] = fill;
+			}
+		}
+	}
+}
+
+// (d) a probe, not a mask: each row from the 128-byte line after the
+// diagonal (every span aligned, no partial line); bytes counted as written.
+__global__ void probe_aligned_starts(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (unsigned row = blockIdx.x; row < BH * T; row += gridDim.x) {
+		int r = row % T;
+		float *p = s + (size_t)row * T;
+		for (int k = threadIdx.x + ((r + 32) / 32) * 8; k < T / 4;
+		     k += blockDim.x)
+			__stcs((float4 *)(p + k * 4), f4);
+	}
+}
+
+// (e) a probe: the right half of every row (same bytes as the triangle,
+// equal rows, 2 KiB aligned).
+__global__ void probe_half_rows(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (unsigned row = blockIdx.x; row < BH * T; row += gridDim.x) {
+		float *p = s + (size_t)row * T + T / 2;
+		for (int k = threadIdx.x; k < T / 8; k += blockDim.x)
+			__stcs((float4 *)(p + k * 4), f4);
+	}
+}
+
+// (f) tiles: a block per 32-row band of one matrix, walking its masked
+// part column tile by column tile, so consecutive stores of a block stay
+// within a few DRAM pages (rows of a band are 4 KiB apart).
+__global__ void bands(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const int band = 32;
+	for (unsigned b = blockIdx.x; b < BH * (T / band); b += gridDim.x) {
+		unsigned m = b / (T / band);
+		int r0 = (b % (T / band)) * band;
+		float *mat = s + (size_t)m * T * T;
+		// float4 k of row r0 + i; k from the line holding column r0+1
+		int k0 = ((r0 + 1) / 32) * 8, width = T / 4 - k0;
+		for (int idx = threadIdx.x; idx < band * width; idx += blockDim.x) {
+			int i = idx / width, k = k0 + idx % width, r = r0 + i;
+			int j = k * 4;
+			float *p = mat + (size_t)r * T;
+			if (j > r)
+				__stcs((float4 *)(p + j), f4);
+			else if (j + 3 > r)
+				for (int e = r + 1; e < j + 4; e++)
+					p[e] = fill;
+		}
+	}
+}
+
+static float median(std::vector<float> v)
+{
+	std::sort(v.begin(), v.end());
+	return v[v.size() / 2];
+}
+
+template <class F>
+static float time_ms(F launch)
+{
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int i = 0; i < 3; i++)
+		launch(i % NBUF);
+	std::vector<float> t;
+	for (int i = 0; i < REPS; i++) {
+		CK(cudaEventRecord(a));
+		launch(i % NBUF);
+		CK(cudaEventRecord(b));
+		CK(cudaEventSynchronize(b));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, a, b));
+		t.push_back(ms);
+	}
+	CK(cudaGetLastError());
+	return median(t);
+}
+
+// Poisons buf with random finite values, runs the kernel once, and checks
+// the triangle is -inf and the rest untouched.
+static bool check(void (*k)(float *, float), float *buf, unsigned grid,
+		  unsigned threads)
+{
+	size_t n = (size_t)4 * T * T; // 4 matrices are enough for the pattern
+	std::vector<float> h(n), got(n);
+	for (auto &x : h)
+		x = rand() / (float)RAND_MAX + 0.5f;
+	CK(cudaMemcpy(buf, h.data(), n * 4,
+		      cudaMemcpyHostToDevice));
+	k<<<grid, threads>>>(buf, -INFINITY);
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(got.data(), buf, n * 4, cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < n; i++) {
+		int r = (i / T) % T, c = i % T;
+		float want = c > r ? -INFINITY : h[i];
+		if (memcmp(&want, &got[i], 4))
+			return false;
+	}
+	return true;
+}
+
+int main()
+{
+	size_t n = (size_t)BH * T * T, bytes = n * 4;
+	float *buf[NBUF];
+	for (auto &b : buf) {
+		CK(cudaMalloc(&b, bytes));
+		CK(cudaMemset(b, 0x3f, bytes));
+	}
+	double tri = (double)BH * T * (T - 1) / 2 * 4;
+	int sms;
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	float copy = time_ms([&](int i) {
+		CK(cudaMemcpyAsync(buf[(i + 1) % NBUF], buf[i], bytes,
+				   cudaMemcpyDeviceToDevice));
+	});
+	double copy_bw = 2.0 * bytes / copy / 1e6;
+	printf("copy (read+write) %.1f GB/s\n", copy_bw);
+	float ms = time_ms([&](int i) {
+		CK(cudaMemsetAsync(buf[i], 0xff, (size_t)tri));
+	});
+	printf("%-34s %7.4f ms %7.1f GB/s %5.1f%% of copy\n",
+	       "memset, triangle's bytes", ms, tri / ms / 1e6,
+	       100 * tri / ms / 1e6 / copy_bw);
+
+	struct variant {
+		const char *name;
+		void (*k)(float *, float);
+		unsigned grid, threads;
+		double bytes;
+		bool is_mask;
+	} vs[] = {
+		{"(a) rows16 (shipped)", rows16, BH * T, 256, tri, true},
+		{"(b) rows aligned, streaming", rows_aligned<true>, BH * T, 256, tri, true},
+		{"(b') rows aligned, plain stores", rows_aligned<false>, BH * T, 256, tri, true},
+		{"(b'') rows aligned, 128 threads", rows_aligned<true>, BH * T, 128, tri, true},
+		{"(b3) rows aligned, grid 8 x SMs", rows_aligned<true>, 8u * sms, 256, tri, true},
+		{"(c) row pairs aligned", pairs_aligned, BH * T / 2, 256, tri, true},
+		{"(f) 32-row bands", bands, BH * T / 32, 512, tri, true},
+		{"(d) probe: aligned starts", probe_aligned_starts, BH * T, 256, 0, false},
+		{"(e) probe: right half rows", probe_half_rows, BH * T, 128,
+		 (double)BH * T * T / 2 * 4, false},
+	};
+	for (auto &v : vs) {
+		if (v.is_mask && !check(v.k, buf[0], v.grid, v.threads)) {
+			printf("%-34s WRONG\n", v.name);
+			continue;
+		}
+		double b = v.bytes;
+		if (b == 0) // the aligned-start probe: count what it writes
+			for (int r = 0; r < T; r++)
+				b += (double)BH * (T - ((r + 32) / 32) * 32) * 4;
+		float t = time_ms([&](int i) {
+			v.k<<<v.grid, v.threads>>>(buf[i], -INFINITY);
+		});
+		printf("%-34s %7.4f ms %7.1f GB/s %5.1f%% of copy\n", v.name, t,
+		       b / t / 1e6, 100 * b / t / 1e6 / copy_bw);
+	}
+	return 0;
+}
