@@ -153,6 +153,87 @@ __global__ void bands(float *s, float fill)
 	}
 }
 
+// (g) the bulk copy engine: the block's shared memory holds a row of -inf;
+// each thread takes a row and stores its 16-byte-aligned masked body with
+// one cp.async.bulk (the one to three elements before it by hand).
+__global__ void rows_bulk(float *s, float fill)
+{
+	__shared__ __align__(128) float inf_row[T];
+	for (int i = threadIdx.x; i < T; i += blockDim.x)
+		inf_row[i] = fill;
+	asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+	__syncthreads();
+	unsigned src = (unsigned)__cvta_generic_to_shared(inf_row);
+	for (unsigned row = blockIdx.x * blockDim.x + threadIdx.x; row < BH * T;
+	     row += gridDim.x * blockDim.x) {
+		int r = row % T, a = (r + 4) / 4 * 4; // first 16-byte slot past r
+		float *p = s + (size_t)row * T;
+		for (int e = r + 1; e < a && e < T; e++)
+			p[e] = fill;
+		unsigned bytes = (unsigned)(T - a) * 4;
+		if (bytes)
+			asm volatile("cp.async.bulk.global.shared::cta.bulk_group"
+				     " [%0], [%1], %2;"
+				     :: "l"(p + a), "r"(src), "r"(bytes)
+				     : "memory");
+	}
+	asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+	asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+// (h) a warp per row, each lane four float4 per pass (16-byte aligned
+// spans, 2 KiB a pass): fewer, fuller blocks than a block per row.
+__global__ void warp_rows4(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	int lane = threadIdx.x % 32;
+	for (unsigned row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	     row < BH * T; row += gridDim.x * (blockDim.x / 32)) {
+		int r = row % T;
+		float *p = s + (size_t)row * T;
+		int first = (r + 1) / 4;
+#pragma unroll
+		for (int u = 0; u < T / 4 / 128 + 1; u++) {
+			int k = first + u * 128 + lane;
+#pragma unroll
+			for (int q = 0; q < 4; q++, k += 32) {
+				if (k >= T / 4)
+					break;
+				int j = k * 4;
+				if (j > r)
+					*(float4 *)(p + j) = f4;
+				else
+					for (int e = r + 1; e < j + 4; e++)
+						p[e] = fill;
+			}
+		}
+	}
+}
+
+// (p1) a calibration: the triangle's byte count written contiguously by a
+// grid-stride float4 kernel of ours, to compare with cudaMemset.
+__global__ void probe_contiguous(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	size_t n4 = (size_t)BH * T * (T - 1) / 2 / 4;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+	     i += (size_t)gridDim.x * blockDim.x)
+		((float4 *)s)[i] = f4;
+}
+
+// (p2) a probe: full rows, the first half of each matrix's rows (same
+// bytes as the triangle, 2 MiB contiguous runs).
+__global__ void probe_half_matrix(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (unsigned row = blockIdx.x; row < BH * T / 2; row += gridDim.x) {
+		unsigned m = row / (T / 2), r = row % (T / 2);
+		float *p = s + ((size_t)m * T + r) * T;
+		for (int k = threadIdx.x; k < T / 4; k += blockDim.x)
+			((float4 *)p)[k] = f4;
+	}
+}
+
 static float median(std::vector<float> v)
 {
 	std::sort(v.begin(), v.end());
@@ -242,8 +323,17 @@ int main()
 		{"(b3) rows aligned, grid 8 x SMs", rows_aligned<true>, 8u * sms, 256, tri, true},
 		{"(c) row pairs aligned", pairs_aligned, BH * T / 2, 256, tri, true},
 		{"(f) 32-row bands", bands, BH * T / 32, 512, tri, true},
+		{"(g) rows by cp.async.bulk, 4xSMs", rows_bulk, 4u * sms, 128, tri, true},
+		{"(g') rows by cp.async.bulk, 16xSMs", rows_bulk, 16u * sms, 64, tri, true},
+		{"(h) warp per row, 4 float4/lane", warp_rows4, BH * T / 8, 256, tri, true},
+		{"(h') as (h), grid 16 x SMs", warp_rows4, 16u * sms, 256, tri, true},
+		{"(p1) probe: contiguous, ours", probe_contiguous, 16u * sms, 256, tri, false},
+		{"(p2) probe: first half of rows", probe_half_matrix, BH * T / 2, 256,
+		 (double)BH * T * T / 2 * 4, false},
 		{"(d) probe: aligned starts", probe_aligned_starts, BH * T, 256, 0, false},
 		{"(e) probe: right half rows", probe_half_rows, BH * T, 128,
+		 (double)BH * T * T / 2 * 4, false},
+		{"(e') as (e), 256 threads", probe_half_rows, BH * T, 256,
 		 (double)BH * T * T / 2 * 4, false},
 	};
 	for (auto &v : vs) {

@@ -51,8 +51,9 @@ def grads(tmp, model, data, device, precision="fp32", tag="", env=None):
 
 
 # the GELU in the MLP product's epilogue (cuBLASLt; d_model = 64 allows
-# it), and a kernel apart (ANDREA_TRAIN_FUSE_GELU=0)
-FUSION = {"fused": {}, "unfused": {"ANDREA_TRAIN_FUSE_GELU": "0"}}
+# it), and a kernel apart; by default andrea-train fuses in bf16 only
+FUSION = {"fused": {"ANDREA_TRAIN_FUSE_GELU": "1"},
+          "unfused": {"ANDREA_TRAIN_FUSE_GELU": "0"}}
 
 
 @pytest.mark.parametrize("fusion", FUSION)
@@ -86,7 +87,7 @@ def test_odd_width_keeps_the_gelu_apart(tmp_path):
     model, _ = write_model(tmp_path, rng, cfg)
     data = tokens_file(tmp_path, rng.integers(0, cfg["vocab"], 2000))
     lc, gc, _ = grads(tmp_path, model, data, "cpu")
-    lg, gg, err = grads(tmp_path, model, data, "cuda")
+    lg, gg, err = grads(tmp_path, model, data, "cuda", env=FUSION["fused"])
     assert "GELU fused" not in err, err
     assert abs(lg - lc) <= LOSS_TOL["fp32"] * abs(lc)
     gc.pop("tokens"), gg.pop("tokens")
@@ -121,6 +122,7 @@ def test_ten_step_loss_curves_agree(tmp_path):
         assert all("device_peak" in g for g in gpu)
         last = p.stderr.decode().strip().splitlines()[-1]
         assert "tokens/s, peak device memory" in last and precision in last
+        assert ("GELU fused" in last) == (precision == "bf16"), last
 
 
 def test_checkpoints_move_between_cpu_and_gpu(tmp_path):
