@@ -234,6 +234,20 @@ __global__ void probe_half_matrix(float *s, float fill)
 	}
 }
 
+// (p3) a probe: ON bytes written, then OFF skipped, over the whole buffer
+// (the triangle's byte count when ON == OFF).
+template <int ON, int OFF>
+__global__ void probe_stripes(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const size_t per = ON / 16, n4 = (size_t)BH * T * T / 4 / 2;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t run = i / per, k = i % per;
+		((float4 *)s)[run * (ON + OFF) / 16 + k] = f4;
+	}
+}
+
 static float median(std::vector<float> v)
 {
 	std::sort(v.begin(), v.end());
@@ -330,6 +344,12 @@ int main()
 		{"(p1) probe: contiguous, ours", probe_contiguous, 16u * sms, 256, tri, false},
 		{"(p2) probe: first half of rows", probe_half_matrix, BH * T / 2, 256,
 		 (double)BH * T * T / 2 * 4, false},
+		{"(p3) probe: 512 B on / 512 off", probe_stripes<512, 512>, 16u * sms, 256, tri + 0.5 * (BH * T * 4.0), false},
+		{"(p3) probe: 1 KiB on / 1 off", probe_stripes<1024, 1024>, 16u * sms, 256, tri + 0.5 * (BH * T * 4.0), false},
+		{"(p3) probe: 2 KiB on / 2 off", probe_stripes<2048, 2048>, 16u * sms, 256, tri + 0.5 * (BH * T * 4.0), false},
+		{"(p3) probe: 4 KiB on / 4 off", probe_stripes<4096, 4096>, 16u * sms, 256, tri + 0.5 * (BH * T * 4.0), false},
+		{"(p3) probe: 16 KiB on / 16 off", probe_stripes<16384, 16384>, 16u * sms, 256, tri + 0.5 * (BH * T * 4.0), false},
+		{"(p3) probe: 64 KiB on / 64 off", probe_stripes<65536, 65536>, 16u * sms, 256, tri + 0.5 * (BH * T * 4.0), false},
 		{"(d) probe: aligned starts", probe_aligned_starts, BH * T, 256, 0, false},
 		{"(e) probe: right half rows", probe_half_rows, BH * T, 128,
 		 (double)BH * T * T / 2 * 4, false},

@@ -3,8 +3,8 @@
 // T(T-1)/2 floats per matrix.
 //
 // When T % 4 == 0 and s is 16-byte aligned, a block fills each row, a
-// thread per float4 (mask_rows4_kernel, below); streaming stores, the
-// float4 that holds the diagonal written element by element.
+// thread per float4 (mask_rows4_kernel, below), the float4 that holds the
+// diagonal written element by element.
 // Otherwise one warp fills a pair of rows, r and T-1-r, whose masked parts
 // hold T-1 elements together: scalars up to a 16-byte boundary, then
 // float4s, then the scalars left over, with the alignment taken from the
@@ -60,7 +60,7 @@ __device__ static inline void fill_slot(float *row, int r, int k, float4 f4,
 {
 	int j = ((r + 1) / 4 + k) * 4;
 	if (j > r) {
-		__stcs((float4 *)(row + j), f4);
+		*(float4 *)(row + j) = f4;
 		return;
 	}
 	for (int e = r + 1; e < j + 4; e++)
@@ -68,16 +68,16 @@ __device__ static inline void fill_slot(float *row, int r, int k, float4 f4,
 }
 
 // T % 4 == 0 and s 16-byte aligned: a block per row, a thread per float4
-// slot of the row's masked part.
+// slot of the row's masked part.  Plain stores: streaming ones (__stcs)
+// measured 8% slower.
 //
-// Measured on an H200 (exp. 2026-11-29, B*H=96, T=1024): this kernel and
-// four other layouts of the same stores (a warp or a block per row pair, a
-// flat index over pairs' slots, a flat index over the triangle in row
-// order) all reach 2.5-2.9 TB/s, 60-69% of a device-to-device copy, while
-// a memset of the same number of bytes reaches 4.2 TB/s and writing the
-// right half of every row (a rectangle, same bytes) 4.0 TB/s.  What costs
-// is the triangle itself: a quarter of its rows write less than 1 KiB
-// each, scattered one row apart, so DRAM pages open for little data.
+// bench/mask-layouts.cu times this layout against a dozen others and
+// against probes that write other shapes of the same byte count
+// (bench/README.md has the figures): every layout of the triangle stays
+// at 50-65% of a device-to-device copy, while the same bytes written as
+// whole rows reach 97% and as the right half of every row 74%.  The cost
+// is the shape itself, rows written in part with the rest of each 4 KiB
+// row skipped, not the order or width of the stores.
 __global__ static void mask_rows4_kernel(float *s, int T, unsigned rows,
 					 float fill)
 {
