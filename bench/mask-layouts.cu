@@ -13,7 +13,13 @@
 #include <cstring>
 #include <vector>
 
+#include <functional>
+
 #include <cuda_runtime.h>
+
+extern "C" {
+#include "ops_cuda.h"
+}
 
 #define BH 96
 #define T 1024
@@ -30,7 +36,7 @@
 		}                                                          \
 	} while (0)
 
-// (a) the shipped layout (kernels/mask.cu): a block per row, a thread per
+// (a) the layout shipped until 2026-11-29: a block per row, a thread per
 // float4 slot from the one holding column r+1: warps' 512-byte spans start
 // 16-byte aligned, so most straddle five 128-byte lines.
 __global__ void rows16(float *s, float fill)
@@ -278,8 +284,22 @@ static float time_ms(F launch)
 
 // Poisons buf with random finite values, runs the kernel once, and checks
 // the triangle is -inf and the rest untouched.
-static bool check(void (*k)(float *, float), float *buf, unsigned grid,
-		  unsigned threads)
+typedef void (*kernel)(float *, float);
+
+// Runs variant k, or the library's at_cuda_mask_causal where k is NULL.
+static void launch(kernel k, float *buf, unsigned grid, unsigned threads)
+{
+	if (!k) {
+		if (at_cuda_mask_causal(buf, BH, T, -INFINITY) < 0) {
+			fprintf(stderr, "%s\n", at_cuda_error());
+			exit(1);
+		}
+		return;
+	}
+	k<<<grid, threads>>>(buf, -INFINITY);
+}
+
+static bool check(kernel k, float *buf, unsigned grid, unsigned threads)
 {
 	size_t n = (size_t)4 * T * T; // 4 matrices are enough for the pattern
 	std::vector<float> h(n), got(n);
@@ -287,7 +307,7 @@ static bool check(void (*k)(float *, float), float *buf, unsigned grid,
 		x = rand() / (float)RAND_MAX + 0.5f;
 	CK(cudaMemcpy(buf, h.data(), n * 4,
 		      cudaMemcpyHostToDevice));
-	k<<<grid, threads>>>(buf, -INFINITY);
+	launch(k, buf, grid, threads);
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(got.data(), buf, n * 4, cudaMemcpyDeviceToHost));
 	for (size_t i = 0; i < n; i++) {
@@ -325,12 +345,13 @@ int main()
 
 	struct variant {
 		const char *name;
-		void (*k)(float *, float);
+		kernel k;
 		unsigned grid, threads;
 		double bytes;
 		bool is_mask;
 	} vs[] = {
-		{"(a) rows16 (shipped)", rows16, BH * T, 256, tri, true},
+		{"(s) shipped: at_cuda_mask_causal", nullptr, 0, 0, tri, true},
+		{"(a) rows16 (shipped before)", rows16, BH * T, 256, tri, true},
 		{"(b) rows aligned, streaming", rows_aligned<true>, BH * T, 256, tri, true},
 		{"(b') rows aligned, plain stores", rows_aligned<false>, BH * T, 256, tri, true},
 		{"(b'') rows aligned, 128 threads", rows_aligned<true>, BH * T, 128, tri, true},
@@ -366,7 +387,7 @@ int main()
 			for (int r = 0; r < T; r++)
 				b += (double)BH * (T - ((r + 32) / 32) * 32) * 4;
 		float t = time_ms([&](int i) {
-			v.k<<<v.grid, v.threads>>>(buf[i], -INFINITY);
+			launch(v.k, buf[i], v.grid, v.threads);
 		});
 		printf("%-34s %7.4f ms %7.1f GB/s %5.1f%% of copy\n", v.name, t,
 		       b / t / 1e6, 100 * b / t / 1e6 / copy_bw);

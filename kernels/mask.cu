@@ -2,8 +2,8 @@
 // the masked triangle is written and nothing is read, so the kernel moves
 // T(T-1)/2 floats per matrix.
 //
-// When T % 4 == 0 and s is 16-byte aligned, a block fills each row, a
-// thread per float4 (mask_rows4_kernel, below), the float4 that holds the
+// When T % 4 == 0 and s is 16-byte aligned, a flat grid stores the
+// triangle's float4s (mask_flat4_kernel, below), the float4 that holds the
 // diagonal written element by element.
 // Otherwise one warp fills a pair of rows, r and T-1-r, whose masked parts
 // hold T-1 elements together: scalars up to a 16-byte boundary, then
@@ -46,59 +46,79 @@ __global__ static void mask_kernel(float *s, int T, size_t pairs, float fill)
 	}
 }
 
-// The float4 slots of row r's masked part: the float4 holding column r+1
-// up to the last one.
-__device__ static inline int row_slots(int r, int T)
+// Slots (float4s) in the masked parts of rows 0..r-1 of a matrix, row i
+// holding T/4 - (i+1)/4 of them: from the float4 that holds column i+1 to
+// the end of the row.
+__host__ __device__ static inline long long slots_before(long long r, long long T4)
 {
-	return T / 4 - (r + 1) / 4;
+	long long q = r / 4, rem = r % 4;
+	return r * T4 - 2 * q * (q - 1) - q * (rem + 1);
 }
 
-// Writes slot k of row r of one matrix: a whole float4 when it lies past
-// the diagonal, else the one to three elements of it beyond column r.
-__device__ static inline void fill_slot(float *row, int r, int k, float4 f4,
-					float fill)
-{
-	int j = ((r + 1) / 4 + k) * 4;
-	if (j > r) {
-		*(float4 *)(row + j) = f4;
-		return;
-	}
-	for (int e = r + 1; e < j + 4; e++)
-		row[e] = fill;
-}
-
-// T % 4 == 0 and s 16-byte aligned: a block per row, a thread per float4
-// slot of the row's masked part.  Plain stores: streaming ones (__stcs)
-// measured 8% slower.
+// T % 4 == 0 and s 16-byte aligned: the masked slots of each matrix
+// numbered row after row, and every thread of a grid of about 16 blocks
+// per multiprocessor stores one slot per pass (a whole float4 past the
+// diagonal, else the one to three elements of it beyond column r).  The
+// row of slot f comes from inverting slots_before, about
+// r = T - sqrt(T^2 - 8f), then a step or two to make it exact.
 //
-// bench/mask-layouts.cu times this layout against a dozen others and
-// against probes that write other shapes of the same byte count
-// (bench/README.md has the figures): every layout of the triangle stays
-// at 50-65% of a device-to-device copy, while the same bytes written as
-// whole rows reach 97% and as the right half of every row 74%.  The cost
-// is the shape itself, rows written in part with the rest of each 4 KiB
-// row skipped, not the order or width of the stores.
-__global__ static void mask_rows4_kernel(float *s, int T, unsigned rows,
+// The layout is what matters (bench/mask-layouts.cu, figures in
+// bench/README.md): a block per row leaves most threads of the short rows
+// idle and spends its time starting blocks (59-64% of a device-to-device
+// copy on an H200, and a dozen variants of it no better), while a grid
+// where every thread stores on every pass writes the triangle as fast as
+// it writes any half of the matrix.
+__global__ static void mask_flat4_kernel(float *s, int T, unsigned BH,
 					 float fill)
 {
 	float4 f4 = make_float4(fill, fill, fill, fill);
-	for (unsigned row = blockIdx.x; row < rows; row += gridDim.x) {
-		int r = (int)(row % (unsigned)T);
-		float *p = s + (size_t)row * T;
-		int n = row_slots(r, T);
-		for (int slot = threadIdx.x; slot < n; slot += blockDim.x)
-			fill_slot(p, r, slot, f4, fill);
+	long long T4 = T / 4, per = slots_before(T, T4);
+	long long stride = (long long)gridDim.x * blockDim.x;
+	for (unsigned m = blockIdx.y; m < BH; m += gridDim.y) {
+		float *mat = s + (size_t)m * T * T;
+		for (long long f = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+		     f < per; f += stride) {
+			long long r = (long long)(T - sqrtf((float)T * T - 8.0f * f));
+			r = r < 0 ? 0 : r > T - 1 ? T - 1 : r;
+			while (r > 0 && slots_before(r, T4) > f)
+				r--;
+			while (slots_before(r + 1, T4) <= f)
+				r++;
+			long long j = 4 * ((r + 1) / 4 + (f - slots_before(r, T4)));
+			float *row = mat + (size_t)r * T;
+			if (j > r)
+				*(float4 *)(row + j) = f4;
+			else
+				for (long long e = r + 1; e < j + 4; e++)
+					row[e] = fill;
+		}
 	}
+}
+
+// Blocks of 256 for the flat kernel: about 16 per multiprocessor over all
+// the matrices, at least one per matrix (up to 65535), none idle.
+static dim3 flat_grid(long long slots_per_matrix, int BH)
+{
+	static int sms;
+	if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+					   0) != cudaSuccess)
+		sms = 132;
+	unsigned gy = BH < 65535 ? (unsigned)BH : 65535u;
+	long long gx = (16LL * sms + gy - 1) / gy;
+	long long most = (slots_per_matrix + 255) / 256;
+	if (gx > most)
+		gx = most;
+	return dim3((unsigned)(gx > 0 ? gx : 1), gy);
 }
 
 extern "C" int at_cuda_mask_causal(float *s, int BH, int T, float fill)
 {
 	if (BH == 0 || T < 2)
 		return 0;
-	size_t rows = (size_t)BH * T;
-	if (T % 4 == 0 && (uintptr_t)s % 16 == 0 && rows <= UINT32_MAX) {
-		unsigned grid = rows < (1u << 31) ? (unsigned)rows : (1u << 31) - 1;
-		mask_rows4_kernel<<<grid, 256>>>(s, T, (unsigned)rows, fill);
+	if (T % 4 == 0 && (uintptr_t)s % 16 == 0) {
+		long long per = slots_before(T, T / 4);
+		mask_flat4_kernel<<<flat_grid(per, BH), 256>>>(s, T, (unsigned)BH,
+							       fill);
 		CU_LAUNCHED("mask kernel");
 		return 0;
 	}

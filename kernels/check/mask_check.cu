@@ -50,7 +50,12 @@ int main(int argc, char **argv)
 	static const int shapes[][2] = {{1, 1}, {1, 2}, {3, 3}, {2, 5},
 					{4, 17}, {1, 32}, {2, 33}, {5, 64},
 					{2, 127}, {1, 1023}, {2, 1024},
-					{3, 4}, {2, 8}, {1, 12}, {2, 36}};
+					{3, 4}, {2, 8}, {1, 12}, {2, 36},
+					// the flat kernel: more matrices than
+					// a grid's rows, rows past float
+					// sqrt's exact range of T^2
+					{70000, 4}, {2, 2048}, {1, 4092},
+					{1, 8192}};
 	for (auto &sh : shapes)
 		check(sh[0], sh[1], -INFINITY, 0);
 	check(3, 17, -1e9f, 0);
