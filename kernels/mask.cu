@@ -3,7 +3,7 @@
 // T(T-1)/2 floats per matrix.
 //
 // When T % 4 == 0 and s is 16-byte aligned, a flat grid stores the
-// triangle's float4s (mask_flat4_kernel, below), the float4 that holds the
+// triangle's float4s (mask_pairs4_kernel, below), the float4 that holds the
 // diagonal written element by element.
 // Otherwise one warp fills a pair of rows, r and T-1-r, whose masked parts
 // hold T-1 elements together: scalars up to a 16-byte boundary, then
@@ -46,50 +46,46 @@ __global__ static void mask_kernel(float *s, int T, size_t pairs, float fill)
 	}
 }
 
-// Slots (float4s) in the masked parts of rows 0..r-1 of a matrix, row i
-// holding T/4 - (i+1)/4 of them: from the float4 that holds column i+1 to
-// the end of the row.
-__host__ __device__ static inline long long slots_before(long long r, long long T4)
-{
-	long long q = r / 4, rem = r % 4;
-	return r * T4 - 2 * q * (q - 1) - q * (rem + 1);
-}
-
-// T % 4 == 0 and s 16-byte aligned: the masked slots of each matrix
-// numbered row after row, and every thread of a grid of about 16 blocks
-// per multiprocessor stores one slot per pass (a whole float4 past the
-// diagonal, else the one to three elements of it beyond column r).  The
-// row of slot f comes from inverting slots_before, about
-// r = T - sqrt(T^2 - 8f), then a step or two to make it exact.
+// T % 4 == 0, T <= 65536 and s 16-byte aligned.  Rows r and T-1-r of a
+// matrix pair up: their masked parts start at the float4 holding the
+// column after the diagonal and hold T/4 or T/4 + 1 float4 slots together,
+// so a pair takes W = T/4 + 1 numbers (one spare at times), and the slots
+// of each matrix are numbered pair after pair.  Every thread of a grid of
+// about 16 blocks per multiprocessor stores one slot per pass: a whole
+// float4 past the diagonal, else the one to three elements of it beyond
+// column r.
 //
 // The layout is what matters (bench/mask-layouts.cu, figures in
-// bench/README.md): a block per row leaves most threads of the short rows
-// idle and spends its time starting blocks (59-64% of a device-to-device
-// copy on an H200, and a dozen variants of it no better), while a grid
-// where every thread stores on every pass writes the triangle as fast as
-// it writes any half of the matrix.
-__global__ static void mask_flat4_kernel(float *s, int T, unsigned BH,
-					 float fill)
+// bench/README.md): a block per row spends its time starting blocks and
+// leaves most threads of the short rows idle (59-64% of a
+// device-to-device copy on an H200, a dozen variants of it no better),
+// and numbering the slots row by row costs a square root and 64-bit steps
+// per slot (23%), while the same grid writing stripes of the same byte
+// count reaches 89%.
+__global__ static void mask_pairs4_kernel(float *s, unsigned T, unsigned BH,
+					  float fill)
 {
 	float4 f4 = make_float4(fill, fill, fill, fill);
-	long long T4 = T / 4, per = slots_before(T, T4);
-	long long stride = (long long)gridDim.x * blockDim.x;
+	unsigned T4 = T / 4, W = T4 + 1, per = T / 2 * W;
+	unsigned stride = gridDim.x * blockDim.x;
 	for (unsigned m = blockIdx.y; m < BH; m += gridDim.y) {
 		float *mat = s + (size_t)m * T * T;
-		for (long long f = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-		     f < per; f += stride) {
-			long long r = (long long)(T - sqrtf((float)T * T - 8.0f * f));
-			r = r < 0 ? 0 : r > T - 1 ? T - 1 : r;
-			while (r > 0 && slots_before(r, T4) > f)
-				r--;
-			while (slots_before(r + 1, T4) <= f)
-				r++;
-			long long j = 4 * ((r + 1) / 4 + (f - slots_before(r, T4)));
+		for (unsigned f = blockIdx.x * blockDim.x + threadIdx.x; f < per;
+		     f += stride) {
+			unsigned r = f / W, k = f - r * W, k0 = (r + 1) / 4;
+			if (k >= T4 - k0) { // past row r: row T-1-r's slots
+				k -= T4 - k0;
+				r = T - 1 - r;
+				k0 = (r + 1) / 4;
+				if (k >= T4 - k0)
+					continue; // the pair's spare number
+			}
+			unsigned j = 4 * (k0 + k);
 			float *row = mat + (size_t)r * T;
 			if (j > r)
 				*(float4 *)(row + j) = f4;
 			else
-				for (long long e = r + 1; e < j + 4; e++)
+				for (unsigned e = r + 1; e < j + 4; e++)
 					row[e] = fill;
 		}
 	}
@@ -115,10 +111,10 @@ extern "C" int at_cuda_mask_causal(float *s, int BH, int T, float fill)
 {
 	if (BH == 0 || T < 2)
 		return 0;
-	if (T % 4 == 0 && (uintptr_t)s % 16 == 0) {
-		long long per = slots_before(T, T / 4);
-		mask_flat4_kernel<<<flat_grid(per, BH), 256>>>(s, T, (unsigned)BH,
-							       fill);
+	if (T % 4 == 0 && T <= 65536 && (uintptr_t)s % 16 == 0) {
+		long long per = (long long)T / 2 * (T / 4 + 1);
+		mask_pairs4_kernel<<<flat_grid(per, BH), 256>>>(s, (unsigned)T,
+								(unsigned)BH, fill);
 		CU_LAUNCHED("mask kernel");
 		return 0;
 	}
