@@ -57,11 +57,8 @@ __global__ void rows16(float *s, float fill)
 	}
 }
 
-// (b) a block per row, thread t on float4 t of the row: every warp's stores
-// cover one aligned 512-byte span (lanes before the diagonal idle), so
-// each 128-byte line is written by one instruction.  STREAM picks
-// streaming (evict-first) or ordinary stores.
-template <bool STREAM>
+// (b) the shipped layout (s) with streaming (evict-first) stores, and
+// other block sizes and grids.
 __global__ void rows_aligned(float *s, float fill)
 {
 	float4 f4 = make_float4(fill, fill, fill, fill);
@@ -72,10 +69,7 @@ __global__ void rows_aligned(float *s, float fill)
 		     k += blockDim.x) {
 			int j = k * 4;
 			if (j > r) {
-				if (STREAM)
-					__stcs((float4 *)(p + j), f4);
-				else
-					*(float4 *)(p + j) = f4;
+				__stcs((float4 *)(p + j), f4);
 			} else if (j + 3 > r) {
 				for (int e = r + 1; e < j + 4; e++)
 					p[e] = fill;
@@ -254,13 +248,17 @@ __global__ void probe_stripes(float *s, float fill)
 	}
 }
 
-// (k) a probe: the shipped numbering (pairs of rows, kernels/mask.cu) but
-// each row from the 32-byte sector after the one holding the diagonal, so
-// no sector is written in part; bytes counted as written.
+// (i) a flat grid (as the fast stripes probes below): rows r and T-1-r
+// pair up to T/4 or T/4 + 1 float4 slots, numbered pair after pair, each
+// thread storing one slot per pass.
+// (k) a probe: the same numbering, each row from the 32-byte sector after
+// the one holding the diagonal, so no sector is written in part; bytes
+// counted as written.
 // (m) the same numbering writing the sector that holds the diagonal whole:
 // loaded, merged, stored as two float4s (rewrites up to seven unmasked
 // values with themselves).
-template <bool MERGE>
+enum { WHOLE_TRIANGLE, WHOLE_SECTORS, MERGE_DIAGONAL };
+template <int MODE>
 __global__ void pairs_sectors(float *s, float fill)
 {
 	float4 f4 = make_float4(fill, fill, fill, fill);
@@ -280,9 +278,15 @@ __global__ void pairs_sectors(float *s, float fill)
 			}
 			unsigned j = 4 * (k0 + k), sector = (r + 1) / 8 * 8;
 			float *row = mat + (size_t)r * T;
-			if (j >= sector + 8) {
+			if (MODE == WHOLE_TRIANGLE) {
+				if (j > r)
+					*(float4 *)(row + j) = f4;
+				else
+					for (unsigned e = r + 1; e < j + 4; e++)
+						row[e] = fill;
+			} else if (j >= sector + 8) {
 				*(float4 *)(row + j) = f4;
-			} else if (MERGE && j == k0 * 4) {
+			} else if (MODE == MERGE_DIAGONAL && j == k0 * 4) {
 				float4 a = *(float4 *)(row + sector);
 				float4 b = *(float4 *)(row + sector + 4);
 				float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
@@ -397,12 +401,12 @@ int main()
 	} vs[] = {
 		{"(s) shipped: at_cuda_mask_causal", nullptr, 0, 0, tri, true},
 		{"(a) rows16 (shipped before)", rows16, BH * T, 256, tri, true},
-		{"(m) pairs, diagonal sector merged", pairs_sectors<true>, 0, 256, tri, true},
-		{"(k) probe: pairs, whole sectors only", pairs_sectors<false>, 0, 256, -1, false},
-		{"(b) rows aligned, streaming", rows_aligned<true>, BH * T, 256, tri, true},
-		{"(b') rows aligned, plain stores", rows_aligned<false>, BH * T, 256, tri, true},
-		{"(b'') rows aligned, 128 threads", rows_aligned<true>, BH * T, 128, tri, true},
-		{"(b3) rows aligned, grid 8 x SMs", rows_aligned<true>, 8u * sms, 256, tri, true},
+		{"(i) flat grid over row pairs", pairs_sectors<WHOLE_TRIANGLE>, 0, 256, tri, true},
+		{"(m) as (i), diagonal sector merged", pairs_sectors<MERGE_DIAGONAL>, 0, 256, tri, true},
+		{"(k) probe: as (i), whole sectors only", pairs_sectors<WHOLE_SECTORS>, 0, 256, -1, false},
+		{"(b) rows aligned, streaming", rows_aligned, BH * T, 256, tri, true},
+		{"(b'') rows aligned, 128 threads", rows_aligned, BH * T, 128, tri, true},
+		{"(b3) rows aligned, grid 8 x SMs", rows_aligned, 8u * sms, 256, tri, true},
 		{"(c) row pairs aligned", pairs_aligned, BH * T / 2, 256, tri, true},
 		{"(f) 32-row bands", bands, BH * T / 32, 512, tri, true},
 		{"(g) rows by cp.async.bulk, 4xSMs", rows_bulk, 4u * sms, 128, tri, true},

@@ -2,9 +2,8 @@
 // the masked triangle is written and nothing is read, so the kernel moves
 // T(T-1)/2 floats per matrix.
 //
-// When T % 4 == 0 and s is 16-byte aligned, a flat grid stores the
-// triangle's float4s (mask_pairs4_kernel, below), the float4 that holds the
-// diagonal written element by element.
+// When T % 4 == 0 and s is 16-byte aligned, a block fills each row
+// (mask_rows4_kernel, below).
 // Otherwise one warp fills a pair of rows, r and T-1-r, whose masked parts
 // hold T-1 elements together: scalars up to a 16-byte boundary, then
 // float4s, then the scalars left over, with the alignment taken from the
@@ -46,75 +45,45 @@ __global__ static void mask_kernel(float *s, int T, size_t pairs, float fill)
 	}
 }
 
-// T % 4 == 0, T <= 65536 and s 16-byte aligned.  Rows r and T-1-r of a
-// matrix pair up: their masked parts start at the float4 holding the
-// column after the diagonal and hold T/4 or T/4 + 1 float4 slots together,
-// so a pair takes W = T/4 + 1 numbers (one spare at times), and the slots
-// of each matrix are numbered pair after pair.  Every thread of a grid of
-// about 16 blocks per multiprocessor stores one slot per pass: a whole
-// float4 past the diagonal, else the one to three elements of it beyond
-// column r.
+// T % 4 == 0 and s 16-byte aligned: a block per row, thread t on float4
+// t of the row counted from the 512-byte span that holds the diagonal, so
+// each warp's stores fill one aligned span (lanes before the diagonal
+// idle); the float4 that holds the diagonal written element by element.
+// Plain stores: streaming ones (__stcs) measured 8% slower.
 //
-// The layout is what matters (bench/mask-layouts.cu, figures in
-// bench/README.md): a block per row spends its time starting blocks and
-// leaves most threads of the short rows idle (59-64% of a
-// device-to-device copy on an H200, a dozen variants of it no better),
-// and numbering the slots row by row costs a square root and 64-bit steps
-// per slot (23%), while the same grid writing stripes of the same byte
-// count reaches 89%.
-__global__ static void mask_pairs4_kernel(float *s, unsigned T, unsigned BH,
-					  float fill)
+// bench/mask-layouts.cu times this against a dozen other layouts and
+// against probes that write other shapes of the same byte count (figures
+// in bench/README.md).  On an H200 every layout of the triangle stays at
+// 50-65% of a device-to-device copy, this one at the top; the same bytes
+// as stripes of any width reach 89-93% and as contiguous whole rows 97%.
+// The shape itself costs: rows written in part, a different part each.
+__global__ static void mask_rows4_kernel(float *s, int T, unsigned rows,
+					 float fill)
 {
 	float4 f4 = make_float4(fill, fill, fill, fill);
-	unsigned T4 = T / 4, W = T4 + 1, per = T / 2 * W;
-	unsigned stride = gridDim.x * blockDim.x;
-	for (unsigned m = blockIdx.y; m < BH; m += gridDim.y) {
-		float *mat = s + (size_t)m * T * T;
-		for (unsigned f = blockIdx.x * blockDim.x + threadIdx.x; f < per;
-		     f += stride) {
-			unsigned r = f / W, k = f - r * W, k0 = (r + 1) / 4;
-			if (k >= T4 - k0) { // past row r: row T-1-r's slots
-				k -= T4 - k0;
-				r = T - 1 - r;
-				k0 = (r + 1) / 4;
-				if (k >= T4 - k0)
-					continue; // the pair's spare number
-			}
-			unsigned j = 4 * (k0 + k);
-			float *row = mat + (size_t)r * T;
+	for (unsigned row = blockIdx.x; row < rows; row += gridDim.x) {
+		int r = (int)(row % (unsigned)T);
+		float *p = s + (size_t)row * T;
+		for (int k = threadIdx.x + (r + 1) / 128 * 32; k < T / 4;
+		     k += blockDim.x) {
+			int j = k * 4;
 			if (j > r)
-				*(float4 *)(row + j) = f4;
-			else
-				for (unsigned e = r + 1; e < j + 4; e++)
-					row[e] = fill;
+				*(float4 *)(p + j) = f4;
+			else if (j + 3 > r)
+				for (int e = r + 1; e < j + 4; e++)
+					p[e] = fill;
 		}
 	}
-}
-
-// Blocks of 256 for the flat kernel: about 16 per multiprocessor over all
-// the matrices, at least one per matrix (up to 65535), none idle.
-static dim3 flat_grid(long long slots_per_matrix, int BH)
-{
-	static int sms;
-	if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
-					   0) != cudaSuccess)
-		sms = 132;
-	unsigned gy = BH < 65535 ? (unsigned)BH : 65535u;
-	long long gx = (16LL * sms + gy - 1) / gy;
-	long long most = (slots_per_matrix + 255) / 256;
-	if (gx > most)
-		gx = most;
-	return dim3((unsigned)(gx > 0 ? gx : 1), gy);
 }
 
 extern "C" int at_cuda_mask_causal(float *s, int BH, int T, float fill)
 {
 	if (BH == 0 || T < 2)
 		return 0;
-	if (T % 4 == 0 && T <= 65536 && (uintptr_t)s % 16 == 0) {
-		long long per = (long long)T / 2 * (T / 4 + 1);
-		mask_pairs4_kernel<<<flat_grid(per, BH), 256>>>(s, (unsigned)T,
-								(unsigned)BH, fill);
+	size_t rows = (size_t)BH * T;
+	if (T % 4 == 0 && (uintptr_t)s % 16 == 0 && rows <= UINT32_MAX) {
+		unsigned grid = rows < (1u << 31) ? (unsigned)rows : (1u << 31) - 1;
+		mask_rows4_kernel<<<grid, 256>>>(s, T, (unsigned)rows, fill);
 		CU_LAUNCHED("mask kernel");
 		return 0;
 	}
