@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -68,6 +69,20 @@ __device__ __forceinline__ float warp_max(float v)
 		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
 	return v;
 }
+
+// A float stored as float or bf16 (round to nearest even).
+__device__ __forceinline__ void store_as(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
+{
+	*p = __float2bfloat16(v);
+}
+
+// layernorm.cu: out = (in - mean) * rstd * w + b over N rows of C, out
+// float or bf16; each row's mean and rstd also go to mean[] and rstd[]
+// unless those are NULL.
+template <typename OUT>
+int at_cu_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
+			const float *w, const float *b, int N, int C, float eps);
 
 __device__ __forceinline__ float warp_sum(float v)
 {

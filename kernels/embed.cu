@@ -1,5 +1,5 @@
-// embed.cu - the embedding gather x = wte[tok] + wpe[t] and the LayerNorm
-// forward, with the host side of andrea-embed.
+// embed.cu - the embedding gather x = wte[tok] + wpe[t], with the host
+// side of andrea-embed.
 #include "cuda_util.cuh"
 
 // One thread per element (per 4 elements when C % 4 == 0: vec = 4).
@@ -43,45 +43,6 @@ extern "C" int at_cuda_embed_forward(float *x, const int32_t *tokens,
 								T, C, n);
 	}
 	CU_LAUNCHED("embedding kernel");
-	return 0;
-}
-
-// One warp per row, two passes in fp32: the mean, then the biased
-// variance of (x - mean), as the CPU op does it in double.  The row is
-// read twice; the second read comes from L1/L2.
-__global__ static void layernorm_kernel(float *out, const float *in,
-					const float *w, const float *b, int N,
-					int C, float eps)
-{
-	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
-	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
-	     n += (size_t)gridDim.x * wpb) {
-		const float *x = in + n * C;
-		float *o = out + n * C;
-		float sum = 0.0f;
-		for (int c = lane; c < C; c += 32)
-			sum += x[c];
-		float mean = warp_sum(sum) / C;
-		float sq = 0.0f;
-		for (int c = lane; c < C; c += 32) {
-			float d = x[c] - mean;
-			sq += d * d;
-		}
-		float rstd = rsqrtf(warp_sum(sq) / C + eps);
-		for (int c = lane; c < C; c += 32)
-			o[c] = (x[c] - mean) * rstd * w[c] + b[c];
-	}
-}
-
-extern "C" int at_cuda_layernorm_forward(float *out, const float *in,
-					 const float *w, const float *b, int N,
-					 int C, float eps)
-{
-	if (N == 0 || C == 0)
-		return 0;
-	const unsigned bs = 256, wpb = bs / 32;
-	layernorm_kernel<<<at_cu_blocks(N, wpb), bs>>>(out, in, w, b, N, C, eps);
-	CU_LAUNCHED("LayerNorm kernel");
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 			return -1;     \
 	} while (0)
 
+#define LN_EPS 1e-5f // the model's LayerNorm epsilon (DESIGN.md)
 #define MAX_BUFS 64
 #define SLOTS 3 // two for training batches, one for evaluation
 
@@ -395,8 +396,8 @@ static int block_forward(tr_cuda *d, int l)
 	size_t lr = (size_t)l * BT;
 	float scale = (float)(1.0 / sqrt((double)D));
 
-	TRY(MM_CALL(d, tr_layernorm_fwd, ln1, d->ln1_mean + lr, d->ln1_rstd + lr,
-		    xin, d->p + o->ln1w, d->p + o->ln1b, BT, C));
+	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln1, d->ln1_mean + lr, d->ln1_rstd + lr,
+		    xin, d->p + o->ln1w, d->p + o->ln1b, BT, C, LN_EPS));
 	TRY(tr_mm(bl, 0, 0, BT, C, C, 1.0f, ln1, 0, W(d, o->wq), CC, 0.0f,
 		  d->buf3, BTC, 3, "the q, k, v products"));
 	TRY(MM_CALL(d, tr_split_heads, q, d->buf3, 3 * B, T, H, D));
@@ -411,8 +412,8 @@ static int block_forward(tr_cuda *d, int l)
 	TRY(tr_mm(bl, 0, 0, BT, C, C, 1.0f, merged, 0, W(d, o->wo), 0, 1.0f, xm,
 		  0, 1, "the output projection"));
 
-	TRY(MM_CALL(d, tr_layernorm_fwd, ln2, d->ln2_mean + lr, d->ln2_rstd + lr,
-		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C));
+	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln2, d->ln2_mean + lr, d->ln2_rstd + lr,
+		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C, LN_EPS));
 	if (d->gelu_mm) {
 		TRY(tr_gelu_mm_fwd(d->gelu_mm, ln2, W(d, o->fc), gelu, fc));
 	} else {
@@ -567,8 +568,9 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 				  B, T, C));
 	for (int l = 0; l < L; l++)
 		TRY(block_forward(d, l));
-	TRY(MM_CALL(d, tr_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
-		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C));
+	TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
+		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C,
+		    LN_EPS));
 	TRY(tr_mm(&d->blas, 0, 0, BT, V, C, 1.0f, d->lnf, 0, W(d, d->lm_head), 0,
 		  0.0f, d->logits, 0, 1, "the head product"));
 	float inv = 1.0f / BT;

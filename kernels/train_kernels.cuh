@@ -19,11 +19,6 @@ extern "C" {
 
 typedef __nv_bfloat16 bf16;
 
-__device__ __forceinline__ void store_as(float *p, float v) { *p = v; }
-__device__ __forceinline__ void store_as(bf16 *p, float v)
-{
-	*p = __float2bfloat16(v);
-}
 
 // ---- train_gemm.cu: products through cuBLAS ----
 
@@ -60,11 +55,8 @@ int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 
 // ---- train_norm.cu: LayerNorm ----
 
-// out = LN(in) * w + b over rows of C (out an mm buffer), with each row's
-// mean and 1/sqrt(var + eps) kept for the backward pass.
-template <typename OUT>
-int tr_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
-		     const float *w, const float *b, int N, int C);
+// The forward pass is at_cu_layernorm_fwd (cuda_util.cuh), keeping each
+// row's mean and 1/sqrt(var + eps) for the backward pass.
 // dx += the LN backward of dout; dw, db = sums over rows (overwritten),
 // through partial sums in scratch (2 * LN_SPLITS * C floats), in a fixed
 // order.

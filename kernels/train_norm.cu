@@ -1,58 +1,12 @@
-// train_norm.cu - LayerNorm forward (keeping its row statistics) and
-// backward for the training engine.
+// train_norm.cu - LayerNorm backward for the training engine (the forward
+// pass, shared with the stages, is layernorm.cu).
 //
-// Forward: one warp per row, two passes in fp32 (the mean, then the
-// biased variance of x - mean), one write of the normalised row.
 // Backward: one warp per row for dx, then the sums over rows for dw and db
 // in two kernels: blocks of 32 columns x 8 row phases make LN_SPLITS
 // partial sums per column, and a second kernel adds them in order, so the
 // result never depends on timing (no atomics).
 #include "train_kernels.cuh"
 
-template <typename OUT>
-__global__ static void ln_fwd_kernel(OUT *out, float *mean, float *rstd,
-				     const float *in, const float *w,
-				     const float *b, int N, int C)
-{
-	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
-	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
-	     n += (size_t)gridDim.x * wpb) {
-		const float *x = in + n * C;
-		OUT *o = out + n * C;
-		float sum = 0.0f;
-		for (int c = lane; c < C; c += 32)
-			sum += x[c];
-		float mu = warp_sum(sum) / C;
-		float sq = 0.0f;
-		for (int c = lane; c < C; c += 32) {
-			float d = x[c] - mu;
-			sq += d * d;
-		}
-		float rs = rsqrtf(warp_sum(sq) / C + 1e-5f);
-		for (int c = lane; c < C; c += 32)
-			store_as(o + c, (x[c] - mu) * rs * w[c] + b[c]);
-		if (lane == 0) {
-			mean[n] = mu;
-			rstd[n] = rs;
-		}
-	}
-}
-
-template <typename OUT>
-int tr_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
-		     const float *w, const float *b, int N, int C)
-{
-	if (N == 0)
-		return 0;
-	ln_fwd_kernel<OUT><<<at_cu_blocks(N, 8), 256>>>(out, mean, rstd, in, w,
-							 b, N, C);
-	CU_LAUNCHED("LayerNorm forward kernel");
-	return 0;
-}
-template int tr_layernorm_fwd<float>(float *, float *, float *, const float *,
-				     const float *, const float *, int, int);
-template int tr_layernorm_fwd<bf16>(bf16 *, float *, float *, const float *,
-				    const float *, const float *, int, int);
 
 // dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
 // dxhat = dout * w.
