@@ -1,6 +1,8 @@
 /* filter.c - the shared read / pass-through / compute / write loop. */
 #include "filter.h"
 
+#include "ops.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,69 @@ void at_filter_write(at_writer *w, const at_tensor *t)
 		cli_fail(w->err);
 }
 
+void at_filter_begin(at_writer *w, const at_tensor *header)
+{
+	if (at_record_begin(w, header) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_put(at_writer *w, const void *p, size_t n)
+{
+	if (at_record_put(w, p, n) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_end(at_writer *w)
+{
+	if (at_record_end(w) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_serial(int on)
+{
+	static int before;
+	if (on)
+		before = at_ops_threads(1);
+	else if (before)
+		at_ops_threads(before);
+}
+
+/* Bytes a streaming filter reads, transforms and writes at a time: a
+ * chunk, so that the next stage can start on it. */
+#define STREAM_PIECE AT_DEFAULT_CHUNK
+
+void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
+		      at_writer *w, const at_tensor *out, size_t unit,
+		      at_stream_fn *fn, void *ctx)
+{
+	if (unit == 0 || h->nbytes % unit)
+		cli_die("%s: record %d '%s': internal error: unit of %zu bytes",
+			r->label, h->index, h->name, unit);
+	uint64_t units = h->nbytes / unit;
+	size_t per = unit < STREAM_PIECE ? STREAM_PIECE / unit : 1;
+	if (per > units)
+		per = units ? (size_t)units : 1;
+	float *buf = malloc(per * unit);
+	at_payload_in in;
+	if (!buf)
+		cli_die("out of memory");
+	if (at_payload_begin(r, h, &in) < 0)
+		cli_fail(r->err);
+	at_filter_begin(w, out);
+	at_filter_serial(1);
+	for (uint64_t u = 0; u < units; u += per) {
+		size_t n = units - u < per ? (size_t)(units - u) : per;
+		if (at_payload_read(&in, buf, n * unit) < 0)
+			cli_fail(r->err);
+		fn(ctx, buf, n, u);
+		at_filter_put(w, buf, n * unit);
+	}
+	at_filter_serial(0);
+	at_filter_end(w);
+	at_payload_end(&in);
+	free(buf);
+}
+
 static int slot_of(const at_filter *f, const char *name)
 {
 	for (int i = 0; i < f->n_inputs; i++)
@@ -66,10 +131,15 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		if (have[s])
 			cli_die("%s: record %d '%s': a second '%s' before the rest "
 				"of its group", r.label, h->index, h->name, h->name);
+		f->index[s] = h->index;
+		if (f->stream && !c->keep && f->n_inputs == 1) {
+			f->stream(f, &r, h, &w);
+			groups++;
+			continue;
+		}
 		if (at_read_payload(&r, h, &in[s]) < 0)
 			cli_fail(r.err);
 		have[s] = 1;
-		f->index[s] = h->index;
 		if (c->keep)
 			at_filter_write(&w, &in[s]);
 		if (++filled < f->n_inputs)

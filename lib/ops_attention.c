@@ -112,6 +112,20 @@ void at_mask_causal(float *s, int BH, int T, float fill)
 		}
 }
 
+void at_mask_causal_span(float *s, uint64_t first, size_t n, int T,
+			 float fill)
+{
+	uint64_t e = first, end = first + n;
+	while (e < end) {
+		uint64_t row = e / (uint64_t)T, i = row % (uint64_t)T;
+		uint64_t row_end = (row + 1) * T < end ? (row + 1) * T : end;
+		uint64_t from = row * T + i + 1 > e ? row * T + i + 1 : e;
+		for (uint64_t x = from; x < row_end; x++)
+			s[x - first] = fill;
+		e = row_end;
+	}
+}
+
 /* Rows per block of the causal product: larger blocks waste more of the
  * zero triangle, smaller ones run the matrix kernel less efficiently. */
 #define CAUSAL_BLOCK 128
