@@ -136,6 +136,11 @@ typedef struct {
 } at_payload_in;
 int at_payload_begin(at_reader *r, const at_header *h, at_payload_in *in);
 int at_payload_read(at_payload_in *in, void *p, size_t n);
+/* The bytes decoded and not yet handed out, without a copy: *p points
+ * into the reader's buffer (writable, valid until the next call), and
+ * they count as handed out.  Returns their number: whole chunks (a
+ * batch of them), 0 at the end of the payload, -1 on error. */
+int64_t at_payload_view(at_payload_in *in, unsigned char **p);
 void at_payload_end(at_payload_in *in);
 /* Copies header and chunks to w byte for byte, checking every chunk header
  * but decompressing nothing. */

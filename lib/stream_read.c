@@ -510,28 +510,47 @@ int at_payload_begin(at_reader *r, const at_header *h, at_payload_in *in)
 	return 0;
 }
 
-int at_payload_read(at_payload_in *in, void *p, size_t n)
+/* Decodes the next batch when the current one is used up; returns the
+ * bytes left in it, 0 at the end of the payload, -1 on error. */
+static int64_t refill(at_payload_in *in)
 {
 	const at_header *h = in->h;
 	batch_bufs *b = in->bufs;
+	if (in->pos < in->have)
+		return (int64_t)(in->have - in->pos);
+	uint64_t left = chunk_count(h) - in->next;
+	uint64_t nb = left < b->size ? left : b->size;
+	if (nb == 0)
+		return 0;
+	if (read_batch(in->r, h, b, in->next, nb, &in->batch, in->next,
+		       NULL) < 0)
+		return -1;
+	in->have = (size_t)(nb - 1) * h->chunk_raw +
+		   chunk_raw_len(h, in->next + nb - 1);
+	in->pos = 0;
+	in->next += nb;
+	return (int64_t)in->have;
+}
+
+int64_t at_payload_view(at_payload_in *in, unsigned char **p)
+{
+	int64_t n = refill(in);
+	*p = in->batch + in->pos;
+	if (n > 0)
+		in->pos = in->have;
+	return n;
+}
+
+int at_payload_read(at_payload_in *in, void *p, size_t n)
+{
 	unsigned char *dst = p;
-	uint64_t nchunks = chunk_count(h);
 	while (n) {
-		if (in->pos == in->have) {
-			uint64_t left = nchunks - in->next;
-			uint64_t nb = left < b->size ? left : b->size;
-			if (nb == 0)
-				return fail(in->r, h->index, h->name,
-					    "internal error: read past the payload");
-			if (read_batch(in->r, h, b, in->next, nb, &in->batch,
-				       in->next, NULL) < 0)
-				return -1;
-			in->have = (size_t)(nb - 1) * h->chunk_raw +
-				   chunk_raw_len(h, in->next + nb - 1);
-			in->pos = 0;
-			in->next += nb;
-		}
-		size_t m = in->have - in->pos < n ? in->have - in->pos : n;
+		int64_t have = refill(in);
+		if (have <= 0)
+			return have < 0 ? -1
+					: fail(in->r, in->h->index, in->h->name,
+					       "internal error: read past the payload");
+		size_t m = (size_t)have < n ? (size_t)have : n;
 		memcpy(dst, in->batch + in->pos, m);
 		in->pos += m;
 		dst += m;
