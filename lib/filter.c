@@ -157,6 +157,8 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 			cli_die("%s: record %d '%s': a second '%s' before the rest "
 				"of its group", r.label, h->index, h->name, h->name);
 		f->index[s] = h->index;
+		if (f->prepare)
+			f->prepare(f, s, h);
 		if (f->stream && !c->keep && f->n_inputs == 1) {
 			f->stream(f, &r, h, &w);
 			groups++;

@@ -28,6 +28,10 @@ struct at_filter {
 	 * Unused with --keep, which writes the whole input record first. */
 	void (*stream)(at_filter *f, at_reader *r, const at_header *h,
 		       at_writer *w);
+	/* Optional: called with each input's header before its payload is
+	 * read, to prepare what the group will need while it arrives (no
+	 * errors here: run reports them). */
+	void (*prepare)(at_filter *f, int slot, const at_header *h);
 	void *ctx;
 	/* filled by at_filter_main, for messages */
 	const char *label;
