@@ -44,6 +44,11 @@
 #define SEGMENT (64u << 10) /* bytes per level-1 segment, at most */
 #define SAMPLE_STEP 5       /* every 5th byte: odd, so no element size aliases it */
 #define NOISE_BITS 7.75     /* entropy above which deflate cannot pay */
+/* Between runs the bar is lower: the alternative to stored blocks there is
+ * Z_RLE over the whole segment, runs included, which encodes and decodes
+ * several times slower; gaps of 7 bits or more per byte would gain at
+ * most an eighth of their size (about 1 % of attention weights). */
+#define GAP_NOISE_BITS 7.0
 #define RUN_EXCESS 0.02     /* repeats beyond chance that call for Z_RLE */
 #define MEM_LEVEL 8
 #define MAX_SEGMENTS (8 * (AT_MAX_CHUNK / SEGMENT)) /* 8-byte dtypes at most */
@@ -129,7 +134,7 @@ static enum seg_mode classify(const unsigned char *p, size_t n)
 	/* same: the chance two independent bytes agree */
 	if ((double)repeats / samples > same + RUN_EXCESS) {
 		size_t rest = samples - repeats;
-		return rest >= 64 && entropy(between, rest, &ignored) > NOISE_BITS
+		return rest >= 64 && entropy(between, rest, &ignored) > GAP_NOISE_BITS
 			       ? SEG_RUNS : SEG_RLE;
 	}
 	return bits > NOISE_BITS ? SEG_STORED : SEG_HUFFMAN;
