@@ -6,6 +6,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+#define omp_get_max_threads() 1
+#endif
 
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		      const float *wpe, int B, int T, int C)
@@ -150,6 +155,9 @@ void at_attend_forward(float *o, const float *a, const float *v, int BH,
 		       int T, int D)
 {
 	size_t vs = (size_t)T * D, as = (size_t)T * T;
+	/* a head per thread where there are enough: the blocks of one head
+	 * are too small to share well (products inside run on one thread) */
+#pragma omp parallel for schedule(dynamic) if (BH >= 2 * omp_get_max_threads())
 	for (int i = 0; i < BH; i++) {
 		const float *ai = a + i * as, *vi = v + i * vs;
 		float *oi = o + i * vs;
