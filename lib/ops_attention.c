@@ -20,6 +20,10 @@ void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		const float *e = wte + (size_t)tokens[bt] * C;
 		const float *p = wpe + (size_t)(bt % T) * C;
 		float *o = x + (size_t)bt * C;
+		/* simd: without it the loop stays scalar (the compiler cannot
+		 * rule out overlap), and its speed then hangs on how x and the
+		 * tables happen to lie in memory */
+#pragma omp simd
 		for (int c = 0; c < C; c++)
 			o[c] = e[c] + p[c];
 	}

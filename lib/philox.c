@@ -50,8 +50,8 @@ static double unit(uint32_t u)
 	return ((double)u + 1.0) / 4294967296.0;
 }
 
-/* Normals per work item of at_seeded_normal's threads. */
-#define PIECE (1u << 16)
+/* Normals below which a thread more does not pay. */
+#define MIN_SHARE (1u << 14)
 /* Philox blocks drawn and transformed together: 16 radius and 16 angle
  * draws, four vectors of four doubles each. */
 #define GROUP 8
@@ -61,6 +61,7 @@ typedef struct {
 	double std;
 	float *out;
 	size_t n;
+	int items;
 } draw_job;
 
 /* Philox words of blocks b0 .. b0+GROUP-1, lane-major (r[j][i] is word j
@@ -209,9 +210,16 @@ __attribute__((target("avx2"))) static void draw_avx2(const draw_job *d,
 static void draw_piece(void *ctx, int item, int tid)
 {
 	const draw_job *d = ctx;
-	uint64_t blocks = (d->n + 3) / 4, per = PIECE / 4;
-	uint64_t b0 = (uint64_t)item * per;
-	uint64_t b1 = b0 + per < blocks ? b0 + per : blocks;
+	uint64_t blocks = (d->n + 3) / 4;
+	/* item i of `items` takes the i-th contiguous share of the blocks,
+	 * a multiple of GROUP, as an OpenMP static schedule would: a thread
+	 * then holds in its cache the rows it will also be given to use */
+	uint64_t share = (blocks + (uint64_t)d->items - 1) / (uint64_t)d->items;
+	share = (share + GROUP - 1) / GROUP * GROUP;
+	uint64_t b0 = (uint64_t)item * share;
+	uint64_t b1 = b0 + share < blocks ? b0 + share : blocks;
+	if (b0 >= b1)
+		return;
 #ifdef ANDREA_MVEC
 	if (__builtin_cpu_supports("avx2")) {
 		draw_avx2(d, b0, b1);
@@ -225,10 +233,13 @@ void at_seeded_normal(uint64_t seed, const char *name, double std, float *out,
 		      size_t n)
 {
 	uint64_t k = seed ^ at_name_hash(name);
-	draw_job d = {{(uint32_t)k, (uint32_t)(k >> 32)}, std, out, n};
 	int threads = 1;
 #ifdef _OPENMP
 	threads = omp_get_max_threads(); /* --threads, as for the other loops */
 #endif
-	at_parallel_for((int)((n + PIECE - 1) / PIECE), threads, draw_piece, &d);
+	/* small draws on one thread: starting another costs more */
+	if ((uint64_t)n < (uint64_t)threads * MIN_SHARE)
+		threads = 1;
+	draw_job d = {{(uint32_t)k, (uint32_t)(k >> 32)}, std, out, n, threads};
+	at_parallel_for(threads, threads, draw_piece, &d);
 }
