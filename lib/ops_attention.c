@@ -12,10 +12,15 @@
 #define omp_get_max_threads() 1
 #endif
 
+/* Elements below which at_embed_forward stays on one thread: at a tenth
+ * of a millisecond the work is shorter than the wait for a second thread
+ * whose core is busy elsewhere (another stage of a pipeline). */
+#define EMBED_PARALLEL (4 << 20)
+
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		      const float *wpe, int B, int T, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= EMBED_PARALLEL)
 	for (int bt = 0; bt < B * T; bt++) {
 		const float *e = wte + (size_t)tokens[bt] * C;
 		const float *p = wpe + (size_t)(bt % T) * C;
