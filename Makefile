@@ -7,6 +7,8 @@
 #   make CUDA=0        CPU-only build;  make BLAS=none  without OpenBLAS
 #                      (BLAS=openblas-openmp or openblas picks the build)
 #   make PNG=0         without libpng (andrea-show --png then reports it)
+#   make MVEC=0        without glibc's libmvec (the default model is then
+#                      drawn with scalar libm; the values are the same)
 #   make test-gpu      on a GPU machine: the stage suites with --device cuda,
 #                      the kernel harnesses, compute-sanitizer; one summary line
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
@@ -32,6 +34,8 @@ CBLAS_H   := $(wildcard /usr/include/cblas.h /usr/include/*/cblas.h /usr/include
 OPENBLAS_OMP := $(wildcard /usr/lib/*/openblas-openmp/libopenblas.so.0)
 BLAS      ?= $(if $(CBLAS_H),$(if $(OPENBLAS_OMP),openblas-openmp,openblas),none)
 PNG       ?= $(if $(wildcard /usr/include/png.h /usr/include/*/png.h),1,0)
+# glibc's vector math (libmvec) draws the default model four lanes at a time
+MVEC      ?= $(if $(wildcard /usr/lib/*/libmvec.so /lib/*/libmvec.so /usr/lib64/libmvec.so),1,0)
 SAN       ?= 0
 
 CFLAGS  ?= -O2 -g
@@ -54,6 +58,10 @@ endif
 ifeq ($(BLAS),openblas)
 CFLAGS  += -DANDREA_CBLAS
 LDLIBS  += -lopenblas
+endif
+ifeq ($(MVEC),1)
+CFLAGS  += -DANDREA_MVEC
+LDLIBS  += -lmvec
 endif
 ifeq ($(PNG),1)
 CFLAGS  += -DANDREA_PNG

@@ -60,6 +60,23 @@ static int proj_layer(at_filter *f, attend_ctx *a, const at_tensor *attn,
 	return layer;
 }
 
+/* Draws the default model's Wo for --proj as soon as attn's header names
+ * the layer, while attn arrives rather than after v.  Only where that
+ * cannot fail: errors stay with attend_run, in their order. */
+static void attend_prepare(at_filter *f, int slot, const at_header *h)
+{
+	attend_ctx *a = f->ctx;
+	long layer;
+	char err[300];
+	if (!a->proj || slot != 0 || a->layer >= 0 || !a->model.seeded ||
+	    at_attr_get(&h->attrs, "head") ||
+	    at_attr_long(&h->attrs, "layer", &layer) != 0 || layer < 0 ||
+	    layer > 1 << 20 ||
+	    at_model_check_layer(&a->model, (int)layer, err, sizeof err) < 0)
+		return;
+	load_wo(a, (int)layer);
+}
+
 /* attend_run on the GPU: out, its concatenation or y in one call. */
 static void attend_cuda(at_filter *f, attend_ctx *a, const at_tensor *attn,
 			const at_tensor *v, at_writer *w)
@@ -182,7 +199,7 @@ int main(int argc, char **argv)
 		}
 	}
 	at_filter f = {.inputs = {"attn", "v"}, .n_inputs = 2, .run = attend_run,
-		       .ctx = &a};
+		       .prepare = attend_prepare, .ctx = &a};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	at_tensor_free(&a.wo);
 	at_model_close(&a.model);

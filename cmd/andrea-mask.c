@@ -18,23 +18,51 @@ typedef struct {
 	at_device dev;
 } mask_ctx;
 
-static void mask_run(at_filter *f, at_tensor *in, at_writer *w)
+/* Checks that s (data unused) is f32 [...,T,T], returns T and adds the
+ * attributes of the mask. */
+static int mask_check(at_filter *f, at_tensor *s, float fill)
 {
-	const mask_ctx *mc = f->ctx;
-	float fill = mc->fill;
-	at_tensor *s = &in[0];
 	if (s->dtype != AT_F32 || s->rank < 2 ||
 	    s->dims[s->rank - 1] != s->dims[s->rank - 2])
 		at_filter_die(f, 0, "expected f32 [...,T,T] scores");
-	int T = (int)s->dims[s->rank - 1];
-	int BH = T ? (int)(at_numel(s) / ((uint64_t)T * T)) : 0;
-	if (mc->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_mask_host(s->data, BH, T, fill));
-	else
-		at_mask_causal(s->data, BH, T, fill);
 	at_attr_set(&s->attrs, "mask", "causal");
 	at_attr_setf(&s->attrs, "fill", "%.9g", fill);
+	return (int)s->dims[s->rank - 1];
+}
+
+static void mask_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	const mask_ctx *mc = f->ctx;
+	at_tensor *s = &in[0];
+	int T = mask_check(f, s, mc->fill);
+	int BH = T ? (int)(at_numel(s) / ((uint64_t)T * T)) : 0;
+	if (mc->dev == AT_DEV_CUDA)
+		stage_cuda_check(at_cuda_mask_host(s->data, BH, T, mc->fill));
+	else
+		at_mask_causal(s->data, BH, T, mc->fill);
 	at_filter_write(w, s);
+}
+
+/* The CPU path, chunk by chunk as the scores arrive. */
+typedef struct {
+	int T;
+	float fill;
+} mask_span;
+
+static void mask_piece(void *ctx, float *buf, size_t n, uint64_t first)
+{
+	const mask_span *m = ctx;
+	at_mask_causal_span(buf, first, n, m->T, m->fill);
+}
+
+static void mask_stream(at_filter *f, at_reader *r, const at_header *h,
+			at_writer *w)
+{
+	const mask_ctx *mc = f->ctx;
+	at_tensor out;
+	at_tensor_from_header(&out, h);
+	mask_span m = {mask_check(f, &out, mc->fill), mc->fill};
+	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, &m);
 }
 
 int main(int argc, char **argv)
@@ -63,6 +91,7 @@ int main(int argc, char **argv)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
 	mc.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = mask_run,
+		       .stream = mc.dev == AT_DEV_CUDA ? NULL : mask_stream,
 		       .ctx = &mc};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	return 0;

@@ -1,5 +1,7 @@
 /* andrea-scores - attention scores: scores = q . k^T * scale, per head. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "filter.h"
@@ -13,6 +15,9 @@ static const char usage[] =
 	"                     [--no-shuffle] [FILE]\n";
 
 enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE, OPT_TF32 };
+
+/* Scores computed and written at a time on the CPU: one head at T=1024. */
+#define BLOCK_BYTES (4u << 20)
 
 typedef struct {
 	int fixed;   /* --scale or --no-scale given */
@@ -44,20 +49,41 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
 	double scale = s->fixed ? s->scale : 1.0 / sqrt((double)D);
-	at_tensor out;
-	uint64_t dims[4] = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T};
-	if (at_tensor_init(&out, "scores", AT_F32, 4, dims) < 0)
-		cli_die("out of memory");
-	if (s->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_scores_host(out.data, q->data, k->data, BH,
-						     T, D, (float)scale, s->tf32));
-	else
-		at_scores_forward(out.data, q->data, k->data, BH, T, D,
-				  (float)scale);
+	at_tensor out = {.dtype = AT_F32, .rank = 4,
+			 .dims = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T}};
+	snprintf(out.name, sizeof out.name, "scores");
 	out.attrs = q->attrs;
 	at_attr_setf(&out.attrs, "scale", "%.9g", (float)scale);
-	at_filter_write(w, &out);
-	at_tensor_free(&out);
+	if (s->dev == AT_DEV_CUDA) {
+		if (!(out.data = malloc(at_nbytes(&out) + 1)))
+			cli_die("out of memory");
+		stage_cuda_check(at_cuda_scores_host(out.data, q->data, k->data, BH,
+						     T, D, (float)scale, s->tf32));
+		at_filter_write(w, &out);
+		at_tensor_free(&out);
+		return;
+	}
+	/* on the CPU, written a block of rows at a time as computed, so
+	 * that the stages downstream start at once */
+	int rows = T && (size_t)T * sizeof(float) < BLOCK_BYTES
+			   ? (int)(BLOCK_BYTES / ((size_t)T * sizeof(float))) : 1;
+	float *buf = malloc((size_t)(rows < T ? rows : T) * T * sizeof *buf + 1);
+	if (!buf)
+		cli_die("out of memory");
+	at_filter_begin(w, &out);
+	at_filter_serial(1);
+	size_t qs = (size_t)T * D;
+	for (int i = 0; i < BH; i++)
+		for (int r0 = 0; r0 < T; r0 += rows) {
+			int n = T - r0 < rows ? T - r0 : rows;
+			at_matmul(buf, (const float *)q->data + i * qs + (size_t)r0 * D,
+				  (const float *)k->data + i * qs, n, D, T, 1,
+				  (float)scale);
+			at_filter_put(w, buf, (size_t)n * T * sizeof *buf);
+		}
+	at_filter_serial(0);
+	at_filter_end(w);
+	free(buf);
 }
 
 int main(int argc, char **argv)

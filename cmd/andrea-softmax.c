@@ -1,4 +1,6 @@
 /* andrea-softmax - attention weights: attn = softmax(scores) along rows. */
+#include <stdio.h>
+
 #include "filter.h"
 #include "ops.h"
 #include "ops_cuda.h"
@@ -9,14 +11,20 @@ static const char usage[] =
 	"                      [-z LEVEL] [--threads N]\n"
 	"                      [--no-shuffle] [FILE]\n";
 
+/* Checks the scores (data unused); returns the row length. */
+static int softmax_check(at_filter *f, const at_tensor *s)
+{
+	if (s->dtype != AT_F32 || s->rank < 1)
+		at_filter_die(f, 0, "expected f32 scores of rank >= 1");
+	return (int)s->dims[s->rank - 1];
+}
+
 static void softmax_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	at_tensor *s = &in[0], out;
-	if (s->dtype != AT_F32 || s->rank < 1)
-		at_filter_die(f, 0, "expected f32 scores of rank >= 1");
+	int n = softmax_check(f, s);
 	if (at_tensor_init(&out, "attn", AT_F32, s->rank, s->dims) < 0)
 		cli_die("out of memory");
-	int n = (int)s->dims[s->rank - 1];
 	size_t rows = n ? (size_t)(at_numel(s) / (uint64_t)n) : 0;
 	if (*(at_device *)f->ctx == AT_DEV_CUDA)
 		stage_cuda_check(at_cuda_softmax_host(out.data, s->data, rows, n));
@@ -25,6 +33,24 @@ static void softmax_run(at_filter *f, at_tensor *in, at_writer *w)
 	out.attrs = s->attrs;
 	at_filter_write(w, &out);
 	at_tensor_free(&out);
+}
+
+/* The CPU path, whole rows at a time as the scores arrive. */
+static void softmax_piece(void *ctx, float *buf, size_t rows, uint64_t first)
+{
+	at_softmax_rows(buf, buf, rows, *(const int *)ctx);
+}
+
+static void softmax_stream(at_filter *f, at_reader *r, const at_header *h,
+			   at_writer *w)
+{
+	at_tensor out;
+	at_tensor_from_header(&out, h);
+	int n = softmax_check(f, &out);
+	snprintf(out.name, sizeof out.name, "attn");
+	/* an empty row length leaves nothing to read: any unit will do */
+	size_t unit = (n ? (size_t)n : 1) * sizeof(float);
+	at_filter_stream(f, r, h, w, &out, unit, softmax_piece, &n);
 }
 
 int main(int argc, char **argv)
@@ -41,6 +67,7 @@ int main(int argc, char **argv)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
 	at_device dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = softmax_run,
+		       .stream = dev == AT_DEV_CUDA ? NULL : softmax_stream,
 		       .ctx = &dev};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	return 0;

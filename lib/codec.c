@@ -12,7 +12,11 @@
  *   noise (sample entropy above NOISE_BITS per byte, no runs): level 0, so
  *     deflate writes stored blocks at memory speed both ways;
  *   runs (consecutive equal bytes well above chance, e.g. masked scores):
- *     Z_RLE;
+ *     Z_RLE, or, when the bytes between the runs are noise (the mantissa
+ *     planes of masked scores and of attention weights), Z_RLE for every
+ *     run of MIN_RUN bytes or more and stored blocks for the noise between
+ *     them: deflate then Huffman-codes only the runs, and inflate copies
+ *     the noise at memory speed, for the same ratio;
  *   anything else (the exponent plane of dense data): Z_HUFFMAN_ONLY, which
  *     codes as tightly as Z_RLE there and inflates twice as fast.
  * Switching modes inside one deflate stream (deflateParams) ends a deflate
@@ -29,6 +33,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,11 +44,21 @@
 #define SEGMENT (64u << 10) /* bytes per level-1 segment, at most */
 #define SAMPLE_STEP 5       /* every 5th byte: odd, so no element size aliases it */
 #define NOISE_BITS 7.75     /* entropy above which deflate cannot pay */
+/* Between runs the bar is lower: the alternative to stored blocks there is
+ * Z_RLE over the whole segment, runs included, which encodes and decodes
+ * several times slower; gaps of 7 bits or more per byte would gain at
+ * most an eighth of their size (about 1 % of attention weights). */
+#define GAP_NOISE_BITS 7.0
 #define RUN_EXCESS 0.02     /* repeats beyond chance that call for Z_RLE */
 #define MEM_LEVEL 8
 #define MAX_SEGMENTS (8 * (AT_MAX_CHUNK / SEGMENT)) /* 8-byte dtypes at most */
+/* The shortest run worth a mode switch: each switch ends a deflate block
+ * (a few bytes and about a microsecond), which a shorter run of stored
+ * bytes would not repay.  A power of two: runs are found through the
+ * aligned windows of MIN_RUN / 2 bytes they must cover. */
+#define MIN_RUN 64
 
-enum seg_mode { SEG_STORED, SEG_HUFFMAN, SEG_RLE };
+enum seg_mode { SEG_STORED, SEG_HUFFMAN, SEG_RLE, SEG_RUNS };
 
 /* A thread's zlib states, kept under a pthread key whose destructor
  * frees them when the thread ends. */
@@ -82,29 +97,46 @@ static zstates *my_states(void)
 	return z;
 }
 
-/* Judges one segment from every SAMPLE_STEP-th byte and its successor. */
-static enum seg_mode classify(const unsigned char *p, size_t n)
+/* Entropy in bits per byte of a histogram of n samples; *same gets the
+ * chance that two independent bytes drawn from it agree. */
+static double entropy(const unsigned *hist, size_t n, double *same)
 {
-	unsigned hist[256] = { 0 };
-	size_t samples = 0, repeats = 0;
-	for (size_t i = 0; i + 1 < n; i += SAMPLE_STEP) {
-		hist[p[i]]++;
-		repeats += p[i] == p[i + 1];
-		samples++;
-	}
-	if (samples < 64)
-		return SEG_RLE;
-	double bits = 0, same = 0, inv = 1.0 / samples;
+	double bits = 0, inv = 1.0 / n;
+	*same = 0;
 	for (int b = 0; b < 256; b++) {
 		if (!hist[b])
 			continue;
 		double f = hist[b] * inv;
 		bits -= f * log2(f);
-		same += f * f;
+		*same += f * f;
 	}
-	/* same: the chance two independent bytes agree */
-	if (repeats * inv > same + RUN_EXCESS)
+	return bits;
+}
+
+/* Judges one segment from every SAMPLE_STEP-th byte and its successor;
+ * the bytes that differ from their successor stand for what lies between
+ * the runs. */
+static enum seg_mode classify(const unsigned char *p, size_t n)
+{
+	unsigned hist[256] = { 0 }, between[256] = { 0 };
+	size_t samples = 0, repeats = 0;
+	for (size_t i = 0; i + 1 < n; i += SAMPLE_STEP) {
+		int same = p[i] == p[i + 1];
+		hist[p[i]]++;
+		between[p[i]] += !same;
+		repeats += same;
+		samples++;
+	}
+	if (samples < 64)
 		return SEG_RLE;
+	double same, ignored;
+	double bits = entropy(hist, samples, &same);
+	/* same: the chance two independent bytes agree */
+	if ((double)repeats / samples > same + RUN_EXCESS) {
+		size_t rest = samples - repeats;
+		return rest >= 64 && entropy(between, rest, &ignored) > GAP_NOISE_BITS
+			       ? SEG_RUNS : SEG_RLE;
+	}
 	return bits > NOISE_BITS ? SEG_STORED : SEG_HUFFMAN;
 }
 
@@ -155,6 +187,65 @@ static int feed(z_stream *z, const unsigned char *src, size_t n, int level,
 	z->avail_in = (uInt)n;
 	if (deflate(z, Z_NO_FLUSH) != Z_OK || z->avail_in)
 		return -1;
+	return 0;
+}
+
+/* Length of the run of bytes equal to p[0] that starts there, at most n. */
+static size_t run_len(const unsigned char *p, size_t n)
+{
+	uint64_t all = 0x0101010101010101ull * p[0], word;
+	size_t i = 0;
+	while (i + 8 <= n && (memcpy(&word, p + i, 8), word == all))
+		i += 8;
+	while (i < n && p[i] == p[0])
+		i++;
+	return i;
+}
+
+/* Finds the first run of MIN_RUN or more equal bytes in p[from, n): sets
+ * *start and returns its length, or returns 0.  Such a run covers a whole
+ * aligned window of MIN_RUN / 2 bytes, and a window is uniform when it
+ * equals itself shifted by one byte, which memcmp tests fast. */
+static size_t next_run(const unsigned char *p, size_t from, size_t n,
+		       size_t *start)
+{
+	const size_t win = MIN_RUN / 2;
+	size_t w = (from + win - 1) / win * win;
+	while (w + win <= n) {
+		if (memcmp(p + w, p + w + 1, win - 1) != 0) {
+			w += win;
+			continue;
+		}
+		size_t s = w;
+		while (s > from && p[s - 1] == p[w])
+			s--;
+		size_t end = w + run_len(p + w, n - w);
+		if (end - s >= MIN_RUN) {
+			*start = s;
+			return end - s;
+		}
+		w = (end + win - 1) / win * win;
+	}
+	return 0;
+}
+
+/* Feeds a SEG_RUNS segment: its long runs with Z_RLE, the noise between
+ * them as stored blocks.  Returns 0, or -1 when out is full. */
+static int feed_runs(z_stream *z, const unsigned char *src, size_t n,
+		     int *cur_level, int *cur_strategy)
+{
+	size_t pos = 0;
+	while (pos < n) {
+		size_t start = n, len = next_run(src, pos, n, &start);
+		if (start > pos && feed(z, src + pos, start - pos, 0,
+					Z_DEFAULT_STRATEGY, cur_level,
+					cur_strategy) < 0)
+			return -1;
+		if (len && feed(z, src + start, len, 1, Z_RLE, cur_level,
+				cur_strategy) < 0)
+			return -1;
+		pos = start + len;
+	}
 	return 0;
 }
 
@@ -214,9 +305,14 @@ static size_t deflate_chunk(const unsigned char *src, size_t n,
 		for (size_t p0 = 0; p0 < n && rc == 0; p0 += plane)
 			for (size_t s = 0; s < plane && rc == 0; s += seg, k++) {
 				size_t len = plane - s < seg ? plane - s : seg;
-				rc = feed(z, src + p0 + s, len, seg_level[mode[k]],
-					  seg_strategy[mode[k]], &cur_level,
-					  &cur_strategy);
+				if (mode[k] == SEG_RUNS)
+					rc = feed_runs(z, src + p0 + s, len,
+						       &cur_level, &cur_strategy);
+				else
+					rc = feed(z, src + p0 + s, len,
+						  seg_level[mode[k]],
+						  seg_strategy[mode[k]],
+						  &cur_level, &cur_strategy);
 			}
 	}
 	if (rc == 0 && deflate(z, Z_FINISH) == Z_STREAM_END)

@@ -1,6 +1,8 @@
 /* filter.c - the shared read / pass-through / compute / write loop. */
 #include "filter.h"
 
+#include "ops.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,94 @@ void at_filter_write(at_writer *w, const at_tensor *t)
 		cli_fail(w->err);
 }
 
+void at_filter_begin(at_writer *w, const at_tensor *header)
+{
+	if (at_record_begin(w, header) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_put(at_writer *w, const void *p, size_t n)
+{
+	if (at_record_put(w, p, n) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_end(at_writer *w)
+{
+	if (at_record_end(w) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_serial(int on)
+{
+	static int before;
+	if (on)
+		before = at_ops_threads(1);
+	else if (before)
+		at_ops_threads(before);
+}
+
+/* Bytes a streaming filter reads, transforms and writes at a time when
+ * its units straddle chunks: a chunk, so that the next stage can start. */
+#define STREAM_PIECE AT_DEFAULT_CHUNK
+
+/* Units that straddle chunks are gathered into a buffer of whole units. */
+static void stream_copied(at_reader *r, at_payload_in *in, at_writer *w,
+			  uint64_t units, size_t unit, at_stream_fn *fn,
+			  void *ctx)
+{
+	size_t per = unit < STREAM_PIECE ? STREAM_PIECE / unit : 1;
+	if (per > units)
+		per = units ? (size_t)units : 1;
+	float *buf = malloc(per * unit);
+	if (!buf)
+		cli_die("out of memory");
+	for (uint64_t u = 0; u < units; u += per) {
+		size_t n = units - u < per ? (size_t)(units - u) : per;
+		if (at_payload_read(in, buf, n * unit) < 0)
+			cli_fail(r->err);
+		fn(ctx, buf, n, u);
+		at_filter_put(w, buf, n * unit);
+	}
+	free(buf);
+}
+
+/* Units that never straddle chunks are transformed where decoded. */
+static void stream_in_place(at_reader *r, at_payload_in *in, at_writer *w,
+			    size_t unit, at_stream_fn *fn, void *ctx)
+{
+	unsigned char *p;
+	int64_t n;
+	for (uint64_t u = 0; (n = at_payload_view(in, &p)) > 0;
+	     u += (uint64_t)n / unit) {
+		fn(ctx, (float *)p, (size_t)n / unit, u);
+		at_filter_put(w, p, (size_t)n);
+	}
+	if (n < 0)
+		cli_fail(r->err);
+}
+
+void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
+		      at_writer *w, const at_tensor *out, size_t unit,
+		      at_stream_fn *fn, void *ctx)
+{
+	if (unit == 0 || h->nbytes % unit)
+		cli_die("%s: record %d '%s': internal error: unit of %zu bytes",
+			r->label, h->index, h->name, unit);
+	at_payload_in in;
+	if (at_payload_begin(r, h, &in) < 0)
+		cli_fail(r->err);
+	at_filter_begin(w, out);
+	at_filter_serial(1);
+	if (h->chunk_raw % unit == 0)
+		stream_in_place(r, &in, w, unit, fn, ctx);
+	else
+		stream_copied(r, &in, w, h->nbytes / unit, unit, fn, ctx);
+	at_filter_serial(0);
+	at_filter_end(w);
+	at_payload_end(&in);
+}
+
 static int slot_of(const at_filter *f, const char *name)
 {
 	for (int i = 0; i < f->n_inputs; i++)
@@ -66,10 +156,17 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		if (have[s])
 			cli_die("%s: record %d '%s': a second '%s' before the rest "
 				"of its group", r.label, h->index, h->name, h->name);
+		f->index[s] = h->index;
+		if (f->prepare)
+			f->prepare(f, s, h);
+		if (f->stream && !c->keep && f->n_inputs == 1) {
+			f->stream(f, &r, h, &w);
+			groups++;
+			continue;
+		}
 		if (at_read_payload(&r, h, &in[s]) < 0)
 			cli_fail(r.err);
 		have[s] = 1;
-		f->index[s] = h->index;
 		if (c->keep)
 			at_filter_write(&w, &in[s]);
 		if (++filled < f->n_inputs)

@@ -22,6 +22,16 @@ struct at_filter {
 	/* Validates and computes one group (in[i] holds inputs[i]) and writes
 	 * the outputs with at_write_tensor; failures call at_filter_die. */
 	void (*run)(at_filter *f, at_tensor *in, at_writer *w);
+	/* Optional, for one-input filters: validates the record from its
+	 * header and writes the output while the payload arrives (with
+	 * at_filter_stream), so that the stages of a pipeline overlap.
+	 * Unused with --keep, which writes the whole input record first. */
+	void (*stream)(at_filter *f, at_reader *r, const at_header *h,
+		       at_writer *w);
+	/* Optional: called with each input's header before its payload is
+	 * read, to prepare what the group will need while it arrives (no
+	 * errors here: run reports them). */
+	void (*prepare)(at_filter *f, int slot, const at_header *h);
 	void *ctx;
 	/* filled by at_filter_main, for messages */
 	const char *label;
@@ -40,5 +50,31 @@ void at_filter_expect(const at_filter *f, int slot, const at_tensor *t,
 		      int rank, const char *shape_letters);
 /* Writes t or dies with the writer's error. */
 void at_filter_write(at_writer *w, const at_tensor *t);
+/* at_record_begin, _put and _end (stream.h), dying with the writer's
+ * error: for outputs written piece by piece as they are computed. */
+void at_filter_begin(at_writer *w, const at_tensor *header);
+void at_filter_put(at_writer *w, const void *p, size_t n);
+void at_filter_end(at_writer *w);
+
+/* The arithmetic of a streaming stage runs on one thread (the codec keeps
+ * its threads): the stages of a pipeline overlap and keep the cores busy,
+ * and idle OpenMP and OpenBLAS workers would spin between pieces, taking
+ * the cores from the other stages.  at_filter_serial(1) sets this and
+ * at_filter_serial(0) restores the count before. */
+void at_filter_serial(int on);
+
+/* The in-place transform of a streaming filter: buf holds `units`
+ * consecutive units (elements, rows) of the record, the first of them
+ * unit number `first`. */
+typedef void at_stream_fn(void *ctx, float *buf, size_t units,
+			  uint64_t first);
+/* Reads record h's payload as it arrives, in pieces of whole units of
+ * `unit` bytes (about 1 MiB at a time, at least one unit), applies fn to
+ * each and writes the results as the payload of a record with out's
+ * header, the same size.  A failure of the input after the output has
+ * begun leaves that record without its end (an error downstream). */
+void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
+		      at_writer *w, const at_tensor *out, size_t unit,
+		      at_stream_fn *fn, void *ctx);
 
 #endif

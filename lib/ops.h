@@ -19,6 +19,10 @@ void at_matmul(float *out, const float *a, const float *b, int M, int K,
 void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
 		  int ldb, int M, int K, int N, int trans_b, float alpha);
 
+/* Sets the threads of the OpenMP loops and of OpenBLAS to n; returns the
+ * count before. */
+int at_ops_threads(int n);
+
 /* x[B,T,C] = wte[tokens[b,t]] + wpe[t]; tokens already checked < V. */
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		      const float *wpe, int B, int T, int C);
@@ -47,6 +51,10 @@ void at_scores_forward(float *s, const float *q, const float *k, int BH,
 		       int T, int D, float scale);
 /* Sets s[., i, j] = fill for every j > i, touching nothing else. */
 void at_mask_causal(float *s, int BH, int T, float fill);
+/* The same on a span of a [..., T, T] tensor: s[0, n) holds its elements
+ * first .. first + n - 1 (rows may start and end anywhere). */
+void at_mask_causal_span(float *s, uint64_t first, size_t n, int T,
+			 float fill);
 /* Stable row softmax of rows x n; a row whose maximum is -inf (nothing
  * unmasked) becomes all NaN, as in NumPy and PyTorch. */
 void at_softmax_rows(float *p, const float *s, size_t rows, int n);

@@ -6,15 +6,29 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#else
+#define omp_get_max_threads() 1
+#endif
+
+/* Elements below which at_embed_forward stays on one thread: at a tenth
+ * of a millisecond the work is shorter than the wait for a second thread
+ * whose core is busy elsewhere (another stage of a pipeline). */
+#define EMBED_PARALLEL (4 << 20)
 
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		      const float *wpe, int B, int T, int C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= EMBED_PARALLEL)
 	for (int bt = 0; bt < B * T; bt++) {
 		const float *e = wte + (size_t)tokens[bt] * C;
 		const float *p = wpe + (size_t)(bt % T) * C;
 		float *o = x + (size_t)bt * C;
+		/* simd: without it the loop stays scalar (the compiler cannot
+		 * rule out overlap), and its speed then hangs on how x and the
+		 * tables happen to lie in memory */
+#pragma omp simd
 		for (int c = 0; c < C; c++)
 			o[c] = e[c] + p[c];
 	}
@@ -112,6 +126,20 @@ void at_mask_causal(float *s, int BH, int T, float fill)
 		}
 }
 
+void at_mask_causal_span(float *s, uint64_t first, size_t n, int T,
+			 float fill)
+{
+	uint64_t e = first, end = first + n;
+	while (e < end) {
+		uint64_t row = e / (uint64_t)T, i = row % (uint64_t)T;
+		uint64_t row_end = (row + 1) * T < end ? (row + 1) * T : end;
+		uint64_t from = row * T + i + 1 > e ? row * T + i + 1 : e;
+		for (uint64_t x = from; x < row_end; x++)
+			s[x - first] = fill;
+		e = row_end;
+	}
+}
+
 /* Rows per block of the causal product: larger blocks waste more of the
  * zero triangle, smaller ones run the matrix kernel less efficiently. */
 #define CAUSAL_BLOCK 128
@@ -136,6 +164,9 @@ void at_attend_forward(float *o, const float *a, const float *v, int BH,
 		       int T, int D)
 {
 	size_t vs = (size_t)T * D, as = (size_t)T * T;
+	/* a head per thread where there are enough: the blocks of one head
+	 * are too small to share well (products inside run on one thread) */
+#pragma omp parallel for schedule(dynamic) if (BH >= 2 * omp_get_max_threads())
 	for (int i = 0; i < BH; i++) {
 		const float *ai = a + i * as, *vi = v + i * vs;
 		float *oi = o + i * vs;

@@ -1,9 +1,26 @@
 /* ops_matmul.c - matrix products: CBLAS where built with it, else C. */
 #include "ops.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #ifdef ANDREA_CBLAS
 #include <cblas.h>
 #endif
+
+int at_ops_threads(int n)
+{
+	int before = 1;
+#ifdef _OPENMP
+	before = omp_get_max_threads();
+	omp_set_num_threads(n);
+#endif
+#ifdef ANDREA_CBLAS
+	openblas_set_num_threads(n);
+#endif
+	return before;
+}
 
 void at_matmul(float *out, const float *a, const float *b, int M, int K,
 	       int N, int trans_b, float alpha)

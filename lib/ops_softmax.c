@@ -41,10 +41,15 @@ void at_softmax_rows(float *p, const float *s, size_t rows, int n)
 	for (size_t r = 0; r < rows; r++) {
 		const float *x = s + r * n;
 		float *o = p + r * n;
+		/* a masked tail of -inf gives exact zeros (fast_exp(-inf) is
+		 * 0): the rest of the row needs no exp, sum or scaling */
+		int m = n;
+		while (m > 0 && x[m - 1] == -INFINITY)
+			m--;
 		float max = -INFINITY;
 		int nan = 0;
 #pragma omp simd reduction(max : max) reduction(| : nan)
-		for (int j = 0; j < n; j++) {
+		for (int j = 0; j < m; j++) {
 			max = x[j] > max ? x[j] : max;
 			nan |= x[j] != x[j];
 		}
@@ -55,15 +60,17 @@ void at_softmax_rows(float *p, const float *s, size_t rows, int n)
 			continue;
 		}
 #pragma omp simd
-		for (int j = 0; j < n; j++)
+		for (int j = 0; j < m; j++)
 			o[j] = fast_exp(x[j] - max);
 		float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-		for (int j = 0; j < n; j++)
+		for (int j = 0; j < m; j++)
 			sum += o[j];
 		float inv = 1.0f / sum;
 #pragma omp simd
-		for (int j = 0; j < n; j++)
+		for (int j = 0; j < m; j++)
 			o[j] *= inv;
+		for (int j = m; j < n; j++)
+			o[j] = 0.0f;
 	}
 }

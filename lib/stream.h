@@ -74,6 +74,21 @@ typedef struct at_reader {
 	char err[AT_ERR_LEN];
 } at_reader;
 
+/* The record a writer is in the middle of (at_record_begin .. _end). */
+typedef struct {
+	int open;
+	char name[AT_MAX_NAME + 1];
+	size_t elem;
+	uint32_t chunk_raw;
+	at_write_opts eff;      /* the writer's options as this record uses them */
+	uint64_t nbytes, done;  /* payload bytes promised and encoded so far */
+	unsigned char *stage;   /* room for `threads` chunks of put bytes */
+	size_t staged;          /* bytes waiting in stage */
+	unsigned char *out;     /* encoded chunks of one batch, with headers */
+	unsigned char *scratch; /* chunk_raw bytes per thread */
+	size_t bound;           /* room for one encoded chunk */
+} at_record_out;
+
 typedef struct at_writer {
 	FILE *f;
 	int owns_file;
@@ -81,6 +96,7 @@ typedef struct at_writer {
 	at_write_opts opts;
 	char path[4096];   /* final name, for the rename */
 	char tmp[4096];    /* temporary file while writing, or "" */
+	at_record_out rec;
 	char err[AT_ERR_LEN];
 } at_writer;
 
@@ -103,6 +119,29 @@ int at_read_header(at_reader *r, at_header *h);
  * anything is allocated or read. */
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t);
 int at_skip_payload(at_reader *r, const at_header *h);
+/* t gets h's name, dtype, shape and attributes, and no data. */
+void at_tensor_from_header(at_tensor *t, const at_header *h);
+
+/* A payload read as it arrives, instead of at_read_payload: chunks are
+ * decoded one per thread at a time, and at_payload_read hands out the
+ * next n bytes of the tensor, in pieces of any size.  Errors fill r->err;
+ * at_payload_end frees what begin took, whether or not all was read. */
+typedef struct {
+	at_reader *r;
+	const at_header *h;
+	void *bufs;             /* the decoder's batch buffers */
+	unsigned char *batch;   /* decoded bytes of the current batch */
+	size_t have, pos;       /* bytes in batch, bytes handed out */
+	uint64_t next;          /* the next chunk to read */
+} at_payload_in;
+int at_payload_begin(at_reader *r, const at_header *h, at_payload_in *in);
+int at_payload_read(at_payload_in *in, void *p, size_t n);
+/* The bytes decoded and not yet handed out, without a copy: *p points
+ * into the reader's buffer (writable, valid until the next call), and
+ * they count as handed out.  Returns their number: whole chunks (a
+ * batch of them), 0 at the end of the payload, -1 on error. */
+int64_t at_payload_view(at_payload_in *in, unsigned char **p);
+void at_payload_end(at_payload_in *in);
 /* Copies header and chunks to w byte for byte, checking every chunk header
  * but decompressing nothing. */
 int at_copy_record(at_reader *r, const at_header *h, struct at_writer *w);
@@ -112,6 +151,16 @@ int at_writer_open(at_writer *w, const char *path, const at_write_opts *o);
 void at_writer_wrap(at_writer *w, FILE *f, const char *label,
 		    const at_write_opts *o);
 int at_write_tensor(at_writer *w, const at_tensor *t);
+/* A record written as its payload is produced: at_record_begin writes the
+ * header of t (name, dtype, dims, attributes; t->data is not used), then
+ * at_record_put takes the payload bytes in order, in pieces of any size,
+ * and encodes every chunk as soon as `threads` chunks are complete;
+ * at_record_end encodes the rest and checks that exactly the tensor's
+ * bytes came.  A program that fails in between leaves a record without
+ * its end, which every reader reports as an error. */
+int at_record_begin(at_writer *w, const at_tensor *t);
+int at_record_put(at_writer *w, const void *p, size_t n);
+int at_record_end(at_writer *w);
 /* Writes raw bytes (used for verbatim copies). */
 int at_writer_put(at_writer *w, const void *p, size_t n);
 /* Writes the end record and flushes; closes the file if the writer owns it

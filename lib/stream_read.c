@@ -278,27 +278,79 @@ static int get_chunk_header(at_reader *r, const at_header *h, uint64_t c,
 	return 0;
 }
 
-/* One batch of chunks for at_parallel_for: slot i is chunk c0 + i. */
+/* What decoding a batch of chunks needs, per batch slot: a buffer for
+ * deflated or shuffled chunks (stored plain chunks are read straight into
+ * place), the chunk's facts and its verdict; and scratch per thread. */
 typedef struct {
-	const at_header *h;
-	unsigned char *buf;
-	uint64_t c0;
-	size_t elem;
+	int threads;
+	uint64_t size; /* chunks per batch */
+	unsigned char **slot;
 	const unsigned char **stored;
-	const uint32_t *stored_len, *crc;
+	uint32_t *stored_len, *crc;
 	unsigned char *scratch; /* chunk_raw bytes per thread */
 	int *bad;
 	char (*why)[128];
+} batch_bufs;
+
+static void bufs_free(batch_bufs *b)
+{
+	for (uint64_t i = 0; b->slot && i < b->size; i++)
+		free(b->slot[i]);
+	free(b->slot);
+	free(b->stored);
+	free(b->stored_len);
+	free(b->crc);
+	free(b->scratch);
+	free(b->bad);
+	free(b->why);
+	memset(b, 0, sizeof *b);
+}
+
+/* Sets up batches of per_thread chunks per thread for h. */
+static int bufs_init(at_reader *r, const at_header *h, batch_bufs *b,
+		     uint64_t per_thread)
+{
+	memset(b, 0, sizeof *b);
+	uint64_t nchunks = chunk_count(h);
+	b->threads = r->opts.threads;
+	/* no more scratch than there are chunks to decode */
+	if ((uint64_t)b->threads > nchunks)
+		b->threads = nchunks ? (int)nchunks : 1;
+	b->size = (uint64_t)b->threads * per_thread;
+	b->slot = calloc(b->size, sizeof *b->slot);
+	b->stored = calloc(b->size, sizeof *b->stored);
+	b->stored_len = calloc(b->size, sizeof *b->stored_len);
+	b->crc = calloc(b->size, sizeof *b->crc);
+	b->scratch = malloc((size_t)b->threads * h->chunk_raw);
+	b->bad = calloc(b->size, sizeof *b->bad);
+	b->why = calloc(b->size, sizeof *b->why);
+	if (!b->slot || !b->stored || !b->stored_len || !b->crc || !b->scratch ||
+	    !b->bad || !b->why) {
+		bufs_free(b);
+		return fail(r, h->index, h->name, "out of memory");
+	}
+	return 0;
+}
+
+/* One batch of chunks for at_parallel_for: slot i is chunk c0 + i, which
+ * goes to dst + i * chunk_raw. */
+typedef struct {
+	const at_header *h;
+	unsigned char *dst;
+	uint64_t c0;
+	size_t elem;
+	const batch_bufs *b;
 } decode_batch;
 
 static void decode_one(void *ctx, int i, int tid)
 {
-	decode_batch *b = ctx;
-	const at_header *h = b->h;
-	uint64_t c = b->c0 + (uint64_t)i;
+	decode_batch *d = ctx;
+	const at_header *h = d->h;
+	const batch_bufs *b = d->b;
 	b->bad[i] = at_chunk_decode(b->stored[i], b->stored_len[i],
-				    b->buf + c * h->chunk_raw, chunk_raw_len(h, c),
-				    b->elem, h->flags & AT_FLAG_SHUFFLE, b->crc[i],
+				    d->dst + (size_t)i * h->chunk_raw,
+				    chunk_raw_len(h, d->c0 + (uint64_t)i), d->elem,
+				    h->flags & AT_FLAG_SHUFFLE, b->crc[i],
 				    b->scratch + (size_t)tid * h->chunk_raw,
 				    b->why[i], sizeof b->why[i]);
 }
@@ -343,6 +395,59 @@ static uint64_t memory_available(void)
 	return (mem + swap) * 1024;
 }
 
+/* Reads chunks c0 .. c0+nb-1 of h and decodes them into *buf, chunk c at
+ * offset (c - first) * chunk_raw.  With cap set, *buf grows (grow) as each
+ * chunk's header arrives; without, it already holds the batch. */
+static int read_batch(at_reader *r, const at_header *h, batch_bufs *b,
+		      uint64_t c0, uint64_t nb, unsigned char **buf,
+		      uint64_t first, size_t *cap)
+{
+	size_t elem = at_dtype_size(h->dtype);
+	int shuffled = (h->flags & AT_FLAG_SHUFFLE) && elem > 1;
+	for (uint64_t i = 0; i < nb; i++) {
+		uint64_t c = c0 + i;
+		unsigned char hdr[AT_CHUNK_HEADER];
+		if (get_chunk_header(r, h, c, hdr, &b->stored_len[i], &b->crc[i]) < 0)
+			return -1;
+		size_t off = (size_t)((c - first) * h->chunk_raw);
+		if (cap && grow(buf, cap, off + chunk_raw_len(h, c), h->nbytes) < 0)
+			return fail(r, h->index, h->name, "out of memory");
+		unsigned char *dst;
+		if (b->stored_len[i] == chunk_raw_len(h, c) && !shuffled) {
+			dst = *buf + off;
+		} else {
+			if (!b->slot[i] && !(b->slot[i] = malloc(h->chunk_raw)))
+				return fail(r, h->index, h->name, "out of memory");
+			dst = b->slot[i];
+		}
+		if (get_exact(r, dst, b->stored_len[i], h->index, h->name) < 0)
+			return -1;
+		b->stored[i] = dst;
+	}
+	/* buf may have moved while growing: in-place chunks follow it */
+	unsigned char *dst = *buf + (size_t)((c0 - first) * h->chunk_raw);
+	for (uint64_t i = 0; i < nb; i++)
+		if (b->stored[i] != b->slot[i])
+			b->stored[i] = dst + i * h->chunk_raw;
+	decode_batch job = {h, dst, c0, elem, b};
+	at_parallel_for((int)nb, b->threads, decode_one, &job);
+	for (uint64_t i = 0; i < nb; i++)
+		if (b->bad[i])
+			return fail(r, h->index, h->name, "chunk %llu: %s",
+				    (unsigned long long)(c0 + i), b->why[i]);
+	return 0;
+}
+
+void at_tensor_from_header(at_tensor *t, const at_header *h)
+{
+	memset(t, 0, sizeof *t);
+	snprintf(t->name, sizeof t->name, "%s", h->name);
+	t->dtype = h->dtype;
+	t->rank = h->rank;
+	memcpy(t->dims, h->dims, sizeof t->dims);
+	t->attrs = h->attrs;
+}
+
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 {
 	memset(t, 0, sizeof *t);
@@ -356,94 +461,111 @@ int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 			    "(%llu bytes of RAM and swap)",
 			    (unsigned long long)h->nbytes,
 			    (unsigned long long)avail);
-	size_t elem = at_dtype_size(h->dtype);
-	int shuffled = (h->flags & AT_FLAG_SHUFFLE) && elem > 1;
 	uint64_t nchunks = chunk_count(h);
-	int threads = r->opts.threads;
-	/* no more scratch than there are chunks to decode */
-	if ((uint64_t)threads > nchunks)
-		threads = nchunks ? (int)nchunks : 1;
-	uint64_t batch = (uint64_t)threads * 4;
-	/* per batch slot: a buffer for deflated or shuffled chunks (stored
-	 * plain chunks are read straight into place) and the chunk's facts */
-	unsigned char **slot = calloc(batch, sizeof *slot);
-	const unsigned char **stored = calloc(batch, sizeof *stored);
-	uint32_t *stored_len = calloc(batch, sizeof *stored_len);
-	uint32_t *crc = calloc(batch, sizeof *crc);
-	unsigned char *scratch = malloc((size_t)threads * h->chunk_raw);
-	int *bad = calloc(batch, sizeof *bad);
-	char (*why)[128] = calloc(batch, sizeof *why);
+	batch_bufs b;
+	if (bufs_init(r, h, &b, 4) < 0)
+		return -1;
 	unsigned char *buf = malloc(h->nbytes ? 0 : 1);
 	size_t cap = 0;
 	int rc = -1;
-	if (!slot || !stored || !stored_len || !crc || !scratch || !bad || !why) {
-		fail(r, h->index, h->name, "out of memory");
-		goto out;
-	}
-	for (uint64_t c0 = 0; c0 < nchunks; c0 += batch) {
-		uint64_t nb = nchunks - c0 < batch ? nchunks - c0 : batch;
-		for (uint64_t i = 0; i < nb; i++) {
-			uint64_t c = c0 + i;
-			unsigned char hdr[AT_CHUNK_HEADER];
-			if (get_chunk_header(r, h, c, hdr, &stored_len[i], &crc[i]) < 0)
-				goto out;
-			size_t off = (size_t)(c * h->chunk_raw);
-			if (grow(&buf, &cap, off + chunk_raw_len(h, c), h->nbytes) < 0) {
-				fail(r, h->index, h->name, "out of memory");
-				goto out;
-			}
-			unsigned char *dst;
-			if (stored_len[i] == chunk_raw_len(h, c) && !shuffled) {
-				dst = buf + off;
-			} else {
-				if (!slot[i] && !(slot[i] = malloc(h->chunk_raw))) {
-					fail(r, h->index, h->name, "out of memory");
-					goto out;
-				}
-				dst = slot[i];
-			}
-			if (get_exact(r, dst, stored_len[i], h->index, h->name) < 0)
-				goto out;
-			stored[i] = dst;
-		}
-		/* buf may have moved while growing: in-place chunks follow it */
-		for (uint64_t i = 0; i < nb; i++)
-			if (stored[i] != slot[i])
-				stored[i] = buf + (c0 + i) * h->chunk_raw;
-		decode_batch job = {h, buf, c0, elem, stored, stored_len, crc,
-				    scratch, bad, why};
-		at_parallel_for((int)nb, threads, decode_one, &job);
-		for (uint64_t i = 0; i < nb; i++)
-			if (bad[i]) {
-				fail(r, h->index, h->name, "chunk %llu: %s",
-				     (unsigned long long)(c0 + i), why[i]);
-				goto out;
-			}
+	for (uint64_t c0 = 0; c0 < nchunks; c0 += b.size) {
+		uint64_t nb = nchunks - c0 < b.size ? nchunks - c0 : b.size;
+		if (read_batch(r, h, &b, c0, nb, &buf, 0, &cap) < 0)
+			goto out;
 	}
 	if (!buf) {
 		fail(r, h->index, h->name, "out of memory");
 		goto out;
 	}
-	snprintf(t->name, sizeof t->name, "%s", h->name);
-	t->dtype = h->dtype;
-	t->rank = h->rank;
-	memcpy(t->dims, h->dims, sizeof t->dims);
-	t->attrs = h->attrs;
+	at_tensor_from_header(t, h);
 	t->data = buf;
 	buf = NULL;
 	rc = 0;
 out:
-	for (uint64_t i = 0; slot && i < batch; i++)
-		free(slot[i]);
-	free(slot);
-	free(stored);
-	free(stored_len);
-	free(crc);
-	free(scratch);
-	free(bad);
-	free(why);
+	bufs_free(&b);
 	free(buf);
 	return rc;
+}
+
+int at_payload_begin(at_reader *r, const at_header *h, at_payload_in *in)
+{
+	memset(in, 0, sizeof *in);
+	in->r = r;
+	in->h = h;
+	batch_bufs *b = malloc(sizeof *b);
+	if (!b)
+		return fail(r, h->index, h->name, "out of memory");
+	/* one chunk per thread at a time: the stage upstream need not get
+	 * far ahead before this one starts */
+	if (bufs_init(r, h, b, 1) < 0) {
+		free(b);
+		return -1;
+	}
+	in->bufs = b;
+	in->batch = malloc(b->size * h->chunk_raw);
+	if (!in->batch) {
+		at_payload_end(in);
+		return fail(r, h->index, h->name, "out of memory");
+	}
+	return 0;
+}
+
+/* Decodes the next batch when the current one is used up; returns the
+ * bytes left in it, 0 at the end of the payload, -1 on error. */
+static int64_t refill(at_payload_in *in)
+{
+	const at_header *h = in->h;
+	batch_bufs *b = in->bufs;
+	if (in->pos < in->have)
+		return (int64_t)(in->have - in->pos);
+	uint64_t left = chunk_count(h) - in->next;
+	uint64_t nb = left < b->size ? left : b->size;
+	if (nb == 0)
+		return 0;
+	if (read_batch(in->r, h, b, in->next, nb, &in->batch, in->next,
+		       NULL) < 0)
+		return -1;
+	in->have = (size_t)(nb - 1) * h->chunk_raw +
+		   chunk_raw_len(h, in->next + nb - 1);
+	in->pos = 0;
+	in->next += nb;
+	return (int64_t)in->have;
+}
+
+int64_t at_payload_view(at_payload_in *in, unsigned char **p)
+{
+	int64_t n = refill(in);
+	*p = in->batch + in->pos;
+	if (n > 0)
+		in->pos = in->have;
+	return n;
+}
+
+int at_payload_read(at_payload_in *in, void *p, size_t n)
+{
+	unsigned char *dst = p;
+	while (n) {
+		int64_t have = refill(in);
+		if (have <= 0)
+			return have < 0 ? -1
+					: fail(in->r, in->h->index, in->h->name,
+					       "internal error: read past the payload");
+		size_t m = (size_t)have < n ? (size_t)have : n;
+		memcpy(dst, in->batch + in->pos, m);
+		in->pos += m;
+		dst += m;
+		n -= m;
+	}
+	return 0;
+}
+
+void at_payload_end(at_payload_in *in)
+{
+	if (in->bufs)
+		bufs_free(in->bufs);
+	free(in->bufs);
+	free(in->batch);
+	memset(in, 0, sizeof *in);
 }
 
 /* Walks the chunks of h; with w set, copies each one there verbatim. */

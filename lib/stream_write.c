@@ -102,98 +102,193 @@ static size_t build_header(const at_tensor *t, unsigned flags,
 	return (size_t)(q - buf) + 4;
 }
 
-/* One batch of chunks for at_parallel_for: slot i is chunk c0 + i, its
- * 16-byte header and stored bytes going to out + i * (bound + 16). */
+/* One batch of chunks for at_parallel_for: slot i is chunk i of data, its
+ * 16-byte header and stored bytes going to rec->out + i * (bound + 16). */
 typedef struct {
 	const unsigned char *data;
-	uint64_t nbytes, c0;
-	uint32_t chunk_raw;
-	size_t elem;
-	int plain; /* level 0: only the header is built, data goes as is */
-	const at_write_opts *o;
-	unsigned char *out;
-	size_t bound;
-	unsigned char *scratch; /* chunk_raw bytes per thread */
+	size_t len; /* whole chunks, the last one short only at the record's end */
+	const at_record_out *rec;
+	int plain;  /* level 0: only the header is built, data goes as is */
 } encode_batch;
+
+static unsigned char *chunk_slot(const at_record_out *rec, int i)
+{
+	return rec->out + (size_t)i * (rec->bound + AT_CHUNK_HEADER);
+}
 
 static void encode_one(void *ctx, int i, int tid)
 {
 	encode_batch *b = ctx;
-	uint64_t off = (b->c0 + (uint64_t)i) * b->chunk_raw;
-	size_t raw_len = b->nbytes - off < b->chunk_raw ? b->nbytes - off
-							: b->chunk_raw;
-	unsigned char *hdr = b->out + (size_t)i * (b->bound + AT_CHUNK_HEADER);
+	const at_record_out *rec = b->rec;
+	size_t off = (size_t)i * rec->chunk_raw;
+	size_t raw_len = b->len - off < rec->chunk_raw ? b->len - off
+						       : rec->chunk_raw;
+	unsigned char *hdr = chunk_slot(rec, i);
 	size_t stored = b->plain ? raw_len
 				 : at_chunk_encode(b->data + off, raw_len,
-						   hdr + AT_CHUNK_HEADER, b->elem, b->o,
-						   b->scratch + (size_t)tid * b->chunk_raw);
+						   hdr + AT_CHUNK_HEADER, rec->elem,
+						   &rec->eff,
+						   rec->scratch + (size_t)tid * rec->chunk_raw);
 	put32(hdr, (uint32_t)raw_len);
 	put32(hdr + 4, (uint32_t)stored);
 	put32(hdr + 8, (uint32_t)crc32(0L, b->data + off, (uInt)raw_len));
 	put32(hdr + 12, (uint32_t)crc32(0L, hdr, 12));
 }
 
-int at_write_tensor(at_writer *w, const at_tensor *t)
+/* Encodes data[0, len) of the open record on its threads and writes the
+ * chunks in order; level 0 writes every chunk straight from data. */
+static int encode_chunks(at_writer *w, const unsigned char *data, size_t len)
+{
+	at_record_out *rec = &w->rec;
+	int n = (int)((len + rec->chunk_raw - 1) / rec->chunk_raw);
+	encode_batch job = {data, len, rec, rec->eff.level == 0};
+	at_parallel_for(n, rec->eff.threads, encode_one, &job);
+	for (int i = 0; i < n; i++) {
+		unsigned char *hdr = chunk_slot(rec, i);
+		size_t stored = le32(hdr + 4);
+		if (!job.plain) {
+			if (at_writer_put(w, hdr, AT_CHUNK_HEADER + stored) < 0)
+				return -1;
+		} else if (at_writer_put(w, hdr, AT_CHUNK_HEADER) < 0 ||
+			   at_writer_put(w, data + (size_t)i * rec->chunk_raw,
+					 stored) < 0) {
+			return -1;
+		}
+	}
+	rec->done += len;
+	return 0;
+}
+
+static void record_free(at_record_out *rec)
+{
+	free(rec->stage);
+	free(rec->out);
+	free(rec->scratch);
+	memset(rec, 0, sizeof *rec);
+}
+
+/* Chunks per batch taken straight from a caller's buffer. */
+static uint64_t batch_chunks(const at_record_out *rec)
+{
+	uint64_t nchunks = (rec->nbytes + rec->chunk_raw - 1) / rec->chunk_raw;
+	uint64_t batch = (uint64_t)rec->eff.threads * 4;
+	return batch < nchunks ? batch : nchunks ? nchunks : 1;
+}
+
+int at_record_begin(at_writer *w, const at_tensor *t)
 {
 	size_t elem = at_dtype_size(t->dtype);
 	if (!elem || t->rank < 0 || t->rank > AT_MAX_RANK ||
 	    !at_name_valid(t->name, strlen(t->name)))
 		return wfail(w, "internal error: invalid tensor '%.64s'", t->name);
+	at_record_out *rec = &w->rec;
+	if (rec->open)
+		return wfail(w, "internal error: '%.64s' begun inside '%.64s'",
+			     t->name, rec->name);
 	const at_write_opts *o = &w->opts;
 	uint32_t chunk_raw = o->chunk_raw ? o->chunk_raw : AT_DEFAULT_CHUNK;
 	chunk_raw -= chunk_raw % elem;
 	unsigned flags = o->shuffle && o->level > 0 && elem > 1 ? AT_FLAG_SHUFFLE : 0;
-	at_write_opts eff = *o;
-	eff.shuffle = flags != 0;
 
 	unsigned char header[AT_MAX_HEADER];
 	size_t hlen = build_header(t, flags, chunk_raw, header);
 	if (at_writer_put(w, header, hlen) < 0)
 		return -1;
 
-	const unsigned char *data = t->data;
-	uint64_t nbytes = at_nbytes(t);
-	uint64_t nchunks = (nbytes + chunk_raw - 1) / chunk_raw;
-	int threads = o->threads;
-	if ((uint64_t)threads > nchunks)
-		threads = nchunks ? (int)nchunks : 1;
-	uint64_t batch = (uint64_t)threads * 4;
-	if (batch > nchunks)
-		batch = nchunks ? nchunks : 1;
-	/* level 0 writes every chunk straight from the tensor: no copy */
-	int plain = eff.level == 0;
-	size_t bound = plain ? 0 : at_chunk_bound(chunk_raw);
-	unsigned char *out = malloc(batch * (bound + AT_CHUNK_HEADER));
-	unsigned char *scratch = malloc((size_t)threads * chunk_raw);
-	if (!out || !scratch) {
-		free(out);
-		free(scratch);
+	snprintf(rec->name, sizeof rec->name, "%s", t->name);
+	rec->elem = elem;
+	rec->chunk_raw = chunk_raw;
+	rec->nbytes = at_nbytes(t);
+	rec->eff = *o;
+	rec->eff.shuffle = flags != 0;
+	/* no more threads, and so no more scratch, than there are chunks */
+	uint64_t nchunks = (rec->nbytes + chunk_raw - 1) / chunk_raw;
+	if ((uint64_t)rec->eff.threads > nchunks)
+		rec->eff.threads = nchunks ? (int)nchunks : 1;
+	int plain = rec->eff.level == 0;
+	rec->bound = plain ? 0 : at_chunk_bound(chunk_raw);
+	rec->out = malloc(batch_chunks(rec) * (rec->bound + AT_CHUNK_HEADER));
+	rec->scratch = plain ? NULL
+			     : malloc((size_t)rec->eff.threads * chunk_raw);
+	if (!rec->out || (!plain && !rec->scratch)) {
+		record_free(rec);
 		return wfail(w, "out of memory compressing '%.64s'", t->name);
 	}
-	int rc = 0;
-	for (uint64_t c0 = 0; c0 < nchunks && rc == 0; c0 += batch) {
-		uint64_t nb = nchunks - c0 < batch ? nchunks - c0 : batch;
-		encode_batch job = {data, nbytes, c0, chunk_raw, elem, plain, &eff,
-				    out, bound, scratch};
-		at_parallel_for((int)nb, threads, encode_one, &job);
-		for (uint64_t i = 0; i < nb && rc == 0; i++) {
-			unsigned char *hdr = out + i * (bound + AT_CHUNK_HEADER);
-			if (plain && at_writer_put(w, hdr, AT_CHUNK_HEADER) == 0)
-				rc = at_writer_put(w, data + (c0 + i) * chunk_raw,
-						   le32(hdr + 4));
-			else if (plain)
-				rc = -1;
-			else
-				rc = at_writer_put(w, hdr, AT_CHUNK_HEADER + le32(hdr + 4));
+	rec->open = 1;
+	return 0;
+}
+
+int at_record_put(at_writer *w, const void *p, size_t n)
+{
+	at_record_out *rec = &w->rec;
+	const unsigned char *src = p;
+	if (!rec->open || n > rec->nbytes - rec->done - rec->staged)
+		return wfail(w, "internal error: more bytes than '%.64s' holds",
+			     rec->name);
+	/* the stage holds one chunk per thread: enough to keep them busy,
+	 * little enough that the next stage of a pipeline need not wait */
+	size_t cap = (size_t)rec->eff.threads * rec->chunk_raw;
+	size_t most = (size_t)batch_chunks(rec) * rec->chunk_raw;
+	while (n) {
+		int last = rec->done + rec->staged + n == rec->nbytes;
+		if (rec->staged == 0 && (n >= cap || last)) {
+			/* straight from the caller: whole chunks, or the end */
+			size_t take = n < most ? n : most;
+			if (take < n || !last)
+				take -= take % rec->chunk_raw;
+			if (encode_chunks(w, src, take) < 0)
+				return -1;
+			src += take;
+			n -= take;
+			continue;
+		}
+		if (!rec->stage && !(rec->stage = malloc(cap)))
+			return wfail(w, "out of memory compressing '%.64s'",
+				     rec->name);
+		size_t m = cap - rec->staged < n ? cap - rec->staged : n;
+		memcpy(rec->stage + rec->staged, src, m);
+		rec->staged += m;
+		src += m;
+		n -= m;
+		if (rec->staged == cap || rec->done + rec->staged == rec->nbytes) {
+			if (encode_chunks(w, rec->stage, rec->staged) < 0)
+				return -1;
+			rec->staged = 0;
 		}
 	}
-	free(out);
-	free(scratch);
-	return rc;
+	return 0;
+}
+
+int at_record_end(at_writer *w)
+{
+	at_record_out *rec = &w->rec;
+	if (!rec->open || rec->done != rec->nbytes) {
+		wfail(w, "internal error: '%.64s' ended after %llu of %llu bytes",
+		      rec->name, (unsigned long long)rec->done,
+		      (unsigned long long)rec->nbytes);
+		record_free(rec);
+		return -1;
+	}
+	record_free(rec);
+	return 0;
+}
+
+int at_write_tensor(at_writer *w, const at_tensor *t)
+{
+	if (at_record_begin(w, t) < 0)
+		return -1;
+	if (at_record_put(w, t->data, (size_t)at_nbytes(t)) < 0) {
+		record_free(&w->rec);
+		return -1;
+	}
+	return at_record_end(w);
 }
 
 int at_writer_finish(at_writer *w)
 {
+	if (w->rec.open)
+		return wfail(w, "internal error: record '%.64s' not ended",
+			     w->rec.name);
 	unsigned char end[AT_FIXED_HEADER + 4] = {0};
 	memcpy(end, AT_MAGIC, 4);
 	end[4] = AT_VERSION;
@@ -224,6 +319,7 @@ int at_writer_finish(at_writer *w)
 
 void at_writer_abort(at_writer *w)
 {
+	record_free(&w->rec);
 	if (w->owns_file && w->f)
 		fclose(w->f);
 	w->f = NULL;

@@ -254,12 +254,13 @@ def test_more_than_memory_is_refused_up_front():
         pytest.skip("no MemAvailable in /proc/meminfo")
     avail = info["MemAvailable"] + info.get("SwapFree", 0)
     rows = avail // (4 * 4096) * 2 + 1  # twice what there is
-    data = atsfmt.header("scores", "f32", (1, 1, rows, 4096))
-    p = run_capped("softmax", data, 1 * GiB, ANDREA_MAX_BYTES=str(1 << 60))
+    # attend holds attn whole (softmax and mask stream it a chunk at a time)
+    data = atsfmt.header("attn", "f32", (1, 1, rows, 4096))
+    p = run_capped("attend", data, 1 * GiB, ANDREA_MAX_BYTES=str(1 << 60))
     assert p.returncode == 1
-    line = one_line_error(p, "softmax")
+    line = one_line_error(p, "attend")
     assert line.startswith(
-        f"andrea-softmax: <stdin>: record 1 'scores': tensor of "
+        f"andrea-attend: <stdin>: record 1 'attn': tensor of "
         f"{rows * 4096 * 4} bytes exceeds the memory available ("), line
     assert line.endswith(" bytes of RAM and swap)")
 
