@@ -36,6 +36,30 @@ extern "C" {
 		}                                                          \
 	} while (0)
 
+// Writes the float4 of row r (at p) that starts at column j: whole past
+// the diagonal (a streaming store, or a plain one when !STREAM); else the
+// elements of it beyond r.
+template <bool STREAM = true>
+__device__ static void store_slot(float *p, int j, int r, float4 f4, float fill)
+{
+	if (j > r && STREAM)
+		__stcs((float4 *)(p + j), f4);
+	else if (j > r)
+		*(float4 *)(p + j) = f4;
+	else
+		for (int e = r + 1; e < j + 4; e++)
+			p[e] = fill;
+}
+
+// The block's threads fill row r's masked part (at p), thread t taking
+// float4 t from the 512-byte span that holds the diagonal: each warp's
+// stores fill one aligned span.
+__device__ static void fill_row_aligned(float *p, int r, float4 f4, float fill)
+{
+	for (int k = threadIdx.x + (r + 1) / 128 * 32; k < T / 4; k += blockDim.x)
+		store_slot(p, k * 4, r, f4, fill);
+}
+
 // (a) the layout shipped until 2026-11-29: a block per row, a thread per
 // float4 slot from the one holding column r+1: warps' 512-byte spans start
 // 16-byte aligned, so most straddle five 128-byte lines.
@@ -46,14 +70,8 @@ __global__ void rows16(float *s, float fill)
 		int r = row % T;
 		float *p = s + (size_t)row * T;
 		int first = (r + 1) / 4, n = T / 4 - first;
-		for (int k = threadIdx.x; k < n; k += blockDim.x) {
-			int j = (first + k) * 4;
-			if (j > r)
-				__stcs((float4 *)(p + j), f4);
-			else
-				for (int e = r + 1; e < j + 4; e++)
-					p[e] = fill;
-		}
+		for (int k = threadIdx.x; k < n; k += blockDim.x)
+			store_slot(p, (first + k) * 4, r, f4, fill);
 	}
 }
 
@@ -64,17 +82,7 @@ __global__ void rows_aligned(float *s, float fill)
 	float4 f4 = make_float4(fill, fill, fill, fill);
 	for (unsigned row = blockIdx.x; row < BH * T; row += gridDim.x) {
 		int r = row % T;
-		float *p = s + (size_t)row * T;
-		for (int k = threadIdx.x + ((r + 1) / 128) * 32; k < T / 4;
-		     k += blockDim.x) {
-			int j = k * 4;
-			if (j > r) {
-				__stcs((float4 *)(p + j), f4);
-			} else if (j + 3 > r) {
-				for (int e = r + 1; e < j + 4; e++)
-					p[e] = fill;
-			}
-		}
+		fill_row_aligned(s + (size_t)row * T, r, f4, fill);
 	}
 }
 
@@ -87,16 +95,7 @@ __global__ void pairs_aligned(float *s, float fill)
 		int r0 = pr % (T / 2);
 		for (int h = 0; h < 2; h++) {
 			int r = h ? T - 1 - r0 : r0;
-			float *p = s + ((size_t)m * T + r) * T;
-			for (int k = threadIdx.x + ((r + 1) / 128) * 32; k < T / 4;
-			     k += blockDim.x) {
-				int j = k * 4;
-				if (j > r)
-					__stcs((float4 *)(p + j), f4);
-				else if (j + 3 > r)
-					for (int e = r + 1; e < j + 4; e++)
-						p[e] = fill;
-			}
+			fill_row_aligned(s + ((size_t)m * T + r) * T, r, f4, fill);
 		}
 	}
 }
@@ -142,13 +141,7 @@ __global__ void bands(float *s, float fill)
 		int k0 = ((r0 + 1) / 32) * 8, width = T / 4 - k0;
 		for (int idx = threadIdx.x; idx < band * width; idx += blockDim.x) {
 			int i = idx / width, k = k0 + idx % width, r = r0 + i;
-			int j = k * 4;
-			float *p = mat + (size_t)r * T;
-			if (j > r)
-				__stcs((float4 *)(p + j), f4);
-			else if (j + 3 > r)
-				for (int e = r + 1; e < j + 4; e++)
-					p[e] = fill;
+			store_slot(mat + (size_t)r * T, k * 4, r, f4, fill);
 		}
 	}
 }
@@ -199,12 +192,7 @@ __global__ void warp_rows4(float *s, float fill)
 			for (int q = 0; q < 4; q++, k += 32) {
 				if (k >= T / 4)
 					break;
-				int j = k * 4;
-				if (j > r)
-					*(float4 *)(p + j) = f4;
-				else
-					for (int e = r + 1; e < j + 4; e++)
-						p[e] = fill;
+				store_slot<false>(p, k * 4, r, f4, fill);
 			}
 		}
 	}
@@ -279,11 +267,7 @@ __global__ void pairs_sectors(float *s, float fill)
 			unsigned j = 4 * (k0 + k), sector = (r + 1) / 8 * 8;
 			float *row = mat + (size_t)r * T;
 			if (MODE == WHOLE_TRIANGLE) {
-				if (j > r)
-					*(float4 *)(row + j) = f4;
-				else
-					for (unsigned e = r + 1; e < j + 4; e++)
-						row[e] = fill;
+				store_slot<false>(row, (int)j, (int)r, f4, fill);
 			} else if (j >= sector + 8) {
 				*(float4 *)(row + j) = f4;
 			} else if (MODE == MERGE_DIAGONAL && j == k0 * 4) {
