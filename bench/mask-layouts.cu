@@ -60,7 +60,7 @@ __device__ static void fill_row_aligned(float *p, int r, float4 f4, float fill)
 		store_slot(p, k * 4, r, f4, fill);
 }
 
-// (a) the layout shipped until 2026-11-29: a block per row, a thread per
+// (a) the layout shipped before 2026-11-29: a block per row, a thread per
 // float4 slot from the one holding column r+1: warps' 512-byte spans start
 // 16-byte aligned, so most straddle five 128-byte lines.
 __global__ void rows16(float *s, float fill)
@@ -75,8 +75,10 @@ __global__ void rows16(float *s, float fill)
 	}
 }
 
-// (b) the shipped layout (s) with streaming (evict-first) stores, and
-// other block sizes and grids.
+// (b) the layout shipped on 2026-11-29 until the sector kernel (still
+// the library's path where T % 8 != 0): a block per row from the 512-byte
+// span that holds the diagonal; with streaming stores, other block sizes
+// and grids.
 __global__ void rows_aligned(float *s, float fill)
 {
 	float4 f4 = make_float4(fill, fill, fill, fill);
@@ -284,6 +286,212 @@ __global__ void pairs_sectors(float *s, float fill)
 	}
 }
 
+// (q) the contiguous probe's flat grid over every float4 slot of the
+// buffer, each thread storing only where its slot reaches past the
+// diagonal: no per-row setup and next to no arithmetic, at the price of
+// threads that find nothing to write.  RUNTIME_T divides by a T not
+// known at compile time, as a library kernel must.
+template <bool RUNTIME_T>
+__device__ static void flat_predicated(float *s, float fill, unsigned t_arg)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const unsigned t = RUNTIME_T ? t_arg : T, t4 = t / 4;
+	const size_t n4 = (size_t)BH * t * t4;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		unsigned row = (unsigned)(i / t4), j = (unsigned)(i - (size_t)row * t4) * 4;
+		unsigned r = row % t;
+		if (j + 3 > r)
+			store_slot<false>(s + (size_t)row * t, (int)j, (int)r, f4, fill);
+	}
+}
+__global__ void flat_pred_const(float *s, float fill) { flat_predicated<false>(s, fill, T); }
+__global__ void flat_pred_runtime(float *s, float fill, unsigned t) { flat_predicated<true>(s, fill, t); }
+// (p4) probes on (q)'s grid: the same predicated walk over every slot,
+// storing whole float4s where a row's chosen span lies: the right half of
+// each row; the triangle's rows moved to the left end (column density
+// falling instead of rising); the triangle's rows rotated by a
+// row-dependent offset (wrapping, so every column is equally likely).
+enum { SPAN_RIGHT_HALF, SPAN_LEFT_TRIANGLE, SPAN_ROTATED_TRIANGLE,
+       SPAN_INNER_SECTORS, SPAN_INNER_LINES, SPAN_OUTER_SECTORS };
+template <int SPAN>
+__device__ static void span_walk(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const unsigned t4 = T / 4;
+	const size_t n4 = (size_t)BH * T * t4;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		unsigned row = (unsigned)(i / t4), k = (unsigned)(i % t4), r = row % T;
+		unsigned len = (T - 1 - r) / 4; // float4s in the row's span
+		bool on = SPAN == SPAN_RIGHT_HALF ? k >= t4 / 2
+			: SPAN == SPAN_LEFT_TRIANGLE ? k < len
+			: SPAN == SPAN_INNER_SECTORS ? (4 * k & ~7u) > r
+			: SPAN == SPAN_INNER_LINES ? (4 * k & ~31u) > r
+			: SPAN == SPAN_OUTER_SECTORS ? (4 * k | 7u) > r
+			: (k + t4 - (r * 37u) % t4) % t4 < len;
+		if (on)
+			((float4 *)s)[i] = f4;
+	}
+}
+
+template <int SPAN>
+__global__ void probe_spans(float *s, float fill) { span_walk<SPAN>(s, fill); }
+
+// Row's 32-byte sector that holds the diagonal, read and written whole
+// with its masked elements set (as kernels/mask.cu's first step).
+__device__ static void write_diag_sector(float *s, size_t row, float fill)
+{
+	unsigned c = (unsigned)(row % T) + 1; // first masked column
+	if (c >= T || c % 8 == 0)
+		return;
+	uint4 *sec = (uint4 *)(s + row * T + (c & ~7u));
+	uint4 h[2] = {sec[0], sec[1]};
+	unsigned *e = (unsigned *)h, bits = __float_as_uint(fill);
+#pragma unroll
+	for (unsigned i = 0; i < 8; i++)
+		e[i] = i >= c % 8 ? bits : e[i];
+	sec[0] = h[0];
+	sec[1] = h[1];
+}
+
+// (r) two passes, so that no sector is ever written in part: first a
+// thread per row reads the 32-byte sector that holds the diagonal and
+// writes it back whole, its masked elements set (the unmasked ones
+// rewritten with their own bits); then a grid writes every sector that
+// lies wholly past the diagonal.  The first pass reads 32 bytes a row.
+__global__ void diag_sectors(float *s, float fill)
+{
+	unsigned row = blockIdx.x * blockDim.x + threadIdx.x;
+	if (row < BH * T)
+		write_diag_sector(s, row, fill);
+}
+
+__global__ void two_pass_body(float *s, float fill)
+{
+	span_walk<SPAN_INNER_SECTORS>(s, fill);
+}
+
+// (t) one pass: (q)'s grid over every slot, the thread on the first
+// float4 of the diagonal's sector reading and writing that sector whole.
+__global__ void flat_merge_diag(float *s, float fill)
+{
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const unsigned t4 = T / 4;
+	const size_t n4 = (size_t)BH * T * t4;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		unsigned row = (unsigned)(i / t4), j = 4 * (unsigned)(i % t4), r = row % T;
+		if ((j & ~7u) > r) {
+			((float4 *)s)[i] = f4;
+		} else if (j == ((r + 1) & ~7u) && (r + 1) % 8) {
+			float *sec = s + (size_t)row * T + j;
+			float v[8];
+			*(float4 *)v = *(float4 *)sec;
+			*(float4 *)(v + 4) = *(float4 *)(sec + 4);
+			for (unsigned e = (r + 1) % 8; e < 8; e++)
+				v[e] = fill;
+			*(float4 *)sec = *(float4 *)v;
+			*(float4 *)(sec + 4) = *(float4 *)(v + 4);
+		}
+	}
+}
+
+// (v) the shipped sector kernel (kernels/mask.cu) with T known at compile
+// time, and knobs: a whole sector (two float4s) per thread and step
+// (PAIR: each store instruction then writes every other 16 bytes, half
+// sectors, and is as slow as the exact triangle), streaming stores.
+template <bool PAIR, bool STREAM>
+__global__ void sectors_knobs(float *s, float fill)
+{
+	size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	for (size_t row = tid; row < BH * T; row += stride)
+		write_diag_sector(s, row, fill);
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const unsigned per = PAIR ? T / 8 : T / 4; // slots per row
+	const size_t n = (size_t)BH * T * per;
+	for (size_t i = tid; i < n; i += stride) {
+		unsigned row = (unsigned)(i / per), j = (unsigned)(i % per) * (PAIR ? 8 : 4);
+		unsigned r = row % T;
+		if ((j & ~7u) > r) {
+			float4 *p = (float4 *)(s + (size_t)row * T + j);
+			if (STREAM) {
+				__stcs(p, f4);
+				if (PAIR)
+					__stcs(p + 1, f4);
+			} else {
+				p[0] = f4;
+				if (PAIR)
+					p[1] = f4;
+			}
+		}
+	}
+}
+
+// (w) as (v), the diagonal sectors spread over every block of the first
+// wave (8 blocks of 256 per SM), each block waiting for its reads
+// (SYNC) before its first store, so the reads come as one burst before
+// the writes instead of among them.
+template <bool SYNC>
+__global__ void sectors_first_wave(float *s, float fill)
+{
+	unsigned sms;
+	asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+	const unsigned wave = min(gridDim.x, 8 * sms);
+	if (blockIdx.x < wave) {
+		for (size_t row = blockIdx.x + (size_t)wave * threadIdx.x; row < BH * T;
+		     row += (size_t)wave * blockDim.x)
+			write_diag_sector(s, row, fill);
+		if (SYNC)
+			__syncthreads();
+	}
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	const unsigned per = T / 4;
+	const size_t n = (size_t)BH * T * per;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		unsigned row = (unsigned)(i / per), j = (unsigned)(i % per) * 4;
+		if ((j & ~7u) > row % T)
+			((float4 *)s)[i] = f4;
+	}
+}
+
+// (x) probes splitting (v)'s cost: its body with a first phase that only
+// writes each diagonal sector whole (fill everywhere, so not a mask), or
+// that only reads it (into a sum that one thread stores).
+enum { DIAG_WRITE_ONLY, DIAG_READ_ONLY };
+template <int DIAG>
+__global__ void sectors_probe(float *s, float fill)
+{
+	size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	float sum = 0;
+	for (size_t row = tid; row < BH * T; row += stride) {
+		unsigned c = (unsigned)(row % T) + 1;
+		if (c >= T || c % 8 == 0)
+			continue;
+		float4 *sec = (float4 *)(s + row * T + (c & ~7u));
+		if (DIAG == DIAG_WRITE_ONLY) {
+			sec[0] = f4;
+			sec[1] = f4;
+		} else {
+			float4 a = sec[0], b = sec[1];
+			sum += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+		}
+	}
+	const unsigned per = T / 4;
+	const size_t n = (size_t)BH * T * per;
+	for (size_t i = tid; i < n; i += stride) {
+		unsigned row = (unsigned)(i / per), j = (unsigned)(i % per) * 4;
+		if ((j & ~7u) > row % T)
+			((float4 *)s)[i] = f4;
+	}
+	if (sum == 12345.0f) // never, but the loads must not be dropped
+		s[0] = sum;
+}
+
 static float median(std::vector<float> v)
 {
 	std::sort(v.begin(), v.end());
@@ -319,6 +527,15 @@ typedef void (*kernel)(float *, float);
 // Runs variant k, or the library's at_cuda_mask_causal where k is NULL.
 static void launch(kernel k, float *buf, unsigned grid, unsigned threads)
 {
+	if (k == two_pass_body) { // (r): the diagonal pass first
+		diag_sectors<<<(BH * T + 255) / 256, 256>>>(buf, -INFINITY);
+	}
+	if (!k && grid == 1) { // (q''): T passed at run time
+		int sms;
+		CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+		flat_pred_runtime<<<64 * sms, threads>>>(buf, -INFINITY, T);
+		return;
+	}
 	if (!k) {
 		if (at_cuda_mask_causal(buf, BH, T, -INFINITY) < 0) {
 			fprintf(stderr, "%s\n", at_cuda_error());
@@ -388,6 +605,23 @@ int main()
 		{"(i) flat grid over row pairs", pairs_sectors<WHOLE_TRIANGLE>, 0, 256, tri, true},
 		{"(m) as (i), diagonal sector merged", pairs_sectors<MERGE_DIAGONAL>, 0, 256, tri, true},
 		{"(k) probe: as (i), whole sectors only", pairs_sectors<WHOLE_SECTORS>, 0, 256, -1, false},
+		{"(q) flat over all slots, predicated", flat_pred_const, 64u * sms, 256, tri, true},
+		{"(q'') as (q), T at run time", nullptr, 1, 256, tri, true},
+		{"(p4) probe: (q) grid, right halves", probe_spans<SPAN_RIGHT_HALF>, 64u * sms, 256, -2, false},
+		{"(p4) probe: (q) grid, left triangle", probe_spans<SPAN_LEFT_TRIANGLE>, 64u * sms, 256, -3, false},
+		{"(p5) probe: (q) grid, inner sectors", probe_spans<SPAN_INNER_SECTORS>, 64u * sms, 256, -4, false},
+		{"(p5) probe: (q) grid, inner lines", probe_spans<SPAN_INNER_LINES>, 64u * sms, 256, -5, false},
+		{"(p5) probe: (q) grid, outer sectors", probe_spans<SPAN_OUTER_SECTORS>, 64u * sms, 256, -6, false},
+		{"(p4) probe: (q) grid, rotated rows", probe_spans<SPAN_ROTATED_TRIANGLE>, 64u * sms, 256, -3, false},
+		{"(w) first wave's diag, synced", sectors_first_wave<true>, 128u * sms, 256, tri, true},
+		{"(w') first wave's diag, no sync", sectors_first_wave<false>, 128u * sms, 256, tri, true},
+		{"(x) probe: (v), diag written only", sectors_probe<DIAG_WRITE_ONLY>, 128u * sms, 256, tri, false},
+		{"(x) probe: (v), diag read only", sectors_probe<DIAG_READ_ONLY>, 128u * sms, 256, tri, false},
+		{"(v) as (s), grid 64 x SMs", sectors_knobs<false, false>, 64u * sms, 256, tri, true},
+		{"(v) as (s), streaming stores", sectors_knobs<false, true>, 128u * sms, 256, tri, true},
+		{"(v) a sector per thread", sectors_knobs<true, false>, 64u * sms, 256, tri, true},
+		{"(r) 2 passes: diag, flat whole sectors", two_pass_body, 64u * sms, 256, tri, true},
+		{"(t) 1 pass, flat, diag merged", flat_merge_diag, 64u * sms, 256, tri, true},
 		{"(b) rows aligned, streaming", rows_aligned, BH * T, 256, tri, true},
 		{"(b'') rows aligned, 128 threads", rows_aligned, BH * T, 128, tri, true},
 		{"(b3) rows aligned, grid 8 x SMs", rows_aligned, 8u * sms, 256, tri, true},
@@ -418,7 +652,24 @@ int main()
 			continue;
 		}
 		double b = v.bytes;
-		if (b < 0) { // the whole-sector probe: count what it writes
+		if (b == -2) { // right halves
+			b = (double)BH * T * T / 2 * 4;
+		} else if (b == -3) { // whole float4 spans of the triangle's lengths
+			b = 0;
+			for (int r = 0; r < T; r++)
+				b += (double)BH * ((T - 1 - r) / 4) * 16;
+		} else if (b <= -4 && b >= -6) { // rounded triangles: count the float4s
+			double nb = 0;
+			for (int r = 0; r < T; r++)
+				for (unsigned k = 0; k < T / 4; k++) {
+					unsigned j = 4 * k;
+					bool on = b == -4 ? (j & ~7u) > (unsigned)r
+						: b == -5 ? (j & ~31u) > (unsigned)r
+						: (j | 7u) > (unsigned)r;
+					nb += on ? 16.0 * BH : 0;
+				}
+			b = nb;
+		} else if (b < 0) { // the whole-sector probe: count what it writes
 			b = 0;
 			for (int r = 0; r < T; r++)
 				b += (double)BH * std::max(0, T - ((r + 1) / 8 * 8 + 8)) * 4;

@@ -31,6 +31,9 @@ int at_cu_alloc(void **p, size_t bytes, const char *what);
 cublasHandle_t at_cu_blas(int tf32);
 // Blocks for a grid-stride loop over n items with bs threads each.
 unsigned at_cu_blocks(size_t n, unsigned bs);
+// The current device's multiprocessors (1 if it cannot be asked), for
+// grids sized to the machine.
+unsigned at_cu_sm_count(void);
 
 #define CU_CHECK(call, what)                                             \
 	do {                                                             \

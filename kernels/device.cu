@@ -124,6 +124,20 @@ unsigned at_cu_blocks(size_t n, unsigned bs)
 	return b ? (unsigned)b : 1;
 }
 
+unsigned at_cu_sm_count(void)
+{
+	static int sms; // one device per process
+	if (!sms) {
+		int dev = 0, n = 0;
+		if (cudaGetDevice(&dev) != cudaSuccess ||
+		    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount,
+					   dev) != cudaSuccess || n < 1)
+			n = 1;
+		sms = n;
+	}
+	return (unsigned)sms;
+}
+
 __global__ static void poison_kernel(float *p, size_t n)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

@@ -55,12 +55,18 @@ int main(int argc, char **argv)
 					// a grid's rows, rows past float
 					// sqrt's exact range of T^2
 					{70000, 4}, {2, 2048}, {1, 4092},
-					{1, 8192}};
+					{1, 8192},
+					// the sector kernel: walks whose
+					// stride is no multiple of T/4,
+					// more rows than the grid's threads
+					{6000, 40}, {10, 1000}, {3, 72},
+					{300000, 8}};
 	for (auto &sh : shapes)
 		check(sh[0], sh[1], -INFINITY, 0);
 	check(3, 17, -1e9f, 0);
 	check(2, 33, 0.0f, 0);
 	check(2, 64, -INFINITY, 1); // the warp kernel although T % 4 == 0
+	check(2, 64, -INFINITY, 4); // the row kernel although T % 8 == 0
 	check(3, 4, -INFINITY, 0);
 	check(7, 8, 0.5f, 0);
 	check(1, 129, -INFINITY, 3);
