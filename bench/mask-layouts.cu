@@ -492,6 +492,43 @@ __global__ void sectors_probe(float *s, float fill)
 		s[0] = sum;
 }
 
+// (y) as (s), the first step on the ATOM-float block (64 or 128 bytes)
+// that holds the diagonal instead of its sector, the walk on blocks
+// wholly past it: does a lone 32-byte sector write cost, where its
+// 64-byte pair is written at another time?
+template <unsigned ATOM>
+__global__ void atoms(float *s, float fill)
+{
+	size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	float4 f4 = make_float4(fill, fill, fill, fill);
+	for (size_t row = tid; row < BH * T; row += stride) {
+		unsigned c = (unsigned)(row % T) + 1;
+		if (c >= T || c % ATOM == 0)
+			continue;
+		unsigned a = c & ~(ATOM - 1);
+		float4 *p = (float4 *)(s + row * T + a), v[ATOM / 4];
+#pragma unroll
+		for (unsigned q = 0; q < ATOM / 4; q++)
+			v[q] = a + 4 * q < c ? p[q] : f4;
+#pragma unroll
+		for (unsigned q = 0; q < ATOM / 4; q++) {
+			float *e = (float *)&v[q];
+#pragma unroll
+			for (unsigned x = 0; x < 4; x++)
+				if (a + 4 * q + x >= c)
+					e[x] = fill;
+			p[q] = v[q];
+		}
+	}
+	const size_t n = (size_t)BH * T * (T / 4);
+	for (size_t i = tid; i < n; i += stride) {
+		unsigned row = (unsigned)(i / (T / 4)), j = (unsigned)(i % (T / 4)) * 4;
+		if ((j & ~(ATOM - 1)) > row % T)
+			((float4 *)s)[i] = f4;
+	}
+}
+
 static float median(std::vector<float> v)
 {
 	std::sort(v.begin(), v.end());
@@ -617,6 +654,8 @@ int main()
 		{"(w') first wave's diag, no sync", sectors_first_wave<false>, 128u * sms, 256, tri, true},
 		{"(x) probe: (v), diag written only", sectors_probe<DIAG_WRITE_ONLY>, 128u * sms, 256, tri, false},
 		{"(x) probe: (v), diag read only", sectors_probe<DIAG_READ_ONLY>, 128u * sms, 256, tri, false},
+		{"(y) as (s) on 64-byte blocks", atoms<16>, 128u * sms, 256, tri, true},
+		{"(y) as (s) on 128-byte lines", atoms<32>, 128u * sms, 256, tri, true},
 		{"(v) as (s), grid 64 x SMs", sectors_knobs<false, false>, 64u * sms, 256, tri, true},
 		{"(v) as (s), streaming stores", sectors_knobs<false, true>, 128u * sms, 256, tri, true},
 		{"(v) a sector per thread", sectors_knobs<true, false>, 64u * sms, 256, tri, true},
