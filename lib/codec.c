@@ -27,7 +27,8 @@
  *
  * Each thread keeps one deflate and one inflate state and resets it per
  * chunk instead of allocating it again.  The states are freed when the
- * thread ends (the codec's threads live for one batch, parallel.h).
+ * thread ends; the codec's worker threads live as long as the process
+ * (parallel.h), so each is set up once.
  */
 #include "stream.h"
 

@@ -3,8 +3,8 @@
  * The codec runs in short bursts between blocking reads and writes on a
  * pipe.  OpenMP's idle workers spin between parallel regions, and in a
  * pipeline of six processes on two cores that spinning takes the cores the
- * other stages need.  These threads are started for one burst and joined
- * at its end, so a stage waiting on its pipe costs no CPU at all.
+ * other stages need.  These threads sleep on a condition variable between
+ * bursts, so a stage waiting on its pipe costs no CPU at all.
  */
 #ifndef ANDREA_PARALLEL_H
 #define ANDREA_PARALLEL_H

@@ -1,0 +1,94 @@
+/* test_parallel.c - unit test of at_parallel_for (lib/parallel.h): every
+ * item runs exactly once, tids stay below the thread count asked for,
+ * bursts of changing sizes reuse the pool, and a call from inside a burst
+ * runs on its caller alone.
+ *
+ * Prints one line per failed check and a final "N passed, M failed";
+ * exits 1 when anything failed.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parallel.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                      \
+	do {                                                             \
+		if (cond) {                                              \
+			passed++;                                        \
+		} else {                                                 \
+			failed++;                                        \
+			printf("%s:%d: failed: %s\n", __FILE__, __LINE__, \
+			       #cond);                                   \
+		}                                                        \
+	} while (0)
+
+#define MAX_ITEMS 5000
+
+typedef struct {
+	atomic_int runs[MAX_ITEMS];
+	atomic_int bad_tid;
+	int threads;
+} tally;
+
+static void count(void *ctx, int i, int tid)
+{
+	tally *t = ctx;
+	atomic_fetch_add(&t->runs[i], 1);
+	if (tid < 0 || tid >= t->threads)
+		atomic_fetch_add(&t->bad_tid, 1);
+}
+
+/* One burst of n items on threads threads: each ran once, tids in range. */
+static void burst(int n, int threads)
+{
+	static tally t;
+	memset(&t, 0, sizeof t);
+	t.threads = threads;
+	at_parallel_for(n, threads, count, &t);
+	int once = 1;
+	for (int i = 0; i < n; i++)
+		once &= atomic_load(&t.runs[i]) == 1;
+	CHECK(once);
+	CHECK(atomic_load(&t.bad_tid) == 0);
+}
+
+static atomic_int inner_items;
+
+static void inner(void *ctx, int i, int tid)
+{
+	(void)ctx;
+	(void)i;
+	(void)tid;
+	atomic_fetch_add(&inner_items, 1);
+}
+
+/* Each outer item runs a burst of its own while the pool is busy. */
+static void outer(void *ctx, int i, int tid)
+{
+	(void)ctx;
+	(void)i;
+	(void)tid;
+	at_parallel_for(7, 4, inner, NULL);
+}
+
+int main(void)
+{
+	burst(0, 4);
+	burst(1, 1);
+	burst(1, 8);
+	burst(3, 8);       /* more threads than items */
+	burst(MAX_ITEMS, 2);
+	/* sizes and thread counts that change from burst to burst */
+	for (int r = 0; r < 300; r++)
+		burst(1 + (r * 37) % MAX_ITEMS, 1 + r % 6);
+	burst(MAX_ITEMS, 300); /* beyond the pool's cap */
+
+	at_parallel_for(16, 4, outer, NULL);
+	CHECK(atomic_load(&inner_items) == 16 * 7);
+
+	printf("test_parallel: %d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
