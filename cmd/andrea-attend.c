@@ -102,55 +102,111 @@ static void attend_cuda(at_filter *f, attend_ctx *a, const at_tensor *attn,
 	at_tensor_free(&out);
 }
 
-static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
+/* Checks attn and v (attn's payload may be still to come). */
+static void attend_check(at_filter *f, const at_tensor *attn,
+			 const at_tensor *v)
 {
-	attend_ctx *a = f->ctx;
-	at_tensor *attn = &in[0], *v = &in[1];
 	at_filter_expect(f, 0, attn, 4, "B,H,T,T");
 	at_filter_expect(f, 1, v, 4, "B,H,T,D");
-	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
-	    D = (int)v->dims[3];
+	uint64_t T = v->dims[2];
 	if (attn->dims[0] != v->dims[0] || attn->dims[1] != v->dims[1] ||
-	    attn->dims[2] != (uint64_t)T || attn->dims[3] != (uint64_t)T) {
+	    attn->dims[2] != T || attn->dims[3] != T) {
 		char as[96], vs[96];
 		at_shape_str(4, attn->dims, as, sizeof as);
 		at_shape_str(4, v->dims, vs, sizeof vs);
 		at_filter_die(f, 1, "shape %s does not fit attn's %s", vs, as);
 	}
-	uint64_t hd[4] = {(uint64_t)B, (uint64_t)H, (uint64_t)T, (uint64_t)D};
-	at_tensor out;
-	if (a->dev == AT_DEV_CUDA) {
-		attend_cuda(f, a, attn, v, w);
-		return;
-	}
-	if (at_tensor_init(&out, "out", AT_F32, 4, hd) < 0)
-		cli_die("out of memory");
-	at_attend_forward(out.data, attn->data, v->data, B * H, T, D);
-	out.attrs = attn->attrs;
+}
+
+/* Writes out [B,H,T,D] (freed), its concatenation or y = concat . Wo,
+ * with attn's attributes. */
+static void attend_finish(at_filter *f, attend_ctx *a, at_tensor *out,
+			  const at_tensor *attn, at_writer *w)
+{
+	int B = (int)out->dims[0], H = (int)out->dims[1], T = (int)out->dims[2],
+	    D = (int)out->dims[3];
+	out->attrs = attn->attrs;
 	if (a->concat || a->proj) {
 		uint64_t cd[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)H * D};
 		at_tensor cat;
 		if (at_tensor_init(&cat, "out", AT_F32, 3, cd) < 0)
 			cli_die("out of memory");
-		at_merge_heads(cat.data, out.data, B, T, H, D);
-		cat.attrs = out.attrs;
-		at_tensor_free(&out);
-		out = cat;
+		at_merge_heads(cat.data, out->data, B, T, H, D);
+		cat.attrs = out->attrs;
+		at_tensor_free(out);
+		*out = cat;
 	}
 	if (a->proj) {
 		int C = a->model.cfg.d_model;
 		int layer = proj_layer(f, a, attn, H * D);
 		at_tensor y;
-		if (at_tensor_init(&y, "y", AT_F32, 3, out.dims) < 0)
+		if (at_tensor_init(&y, "y", AT_F32, 3, out->dims) < 0)
 			cli_die("out of memory");
-		at_matmul(y.data, out.data, a->wo.data, B * T, C, C, 0, 1.0f);
-		y.attrs = out.attrs;
+		at_matmul(y.data, out->data, a->wo.data, B * T, C, C, 0, 1.0f);
+		y.attrs = out->attrs;
 		at_attr_setf(&y.attrs, "layer", "%d", layer);
-		at_tensor_free(&out);
-		out = y;
+		at_tensor_free(out);
+		*out = y;
 	}
-	at_filter_write(w, &out);
-	at_tensor_free(&out);
+	at_filter_write(w, out);
+	at_tensor_free(out);
+}
+
+static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
+{
+	attend_ctx *a = f->ctx;
+	at_tensor *attn = &in[0], *v = &in[1];
+	attend_check(f, attn, v);
+	if (a->dev == AT_DEV_CUDA) {
+		attend_cuda(f, a, attn, v, w);
+		return;
+	}
+	at_tensor out;
+	if (at_tensor_init(&out, "out", AT_F32, 4, v->dims) < 0)
+		cli_die("out of memory");
+	at_attend_forward(out.data, attn->data, v->data,
+			  (int)(v->dims[0] * v->dims[1]), (int)v->dims[2],
+			  (int)v->dims[3]);
+	attend_finish(f, a, &out, attn, w);
+}
+
+/* On the CPU, attn arriving after v: each head's probabilities are used
+ * as soon as they have arrived, so attend works while the stages upstream
+ * still do, and holds one head of attn instead of all of them.  The
+ * numbers are those of attend_run: the same arithmetic, head by head. */
+static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
+			      at_reader *r, const at_header *h, at_writer *w)
+{
+	attend_ctx *a = f->ctx;
+	if (slot != 0 || a->dev == AT_DEV_CUDA)
+		return 1;
+	at_tensor attn, *v = &in[1];
+	at_tensor_from_header(&attn, h);
+	attend_check(f, &attn, v);
+	if (a->proj) /* its errors before any work */
+		proj_layer(f, a, &attn, (int)(v->dims[1] * v->dims[3]));
+	int T = (int)v->dims[2], D = (int)v->dims[3];
+	size_t heads = (size_t)(v->dims[0] * v->dims[1]),
+	       head_bytes = (size_t)T * T * sizeof(float);
+	at_tensor out;
+	float *head = malloc(head_bytes ? head_bytes : 1);
+	if (at_tensor_init(&out, "out", AT_F32, 4, v->dims) < 0 || !head)
+		cli_die("out of memory");
+	at_payload_in pin;
+	if (at_payload_begin(r, h, &pin) < 0)
+		cli_fail(r->err);
+	at_filter_serial(1);
+	for (size_t i = 0; i < heads; i++) {
+		if (at_payload_read(&pin, head, head_bytes) < 0)
+			cli_fail(r->err);
+		at_attend_forward((float *)out.data + i * T * D, head,
+				  (const float *)v->data + i * T * D, 1, T, D);
+	}
+	at_filter_serial(0);
+	at_payload_end(&pin);
+	free(head);
+	attend_finish(f, a, &out, &attn, w);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -199,6 +255,7 @@ int main(int argc, char **argv)
 		}
 	}
 	at_filter f = {.inputs = {"attn", "v"}, .n_inputs = 2, .run = attend_run,
+		       .stream_last = attend_stream_last,
 		       .prepare = attend_prepare, .ctx = &a};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	at_tensor_free(&a.wo);

@@ -105,7 +105,11 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	else if (at_qkv_forward(out[0].data, out[1].data, out[2].data, x->data,
 				ln_w, q->ln_b.data, q->wqkv, B, T, C, heads, D) < 0)
 		cli_die("out of memory");
-	for (int m = 0; m < 3; m++) {
+	/* v first: andrea-attend, which needs v whole before it can use the
+	 * probabilities made from q and k, then uses them as they arrive */
+	static const int order[] = {2, 0, 1};
+	for (int i = 0; i < 3; i++) {
+		int m = order[i];
 		label(q, &out[m], x);
 		at_filter_write(w, &out[m]);
 		at_tensor_free(&out[m]);

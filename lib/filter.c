@@ -164,14 +164,18 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 			groups++;
 			continue;
 		}
-		if (at_read_payload(&r, h, &in[s]) < 0)
-			cli_fail(r.err);
-		have[s] = 1;
-		if (c->keep)
-			at_filter_write(&w, &in[s]);
-		if (++filled < f->n_inputs)
-			continue;
-		f->run(f, in, &w);
+		memset(&in[s], 0, sizeof in[s]);
+		if (!f->stream_last || c->keep || filled < f->n_inputs - 1 ||
+		    f->stream_last(f, in, s, &r, h, &w) != 0) {
+			if (at_read_payload(&r, h, &in[s]) < 0)
+				cli_fail(r.err);
+			have[s] = 1;
+			if (c->keep)
+				at_filter_write(&w, &in[s]);
+			if (++filled < f->n_inputs)
+				continue;
+			f->run(f, in, &w);
+		}
 		for (int i = 0; i < f->n_inputs; i++) {
 			at_tensor_free(&in[i]);
 			have[i] = 0;

@@ -28,6 +28,14 @@ struct at_filter {
 	 * Unused with --keep, which writes the whole input record first. */
 	void (*stream)(at_filter *f, at_reader *r, const at_header *h,
 		       at_writer *w);
+	/* Optional, for filters of several inputs: called instead of reading
+	 * the payload of the record that completes a group (in[] holds the
+	 * other inputs, slot is the arriving one's), to consume that payload
+	 * as it arrives and write the outputs; returns 0 when it did, or 1
+	 * to have the payload read and run called as usual.  Unused with
+	 * --keep. */
+	int (*stream_last)(at_filter *f, at_tensor *in, int slot, at_reader *r,
+			   const at_header *h, at_writer *w);
 	/* Optional: called with each input's header before its payload is
 	 * read, to prepare what the group will need while it arrives (no
 	 * errors here: run reports them). */

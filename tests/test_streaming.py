@@ -141,3 +141,78 @@ def test_damaged_chunk_after_output_began():
     line = one_line_error(p, "mask")
     assert line.startswith("andrea-mask: <stdin>: record 1 'scores': chunk ")
     assert "CRC32 mismatch" in line
+
+
+def test_qkv_writes_v_first():
+    """v leads, so that andrea-attend has it before the probabilities."""
+    out = run("qkv", input=run("embed", "--text", input=b"abc",
+                               check=0).stdout, check=0).stdout
+    assert [n for n, _, _ in arrays(out)] == ["tokens", "v", "q", "k"]
+
+
+def causal_attn(rng, B, H, T):
+    a = oracle.softmax(oracle.mask(rng.standard_normal((B, H, T, T))))
+    return a.astype(np.float32)
+
+
+# (B, H, T, D, chunk bytes): heads straddling chunks, a head larger than
+# a chunk, T = 1, D = 1, and T not a multiple of the causal block (128)
+ATTEND_CASES = [(1, 3, 37, 5, 4096), (2, 2, 300, 4, 4096), (3, 2, 1, 3, 64),
+                (1, 2, 130, 1, 1 << 20)]
+
+
+@pytest.mark.parametrize("B,H,T,D,chunk", ATTEND_CASES)
+@pytest.mark.parametrize("extra", [[], ["--concat"]])
+def test_attend_uses_attn_as_it_arrives_after_v(B, H, T, D, chunk, extra):
+    """v before attn: attend works head by head as attn arrives; the
+    output is the same, byte for byte, as with attn first, and matches
+    the oracle.  Foreign records keep their places."""
+    rng = np.random.default_rng(T * 10 + D)
+    a = causal_attn(rng, B, H, T)
+    v = rng.standard_normal((B, H, T, D)).astype(np.float32)
+    tag = np.arange(2, dtype=np.int32)
+    rec_a = scores_record(a, chunk, name="attn", attrs=[("layer", "0")])
+    rec_v = scores_record(v, chunk, name="v")
+    rec_t = atsfmt.record("tag", "i32", tag.shape, tag.tobytes())
+    v_first = run("attend", *extra, input=atsfmt.stream(rec_v, rec_t, rec_a),
+                  check=0).stdout
+    a_first = run("attend", *extra, input=atsfmt.stream(rec_a, rec_t, rec_v),
+                  check=0).stdout
+    got = arrays(v_first)
+    assert [n for n, _, _ in got] == ["tag", "out"]
+    assert got[1][2] == {"layer": "0"}
+    assert [x[1].tobytes() for x in got] == \
+        [x[1].tobytes() for x in arrays(a_first)]
+    ref = oracle.attend(a, v)
+    if extra:
+        ref = oracle.merge_heads(ref)
+    assert oracle.rel_err(got[1][1], ref) <= TOL
+
+
+def test_attend_streaming_groups_and_errors(tmp_path):
+    rng = np.random.default_rng(9)
+    groups = []
+    for T in (3, 40):
+        a = causal_attn(rng, 1, 2, T)
+        v = rng.standard_normal((1, 2, T, 4)).astype(np.float32)
+        groups.append((a, v, scores_record(v, 256, name="v"),
+                       scores_record(a, 256, name="attn")))
+    data = atsfmt.stream(*[r for g in groups for r in g[2:]])
+    out = arrays(run("attend", input=data, check=0).stdout)
+    assert [n for n, _, _ in out] == ["out", "out"]
+    for (a, v, _, _), (_, o, _) in zip(groups, out):
+        assert oracle.rel_err(o, oracle.attend(a, v)) <= TOL
+    # a shape that does not fit is refused before any work, naming v
+    a, v, rec_v, _ = groups[1]
+    bad = scores_record(causal_attn(rng, 1, 2, 39), 256, name="attn")
+    p = run("attend", input=atsfmt.stream(rec_v, bad), check=1)
+    assert one_line_error(p, "attend") == (
+        "andrea-attend: <stdin>: record 1 'v': shape [1,2,40,4] does not "
+        "fit attn's [1,2,39,39]")
+    # attn ending inside its payload: an error naming it, and no 'out'
+    whole = atsfmt.stream(rec_v, scores_record(a, 256, name="attn"))
+    p = run("attend", input=whole[:len(whole) - 500], check=1)
+    assert one_line_error(p, "attend") == (
+        "andrea-attend: <stdin>: record 2 'attn': input ended inside the "
+        "record")
+    assert b"out" not in p.stdout
