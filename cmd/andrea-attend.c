@@ -193,8 +193,7 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 	if (at_tensor_init(&out, "out", AT_F32, 4, v->dims) < 0 || !head)
 		cli_die("out of memory");
 	at_payload_in pin;
-	if (at_payload_begin(r, h, &pin) < 0)
-		cli_fail(r->err);
+	at_filter_payload_begin(f, r, h, &pin);
 	at_filter_serial(1);
 	for (size_t i = 0; i < heads; i++) {
 		if (at_payload_read(&pin, head, head_bytes) < 0)

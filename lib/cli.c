@@ -42,6 +42,8 @@ void cli_init(const char *prog, cli_common *c)
 	at_write_opts_default(&c->wopts);
 	long threads = c->ropts.threads, level = c->wopts.level;
 	env_long("ANDREA_THREADS", 1, 256, &threads);
+	const char *given = getenv("ANDREA_THREADS");
+	c->threads_given = given && *given;
 	env_long("ANDREA_ZLEVEL", 0, 9, &level);
 	const char *mb = getenv("ANDREA_MAX_BYTES");
 	if (mb && *mb) {
@@ -150,6 +152,7 @@ int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage)
 	case CLI_THREADS:
 		c->ropts.threads = c->wopts.threads =
 			(int)cli_long(arg, 1, 256, "--threads");
+		c->threads_given = 1;
 		return 1;
 	case CLI_NO_SHUFFLE:
 		c->wopts.shuffle = 0;

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 _Noreturn void at_filter_die(const at_filter *f, int slot, const char *fmt, ...)
 {
@@ -104,6 +105,18 @@ static void stream_in_place(at_reader *r, at_payload_in *in, at_writer *w,
 		cli_fail(r->err);
 }
 
+void at_filter_payload_begin(at_filter *f, at_reader *r, const at_header *h,
+			     at_payload_in *in)
+{
+	int threads = r->opts.threads;
+	if (f->stream_threads)
+		r->opts.threads = f->stream_threads;
+	int rc = at_payload_begin(r, h, in);
+	r->opts.threads = threads;
+	if (rc < 0)
+		cli_fail(r->err);
+}
+
 void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
 		      at_writer *w, const at_tensor *out, size_t unit,
 		      at_stream_fn *fn, void *ctx)
@@ -112,9 +125,12 @@ void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
 		cli_die("%s: record %d '%s': internal error: unit of %zu bytes",
 			r->label, h->index, h->name, unit);
 	at_payload_in in;
-	if (at_payload_begin(r, h, &in) < 0)
-		cli_fail(r->err);
-	at_filter_begin(w, out);
+	at_filter_payload_begin(f, r, h, &in);
+	int threads = w->opts.threads;
+	if (f->stream_threads)
+		w->opts.threads = f->stream_threads;
+	at_filter_begin(w, out); /* the record keeps the count it began with */
+	w->opts.threads = threads;
 	at_filter_serial(1);
 	if (h->chunk_raw % unit == 0)
 		stream_in_place(r, &in, w, unit, fn, ctx);
@@ -138,6 +154,10 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 	at_reader r;
 	cli_open_input(c, &r, path);
 	f->label = r.label;
+	struct stat st;
+	if (!c->threads_given && fstat(fileno(r.f), &st) == 0 &&
+	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+		f->stream_threads = c->ropts.threads > 1 ? c->ropts.threads / 2 : 1;
 	at_writer w;
 	cli_open_output(c, &w);
 	at_tensor in[AT_FILTER_MAX_INPUTS];

@@ -41,9 +41,11 @@ struct at_filter {
 	 * errors here: run reports them). */
 	void (*prepare)(at_filter *f, int slot, const at_header *h);
 	void *ctx;
-	/* filled by at_filter_main, for messages */
+	/* filled by at_filter_main: for messages, and the codec threads of
+	 * a record read as it arrives (0: the configured count) */
 	const char *label;
 	int index[AT_FILTER_MAX_INPUTS];
+	int stream_threads;
 };
 
 /* Reads path ("-" or NULL for stdin), writes to the output chosen in c,
@@ -64,12 +66,23 @@ void at_filter_begin(at_writer *w, const at_tensor *header);
 void at_filter_put(at_writer *w, const void *p, size_t n);
 void at_filter_end(at_writer *w);
 
-/* The arithmetic of a streaming stage runs on one thread (the codec keeps
- * its threads): the stages of a pipeline overlap and keep the cores busy,
+/* The arithmetic of a streaming stage runs on one thread (for the codec's
+ * threads see at_filter_payload_begin): the stages of a pipeline overlap and keep the cores busy,
  * and idle OpenMP and OpenBLAS workers would spin between pieces, taking
  * the cores from the other stages.  at_filter_serial(1) sets this and
  * at_filter_serial(0) restores the count before. */
 void at_filter_serial(int on);
+
+/* at_payload_begin (stream.h) for a record read as it arrives, dying on
+ * failure.  Its chunks are decoded on f->stream_threads threads: where
+ * the input is a pipe and no thread count was given, half the
+ * configured count, at least one.  A stage reading a pipe as it arrives
+ * shares the processors with the stage feeding it, and parallel bursts
+ * of a chunk or two then cost more than they give (a six-stage pipeline
+ * on two cores ran 13-22% faster with one codec thread in its streaming
+ * stages; bench/README.md). */
+void at_filter_payload_begin(at_filter *f, at_reader *r, const at_header *h,
+			     at_payload_in *in);
 
 /* The in-place transform of a streaming filter: buf holds `units`
  * consecutive units (elements, rows) of the record, the first of them
@@ -79,7 +92,8 @@ typedef void at_stream_fn(void *ctx, float *buf, size_t units,
 /* Reads record h's payload as it arrives, in pieces of whole units of
  * `unit` bytes (about 1 MiB at a time, at least one unit), applies fn to
  * each and writes the results as the payload of a record with out's
- * header, the same size.  A failure of the input after the output has
+ * header, the same size; the codec, both ways, on f->stream_threads
+ * threads.  A failure of the input after the output has
  * begun leaves that record without its end (an error downstream). */
 void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
 		      at_writer *w, const at_tensor *out, size_t unit,

@@ -216,3 +216,25 @@ def test_attend_streaming_groups_and_errors(tmp_path):
         "andrea-attend: <stdin>: record 2 'attn': input ended inside the "
         "record")
     assert b"out" not in p.stdout
+
+
+@pytest.mark.parametrize("tool", ["mask", "softmax", "attend"])
+def test_codec_threads_do_not_change_the_output(tool, tmp_path):
+    """A pipe without a thread count given (half the codec's threads), a
+    file (all of them), and counts given: the same bytes."""
+    rng = np.random.default_rng(10)
+    T = 200
+    s = causal_attn(rng, 1, 3, T) if tool == "attend" else \
+        rng.standard_normal((1, 3, T, T)).astype(np.float32)
+    recs = [scores_record(s, 16384, name="attn" if tool == "attend" else "scores")]
+    if tool == "attend":
+        recs.insert(0, scores_record(
+            rng.standard_normal((1, 3, T, 7)).astype(np.float32), 16384, name="v"))
+    data = atsfmt.stream(*recs)
+    path = tmp_path / "in.ats"
+    path.write_bytes(data)
+    outs = [run(tool, input=data, check=0).stdout,
+            run(tool, path, check=0).stdout,
+            run(tool, "--threads", "3", input=data, check=0).stdout,
+            run(tool, input=data, env={"ANDREA_THREADS": "1"}, check=0).stdout]
+    assert all(o == outs[0] for o in outs[1:])
