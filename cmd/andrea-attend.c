@@ -178,9 +178,11 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 			      at_reader *r, const at_header *h, at_writer *w)
 {
 	attend_ctx *a = f->ctx;
-	if (slot != 0 || a->dev == AT_DEV_CUDA)
-		return 1;
 	at_tensor attn, *v = &in[1];
+	/* no heads, nothing to gain: the usual path (it allocates nothing
+	 * for an empty attn, however large its T) */
+	if (slot != 0 || a->dev == AT_DEV_CUDA || v->dims[0] * v->dims[1] == 0)
+		return 1;
 	at_tensor_from_header(&attn, h);
 	attend_check(f, &attn, v);
 	if (a->proj) /* its errors before any work */

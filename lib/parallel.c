@@ -23,6 +23,7 @@ typedef struct {
 	void *ctx;
 	int n, threads;
 	atomic_int next;
+	int busy; /* workers inside this job, under pool.lock */
 } job;
 
 static struct {
@@ -30,10 +31,9 @@ static struct {
 	pthread_cond_t wake, idle;
 	job *cur;          /* the burst workers may join; NULL between bursts */
 	unsigned long gen; /* bumped for each burst */
-	int busy;          /* workers inside cur */
 	int started;       /* workers 1..started exist */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-	  PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
+	  PTHREAD_COND_INITIALIZER, NULL, 0, 0};
 
 static void drain(job *j, int tid)
 {
@@ -54,12 +54,13 @@ static void *run_worker(void *arg)
 		job *j = pool.cur;
 		if (!j || tid >= j->threads)
 			continue;
-		pool.busy++;
+		j->busy++;
 		pthread_mutex_unlock(&pool.lock);
 		drain(j, tid);
 		pthread_mutex_lock(&pool.lock);
-		if (--pool.busy == 0)
-			pthread_cond_signal(&pool.idle);
+		/* every caller waits on idle for its own job: wake them all */
+		if (--j->busy == 0)
+			pthread_cond_broadcast(&pool.idle);
 	}
 	return NULL;
 }
@@ -104,7 +105,7 @@ void at_parallel_for(int n, int threads, void (*fn)(void *ctx, int i, int tid),
 		/* no worker may enter j after this; wait for those inside */
 		pthread_mutex_lock(&pool.lock);
 		pool.cur = NULL;
-		while (pool.busy > 0)
+		while (j.busy > 0)
 			pthread_cond_wait(&pool.idle, &pool.lock);
 		pthread_mutex_unlock(&pool.lock);
 	}

@@ -238,3 +238,18 @@ def test_codec_threads_do_not_change_the_output(tool, tmp_path):
             run(tool, "--threads", "3", input=data, check=0).stdout,
             run(tool, input=data, env={"ANDREA_THREADS": "1"}, check=0).stdout]
     assert all(o == outs[0] for o in outs[1:])
+
+
+def test_attend_empty_attn_after_v_allocates_nothing():
+    """No heads: either order gives the same empty out, however large T
+    (a head buffer of T*T floats would be 4 TiB here)."""
+    T = 1 << 20
+    v = atsfmt.record("v", "f32", (0, 1, T, 3), b"", atsfmt.attr_block([]),
+                      level=0, chunk=4096)
+    a = atsfmt.record("attn", "f32", (0, 1, T, T), b"", atsfmt.attr_block([]),
+                      level=0, chunk=4096)
+    outs = [run("attend", input=atsfmt.stream(*recs), check=0).stdout
+            for recs in ((v, a), (a, v))]
+    assert outs[0] == outs[1]
+    [(name, o, _)] = arrays(outs[0])
+    assert name == "out" and o.shape == (0, 1, T, 3)

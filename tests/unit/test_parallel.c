@@ -1,14 +1,17 @@
 /* test_parallel.c - unit test of at_parallel_for (lib/parallel.h): every
  * item runs exactly once, tids stay below the thread count asked for,
- * bursts of changing sizes reuse the pool, and a call from inside a burst
- * runs on its caller alone.
+ * bursts of changing sizes reuse the pool, a call from inside a burst
+ * (also one made after the burst's caller has run out of items) runs on
+ * its caller alone, and several threads may call at once.
  *
  * Prints one line per failed check and a final "N passed, M failed";
  * exits 1 when anything failed.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "parallel.h"
 
@@ -74,6 +77,35 @@ static void outer(void *ctx, int i, int tid)
 	at_parallel_for(7, 4, inner, NULL);
 }
 
+/* Item 0 nests at once; item 1 first lets the caller run out of items,
+ * so that its nested burst starts while the outer one is winding up. */
+static void nest_late(void *ctx, int i, int tid)
+{
+	(void)ctx;
+	(void)tid;
+	if (i == 1)
+		usleep(20000);
+	at_parallel_for(5, 3, inner, NULL);
+}
+
+static atomic_int concurrent_items;
+
+static void count_concurrent(void *ctx, int i, int tid)
+{
+	(void)ctx;
+	(void)i;
+	(void)tid;
+	atomic_fetch_add(&concurrent_items, 1);
+}
+
+static void *call_many(void *arg)
+{
+	(void)arg;
+	for (int r = 0; r < 300; r++)
+		at_parallel_for(8, 4, count_concurrent, NULL);
+	return NULL;
+}
+
 int main(void)
 {
 	burst(0, 4);
@@ -88,6 +120,20 @@ int main(void)
 
 	at_parallel_for(16, 4, outer, NULL);
 	CHECK(atomic_load(&inner_items) == 16 * 7);
+	atomic_store(&inner_items, 0);
+	for (int r = 0; r < 10; r++)
+		at_parallel_for(2, 2, nest_late, NULL);
+	CHECK(atomic_load(&inner_items) == 10 * 2 * 5);
+
+	/* three threads calling at once, each to completion */
+	pthread_t callers[3];
+	int started = 0;
+	for (int t = 0; t < 3; t++)
+		started += pthread_create(&callers[t], NULL, call_many, NULL) == 0;
+	CHECK(started == 3);
+	for (int t = 0; t < started; t++)
+		pthread_join(callers[t], NULL);
+	CHECK(atomic_load(&concurrent_items) == started * 300 * 8);
 
 	printf("test_parallel: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
