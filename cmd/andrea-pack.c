@@ -40,7 +40,13 @@ int main(int argc, char **argv)
 	cli_init("andrea-pack", &c);
 	static const struct option longopts[] = {
 		CLI_COMMON_LONG, {"attr", required_argument, 0, 'a'}, {0}};
-	char **attrs = calloc((size_t)argc, sizeof *attrs);
+	/* static: a usage error exits with these still in use, and a
+	 * leak checker must see them as held, not lost */
+	static char **attrs;
+	static at_tensor *t;
+	attrs = calloc((size_t)argc, sizeof *attrs);
+	if (!attrs)
+		cli_die("out of memory");
 	int nattrs = 0, opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT "a:", longopts,
@@ -54,7 +60,7 @@ int main(int argc, char **argv)
 	if (n == 0)
 		cli_usage_error("no NAME=FILE.npy operand (see %s --help)", cli_prog);
 
-	at_tensor *t = calloc((size_t)n, sizeof *t);
+	t = calloc((size_t)n, sizeof *t);
 	if (!t)
 		cli_die("out of memory");
 	for (int i = 0; i < n; i++) {
