@@ -7,19 +7,8 @@
 #include <string.h>
 
 #include "attrs.h"
+#include "check.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                      \
-	do {                                                             \
-		if (cond) {                                              \
-			passed++;                                        \
-		} else {                                                 \
-			failed++;                                        \
-			printf("%s:%d: failed: %s\n", __FILE__, __LINE__, \
-			       #cond);                                   \
-		}                                                        \
-	} while (0)
 
 /* A string of n copies of c (n < sizeof buf). */
 static const char *rep(char *buf, char c, size_t n)
@@ -261,6 +250,5 @@ int main(void)
 	test_parse_good();
 	test_parse_bad();
 	test_round_trip();
-	printf("test_attrs: %d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_finish("test_attrs");
 }

@@ -13,20 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "parallel.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                      \
-	do {                                                             \
-		if (cond) {                                              \
-			passed++;                                        \
-		} else {                                                 \
-			failed++;                                        \
-			printf("%s:%d: failed: %s\n", __FILE__, __LINE__, \
-			       #cond);                                   \
-		}                                                        \
-	} while (0)
 
 #define MAX_ITEMS 5000
 
@@ -58,15 +47,15 @@ static void burst(int n, int threads)
 	CHECK(atomic_load(&t.bad_tid) == 0);
 }
 
-static atomic_int inner_items;
-
-static void inner(void *ctx, int i, int tid)
+/* Counts its items in the atomic_int ctx points to. */
+static void bump(void *ctx, int i, int tid)
 {
-	(void)ctx;
 	(void)i;
 	(void)tid;
-	atomic_fetch_add(&inner_items, 1);
+	atomic_fetch_add((atomic_int *)ctx, 1);
 }
+
+static atomic_int inner_items;
 
 /* Each outer item runs a burst of its own while the pool is busy. */
 static void outer(void *ctx, int i, int tid)
@@ -74,7 +63,7 @@ static void outer(void *ctx, int i, int tid)
 	(void)ctx;
 	(void)i;
 	(void)tid;
-	at_parallel_for(7, 4, inner, NULL);
+	at_parallel_for(7, 4, bump, &inner_items);
 }
 
 /* Item 0 nests at once; item 1 first lets the caller run out of items,
@@ -85,24 +74,16 @@ static void nest_late(void *ctx, int i, int tid)
 	(void)tid;
 	if (i == 1)
 		usleep(20000);
-	at_parallel_for(5, 3, inner, NULL);
+	at_parallel_for(5, 3, bump, &inner_items);
 }
 
 static atomic_int concurrent_items;
-
-static void count_concurrent(void *ctx, int i, int tid)
-{
-	(void)ctx;
-	(void)i;
-	(void)tid;
-	atomic_fetch_add(&concurrent_items, 1);
-}
 
 static void *call_many(void *arg)
 {
 	(void)arg;
 	for (int r = 0; r < 300; r++)
-		at_parallel_for(8, 4, count_concurrent, NULL);
+		at_parallel_for(8, 4, bump, &concurrent_items);
 	return NULL;
 }
 
@@ -135,6 +116,5 @@ int main(void)
 		pthread_join(callers[t], NULL);
 	CHECK(atomic_load(&concurrent_items) == started * 300 * 8);
 
-	printf("test_parallel: %d passed, %d failed\n", passed, failed);
-	return failed != 0;
+	return check_finish("test_parallel");
 }
