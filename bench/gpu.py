@@ -5,6 +5,12 @@ the same way (CUDA events, median of 50 runs after 5 warm-up runs), and
 prints each stage's time, PyTorch's and the ratio, then the bandwidth mask
 and softmax reach as a fraction of a device-to-device copy's.
 
+Every call is timed two ways (bench/gpu.cu, above lead_kernel, says more):
+per call, from an idle GPU, so the host's launch latency counts as it does
+for a lone eager call; and queued, behind a spin kernel that keeps the GPU
+busy while the call is queued, so only its GPU work counts.  The ratios
+against PyTorch are judged per call, the bandwidth on the queued times.
+
 Where PyTorch can do a stage more than one way, every way is timed and the
 fastest is the reference.  Goals: every stage <= 1.0x PyTorch; mask and
 softmax >= 80% of the copy bandwidth.
@@ -20,9 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 B, H, T, D = 8, 12, 1024, 64
 C, V = H * D, 257
 REPS = 50
+LEAD_CYCLES = 1000000  # spin ahead of a queued call, as in bench/gpu.cu
 
 
-def median_ms(fn):
+def median_ms(fn, lead):
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
@@ -30,6 +37,8 @@ def median_ms(fn):
     for _ in range(REPS):
         a = torch.cuda.Event(enable_timing=True)
         b = torch.cuda.Event(enable_timing=True)
+        if lead:
+            torch.cuda._sleep(lead)
         a.record()
         fn()
         b.record()
@@ -84,11 +93,12 @@ def torch_times():
         "attend": {"a@v": lambda: a @ v},
         "proj": {"concat@Wo": lambda: o.transpose(1, 2).reshape(B, T, C) @ wo},
     }
-    best = {}
+    best = {}  # stage -> (per-call ms, queued ms, name), the fastest way
     for stage, fns in ways.items():
-        times = {name: median_ms(fn) for name, fn in fns.items()}
-        name = min(times, key=times.get)
-        best[stage] = (times[name], name, times)
+        times = {name: (median_ms(fn, 0), median_ms(fn, LEAD_CYCLES))
+                 for name, fn in fns.items()}
+        name = min(times, key=lambda n: times[n][0])
+        best[stage] = (*times[name], name)
     return best
 
 
@@ -97,7 +107,8 @@ def ours():
     p = subprocess.run([exe], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"bench-gpu: {exe} failed: {p.stderr.strip()}")
-    return {k: float(v) for k, v in (l.split() for l in p.stdout.splitlines())}
+    return {f[0]: [float(x) for x in f[1:]]
+            for f in (l.split() for l in p.stdout.splitlines())}
 
 
 def main():
@@ -107,26 +118,33 @@ def main():
           f"C={C}  fp32, TF32 off, median of {REPS}")
     us = ours()
     ref = torch_times()
-    print(f"{'stage':<8} {'andrea ms':>10} {'torch ms':>10} {'ratio':>7}  "
-          f"torch's fastest way")
+    print(f"{'':<8} {'per call':^27}  {'queued':^27}")
+    print(f"{'stage':<8} {'andrea ms':>9} {'torch ms':>9} {'ratio':>7}  "
+          f"{'andrea ms':>9} {'torch ms':>9} {'ratio':>7}  torch's fastest way")
     met = 0
     stages = ["embed", "qkv", "scores", "mask", "softmax", "attend", "proj"]
     for st in stages:
-        t, name, _ = ref[st]
-        r = us[st] / t
+        t_call, t_queued, name = ref[st]
+        ours_call, ours_queued = us[st]
+        r, rq = ours_call / t_call, ours_queued / t_queued
         met += r <= 1.0
-        print(f"{st:<8} {us[st]:>10.4f} {t:>10.4f} {r:>6.2f}x  {name}"
-              + ("" if r <= 1.0 else "   (goal <= 1.0x missed)"))
-    copy = us["copy_gbs"]
-    print(f"device-to-device copy: {copy:.0f} GB/s (bytes read + written)")
+        print(f"{st:<8} {ours_call:>9.4f} {t_call:>9.4f} {r:>6.2f}x  "
+              f"{ours_queued:>9.4f} {t_queued:>9.4f} {rq:>6.2f}x  {name}"
+              + ("" if r <= 1.0 else "   (goal <= 1.0x per call missed)"))
+    copy_call, copy = us["copy_gbs"]
+    print(f"device-to-device copy: {copy:.0f} GB/s queued, {copy_call:.0f} "
+          f"per call (bytes read + written)")
     bw_met = 0
     for st in ("mask", "softmax"):
-        gbs = us[st + "_bytes"] / us[st] / 1e6
-        frac = gbs / copy
+        nbytes = us[st + "_bytes"][0]
+        ms_call, ms_queued = us[st]
+        gbs = nbytes / ms_queued / 1e6
+        frac, frac_call = gbs / copy, nbytes / ms_call / 1e6 / copy_call
         bw_met += frac >= 0.8
-        print(f"{st:<8} {gbs:>7.0f} GB/s = {100 * frac:5.1f}% of copy"
+        print(f"{st:<8} {gbs:>7.0f} GB/s = {100 * frac:5.1f}% of copy queued "
+              f"({100 * frac_call:.1f}% per call)"
               + ("" if frac >= 0.8 else "   (goal >= 80% missed)"))
-    print(f"bench-gpu: {met}/{len(stages)} stages <= 1.0x PyTorch, "
+    print(f"bench-gpu: {met}/{len(stages)} stages <= 1.0x PyTorch per call, "
           f"{bw_met}/2 bandwidth goals met")
 
 
