@@ -136,34 +136,34 @@ int main(void)
 
 	OP(at_cuda_embed_forward(x, dtok, wte, wpe, B, T, C));
 	stage("embed", [&] {
-		       at_cuda_embed_forward(x, dtok, wte, wpe, B, T, C);
-	       });
+		at_cuda_embed_forward(x, dtok, wte, wpe, B, T, C);
+	});
 	stage("qkv", [&] {
-		       at_cuda_layernorm_forward(h, x, lnw, lnb, (int)BT, C, 1e-5f);
-		       at_cuda_matmul(proj, h, wqkv, (int)BT, C, 3 * C, 0, 1.0f, 0);
-		       at_cuda_split_heads(qkv, proj, 3, B, T, H, D);
-	       });
+		at_cuda_layernorm_forward(h, x, lnw, lnb, (int)BT, C, 1e-5f);
+		at_cuda_matmul(proj, h, wqkv, (int)BT, C, 3 * C, 0, 1.0f, 0);
+		at_cuda_split_heads(qkv, proj, 3, B, T, H, D);
+	});
 	OP(at_cuda_layernorm_forward(h, x, lnw, lnb, (int)BT, C, 1e-5f));
 	OP(at_cuda_matmul(proj, h, wqkv, (int)BT, C, 3 * C, 0, 1.0f, 0));
 	OP(at_cuda_split_heads(qkv, proj, 3, B, T, H, D));
 	float scale = 1.0f / sqrtf((float)D);
 	stage("scores", [&] {
-		       at_cuda_scores_forward(s, q, k, B * H, T, D, scale, 0);
-	       });
+		at_cuda_scores_forward(s, q, k, B * H, T, D, scale, 0);
+	});
 	stage("mask", [&] {
-		       at_cuda_mask_causal(s, B * H, T, -INFINITY);
-	       });
+		at_cuda_mask_causal(s, B * H, T, -INFINITY);
+	});
 	stage("softmax", [&] {
-		       at_cuda_softmax_rows(a, s, (size_t)B * H * T, T);
-	       });
+		at_cuda_softmax_rows(a, s, (size_t)B * H * T, T);
+	});
 	OP(at_cuda_softmax_rows(a, s, (size_t)B * H * T, T));
 	stage("attend", [&] {
-		       at_cuda_attend_forward(o, a, v, B * H, T, D, 0);
-	       });
+		at_cuda_attend_forward(o, a, v, B * H, T, D, 0);
+	});
 	stage("proj", [&] {
-		       at_cuda_merge_heads(cat, o, B, T, H, D);
-		       at_cuda_matmul(y, cat, wo, (int)BT, C, C, 0, 1.0f, 0);
-	       });
+		at_cuda_merge_heads(cat, o, B, T, H, D);
+		at_cuda_matmul(y, cat, wo, (int)BT, C, C, 0, 1.0f, 0);
+	});
 
 	// the reference bandwidth: a device-to-device copy of 1 GiB, counting
 	// the bytes read and the bytes written
