@@ -20,7 +20,8 @@
  *   anything else (the exponent plane of dense data): Z_HUFFMAN_ONLY, which
  *     codes as tightly as Z_RLE there and inflates twice as fast.
  * Switching modes inside one deflate stream (deflateParams) ends a deflate
- * block; the chunk stays one ordinary raw deflate stream, so readers need
+ * block, and a full flush every RESET_AT bytes keeps zlib from sliding its
+ * window; the chunk stays one ordinary raw deflate stream, so readers need
  * nothing new.  Levels 2..9 are plain zlib levels over the whole chunk.
  * The choice depends only on the chunk's bytes, so the output is the same
  * for any thread count.
@@ -174,20 +175,65 @@ static z_stream *inflater(void)
 	return &z->inf;
 }
 
-/* Feeds src[0..n) to z in mode m; returns 0, or -1 when out is full. */
+/* Where a chunk's deflate stream stands: the mode it is in, and how many
+ * input bytes it has taken since its window last started afresh
+ * (full_flushes: whether it may start afresh, see RESET_AT). */
+typedef struct {
+	int level, strategy, full_flushes;
+	size_t since_reset;
+} deflate_pos;
+
+/* A full flush empties deflate's window (a 5-byte empty stored block)
+ * before it fills: zlib slides a full window by rewriting all 64 Ki hash
+ * and chain entries, a fifth of a masked chunk's encode, where the flush
+ * clears 32 Ki hash heads.  No mode used at level 1 looks back further
+ * than one byte, so the ratio stays; levels 2..9 match against the whole
+ * window and do without.  Below zlib's slide point, 64 KiB less
+ * MIN_LOOKAHEAD (262 bytes). */
+#define RESET_AT (60u << 10)
+
+/* Feeds src[0..n) to z in the given mode; returns 0, or -1 when out is
+ * full. */
 static int feed(z_stream *z, const unsigned char *src, size_t n, int level,
-		int strategy, int *cur_level, int *cur_strategy)
+		int strategy, deflate_pos *pos)
 {
-	if (level != *cur_level || strategy != *cur_strategy) {
+	if (level != pos->level || strategy != pos->strategy) {
 		if (deflateParams(z, level, strategy) != Z_OK)
 			return -1;
-		*cur_level = level;
-		*cur_strategy = strategy;
+		/* Stored bytes wait to be hashed into zlib's match table
+		 * until a compressing mode starts, a few ns a byte; none of
+		 * level 1's modes looks them up.  An empty dictionary, which
+		 * zlib allows after a raw stream's block ends (as
+		 * deflateParams just ended it), drops that backlog; the
+		 * output is the same byte for byte. */
+		static const Bytef none[1];
+		if (pos->full_flushes && level > 0 &&
+		    deflateSetDictionary(z, none, 0) != Z_OK)
+			return -1;
+		pos->level = level;
+		pos->strategy = strategy;
 	}
-	z->next_in = (Bytef *)src;
-	z->avail_in = (uInt)n;
-	if (deflate(z, Z_NO_FLUSH) != Z_OK || z->avail_in)
-		return -1;
+	if (!pos->full_flushes) {
+		z->next_in = (Bytef *)src;
+		z->avail_in = (uInt)n;
+		return deflate(z, Z_NO_FLUSH) != Z_OK || z->avail_in ? -1 : 0;
+	}
+	while (n > 0) {
+		if (pos->since_reset == RESET_AT) {
+			if (deflate(z, Z_FULL_FLUSH) != Z_OK)
+				return -1;
+			pos->since_reset = 0;
+		}
+		size_t take = RESET_AT - pos->since_reset;
+		take = take < n ? take : n;
+		z->next_in = (Bytef *)src;
+		z->avail_in = (uInt)take;
+		if (deflate(z, Z_NO_FLUSH) != Z_OK || z->avail_in)
+			return -1;
+		pos->since_reset += take;
+		src += take;
+		n -= take;
+	}
 	return 0;
 }
 
@@ -233,17 +279,15 @@ static size_t next_run(const unsigned char *p, size_t from, size_t n,
 /* Feeds a SEG_RUNS segment: its long runs with Z_RLE, the noise between
  * them as stored blocks.  Returns 0, or -1 when out is full. */
 static int feed_runs(z_stream *z, const unsigned char *src, size_t n,
-		     int *cur_level, int *cur_strategy)
+		     deflate_pos *dp)
 {
 	size_t pos = 0;
 	while (pos < n) {
 		size_t start = n, len = next_run(src, pos, n, &start);
 		if (start > pos && feed(z, src + pos, start - pos, 0,
-					Z_DEFAULT_STRATEGY, cur_level,
-					cur_strategy) < 0)
+					Z_DEFAULT_STRATEGY, dp) < 0)
 			return -1;
-		if (len && feed(z, src + start, len, 1, Z_RLE, cur_level,
-				cur_strategy) < 0)
+		if (len && feed(z, src + start, len, 1, Z_RLE, dp) < 0)
 			return -1;
 		pos = start + len;
 	}
@@ -296,11 +340,11 @@ static size_t deflate_chunk(const unsigned char *src, size_t n,
 	z->avail_out = (uInt)limit;
 	/* after a reset deflateParams flushes nothing, so always call it
 	 * first: the state then never depends on the chunk before */
-	int cur_level = -1, cur_strategy = -1, rc = 0;
+	deflate_pos pos = { -1, -1, level == 1, 0 };
+	int rc = 0;
 	if (whole) {
 		rc = feed(z, src, n, level,
-			  level > 1 ? Z_DEFAULT_STRATEGY : Z_RLE, &cur_level,
-			  &cur_strategy);
+			  level > 1 ? Z_DEFAULT_STRATEGY : Z_RLE, &pos);
 	} else {
 		size_t k = 0;
 		for (size_t p0 = 0; p0 < n && rc == 0; p0 += plane)
@@ -308,12 +352,11 @@ static size_t deflate_chunk(const unsigned char *src, size_t n,
 				size_t len = plane - s < seg ? plane - s : seg;
 				if (mode[k] == SEG_RUNS)
 					rc = feed_runs(z, src + p0 + s, len,
-						       &cur_level, &cur_strategy);
+						       &pos);
 				else
 					rc = feed(z, src + p0 + s, len,
 						  seg_level[mode[k]],
-						  seg_strategy[mode[k]],
-						  &cur_level, &cur_strategy);
+						  seg_strategy[mode[k]], &pos);
 			}
 	}
 	if (rc == 0 && deflate(z, Z_FINISH) == Z_STREAM_END)
