@@ -17,10 +17,10 @@
  *     run of MIN_RUN bytes or more and stored blocks for the noise between
  *     them: deflate then codes only the runs, and inflate copies the noise
  *     at memory speed, for the same ratio.  Level 1 rather than Z_RLE
- *     because it finds a run's bytes in the run before it (the previous
- *     row's, for masked data), and zlib's inflate copies such a distant
- *     match half again as fast as Z_RLE's distance-1 match, which it
- *     copies byte by byte, each byte waiting for the one before;
+ *     because its hash finds a run's bytes further back (the end of the
+ *     run before it, then the run's own start), and zlib's inflate copies
+ *     such a match half again as fast as Z_RLE's distance-1 match, which
+ *     it copies byte by byte, each byte waiting for the one before;
  *   anything else (the exponent plane of dense data): Z_HUFFMAN_ONLY, which
  *     codes as tightly as Z_RLE there and inflates twice as fast.
  * Switching modes inside one deflate stream (deflateParams) ends a deflate
