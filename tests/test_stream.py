@@ -143,7 +143,8 @@ def test_npy_versions(tmp_path, version):
 
 
 def test_threads_do_not_change_bytes(tmp_path, arrays):
-    sub = {"big": arrays["big"], "f32": arrays["f32"], "u8": arrays["u8"]}
+    sub = {"big": arrays["big"], "f32": arrays["f32"], "u8": arrays["u8"],
+           "masked": arrays["masked"]}
     outs = [pack(tmp_path, sub, "--threads", n).stdout for n in (1, 2, 3, 4)]
     outs += [pack(tmp_path, sub, env={"ANDREA_THREADS": n}).stdout
              for n in ("1", "3")]
@@ -154,6 +155,7 @@ def test_threads_do_not_change_bytes(tmp_path, arrays):
     for n in ("1", "4"):
         back = unpack(tmp_path, outs[0], "--threads", n)
         same(back["big"], arrays["big"])
+        same(back["masked"], arrays["masked"])
 
 
 def test_level_from_environment(tmp_path, arrays):
