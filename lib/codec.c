@@ -180,10 +180,11 @@ static z_stream *inflater(void)
 }
 
 /* Where a chunk's deflate stream stands: the mode it is in, and how many
- * input bytes it has taken since its window last started afresh
- * (full_flushes: whether it may start afresh, see RESET_AT). */
+ * input bytes it has taken since its window last started afresh.  level1:
+ * the chunk goes at level 1, whose modes allow the two shortcuts below
+ * (full flushes, stored bytes left unhashed). */
 typedef struct {
-	int level, strategy, full_flushes;
+	int level, strategy, level1;
 	size_t since_reset;
 } deflate_pos;
 
@@ -213,13 +214,13 @@ static int feed(z_stream *z, const unsigned char *src, size_t n, int level,
 		 * ends (as deflateParams just ended it), drops that
 		 * backlog. */
 		static const Bytef none[1];
-		if (pos->full_flushes && level > 0 &&
+		if (pos->level1 && level > 0 &&
 		    deflateSetDictionary(z, none, 0) != Z_OK)
 			return -1;
 		pos->level = level;
 		pos->strategy = strategy;
 	}
-	if (!pos->full_flushes) {
+	if (!pos->level1) {
 		z->next_in = (Bytef *)src;
 		z->avail_in = (uInt)n;
 		return deflate(z, Z_NO_FLUSH) != Z_OK || z->avail_in ? -1 : 0;
@@ -347,7 +348,7 @@ static size_t deflate_chunk(const unsigned char *src, size_t n,
 	z->avail_out = (uInt)limit;
 	/* after a reset deflateParams flushes nothing, so always call it
 	 * first: the state then never depends on the chunk before */
-	deflate_pos pos = { -1, -1, level == 1, 0 };
+	deflate_pos pos = { .level = -1, .strategy = -1, .level1 = level == 1 };
 	int rc = 0;
 	if (whole) {
 		rc = feed(z, src, n, level,
