@@ -16,13 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#ifdef ANDREA_CBLAS
-#include <cblas.h>
-#endif
-
 #include "cli.h"
 #include "device.h"
 #include "ops.h"
@@ -349,12 +342,7 @@ static void load_model_file(const options *o, tr_model *m)
  * (or ANDREA_THREADS, else the number of processors). */
 static void set_threads(const options *o)
 {
-#ifdef _OPENMP
-	omp_set_num_threads(o->c.wopts.threads);
-#endif
-#ifdef ANDREA_CBLAS
-	openblas_set_num_threads(o->c.wopts.threads);
-#endif
+	at_ops_threads(o->c.wopts.threads);
 }
 
 /* ------------------------------------------------------------------ */
