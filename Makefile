@@ -70,18 +70,21 @@ endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DANDREA_CUDA
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
-NVFLAGS += -DANDREA_CUDA -Ilib -MMD -MP
+NVFLAGS += -DANDREA_CUDA -Ilib -Ikernels -MMD -MP
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
 endif
 
 # Objects of each configuration live apart; build/config names the one the
-# executables in bin/ were last linked with, so switching relinks them.
-CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-san$(SAN)
+# executables in bin/ were last linked with, so switching relinks them.  The
+# key holds every switch and a digest of the compilers' flags, so that
+# `make MVEC=0` or another CFLAGS after `make` never reuses stale objects.
+FLAGS_KEY := $(shell printf '%s' '$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS)' | cksum | cut -d' ' -f1)
+CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
 BUILD    := build/$(CONFIG)
 $(shell mkdir -p build; [ "$$(cat build/config 2>/dev/null)" = "$(CONFIG)" ] || echo "$(CONFIG)" > build/config)
 
-LIB_SRC  := $(wildcard lib/*.c)
-CU_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/*.cu))
+LIB_SRC  := $(wildcard lib/*/*.c)
+CU_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/common/*.cu kernels/ops/*.cu kernels/train/*.cu))
 CMD_SRC  := $(wildcard cmd/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 BINS     := $(CMD_SRC:cmd/%.c=bin/%)

@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "stream.h"
+#include "stream/stream.h"
 
 #define GOAL_ENC 200.0	 /* MB/s, dense, default setting */
 #define GOAL_DEC 600.0	 /* MB/s, dense, default setting */

@@ -14,7 +14,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "ops_cuda.h"
+#include "ops/ops_cuda.h"
 }
 
 #define B 8

@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "ops_cuda.h"
+#include "ops/ops_cuda.h"
 }
 
 #define BH 96
@@ -339,7 +339,7 @@ template <int SPAN>
 __global__ void probe_spans(float *s, float fill) { span_walk<SPAN>(s, fill); }
 
 // Row's 32-byte sector that holds the diagonal, read and written whole
-// with its masked elements set (as kernels/mask.cu's first step).
+// with its masked elements set (as kernels/ops/mask.cu's first step).
 __device__ static void write_diag_sector(float *s, size_t row, float fill)
 {
 	unsigned c = (unsigned)(row % T) + 1; // first masked column
@@ -397,7 +397,7 @@ __global__ void flat_merge_diag(float *s, float fill)
 	}
 }
 
-// (v) the shipped sector kernel (kernels/mask.cu) with T known at compile
+// (v) the shipped sector kernel (kernels/ops/mask.cu) with T known at compile
 // time, and knobs: a whole sector (two float4s) per thread and step
 // (PAIR: each store instruction then writes every other 16 bytes, half
 // sectors, and is as slow as the exact triangle), streaming stores.

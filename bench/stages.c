@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops.h"
-#include "philox.h"
+#include "ops/ops.h"
+#include "core/philox.h"
 
 #define B 1
 #define H 12

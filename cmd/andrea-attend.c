@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "filter.h"
-#include "ops.h"
-#include "ops_cuda.h"
-#include "stage.h"
+#include "cli/filter.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#include "cli/stage.h"
 
 static const char usage[] =
 	"usage: andrea-attend [-f] [-o FILE] [--concat | --proj] [-l LAYER]\n"

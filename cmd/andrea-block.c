@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block.h"
-#include "filter.h"
-#include "stage.h"
+#include "ops/block.h"
+#include "cli/filter.h"
+#include "cli/stage.h"
 
 static const char usage[] =
 	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"

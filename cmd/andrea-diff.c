@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "compare.h"
+#include "cli/cli.h"
+#include "view/compare.h"
 
 static const char usage[] =
 	"usage: andrea-diff [-q] [--rtol RTOL] [--atol ATOL] [--equal-nan]\n"

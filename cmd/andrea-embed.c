@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "filter.h"
-#include "ops.h"
-#include "ops_cuda.h"
-#include "stage.h"
-#include "tokens.h"
+#include "cli/filter.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#include "cli/stage.h"
+#include "cli/tokens.h"
 
 static const char usage[] =
 	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N] [--bos]\n"

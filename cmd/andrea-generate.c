@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "block.h"
-#include "cli.h"
-#include "ops.h"
-#include "sample.h"
-#include "stage.h"
+#include "ops/block.h"
+#include "cli/cli.h"
+#include "ops/ops.h"
+#include "ops/sample.h"
+#include "cli/stage.h"
 
 static const char usage[] =
 	"usage: andrea-generate [-m MODEL] [--model-seed S] [--heads N]\n"

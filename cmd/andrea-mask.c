@@ -1,10 +1,10 @@
 /* andrea-mask - the causal mask: scores[..., i, j] = fill for every j > i. */
 #include <math.h>
 
-#include "filter.h"
-#include "ops.h"
-#include "ops_cuda.h"
-#include "stage.h"
+#include "cli/filter.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#include "cli/stage.h"
 
 static const char usage[] =
 	"usage: andrea-mask [-f] [-o FILE] [--fill F] [--keep] [--device DEV]\n"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "npy.h"
+#include "cli/cli.h"
+#include "stream/npy.h"
 
 static const char usage[] =
 	"usage: andrea-pack [-f] [-o FILE] [-z LEVEL] [--threads N] [--no-shuffle]\n"

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "heatmap.h"
-#include "npprint.h"
+#include "cli/cli.h"
+#include "view/heatmap.h"
+#include "view/npprint.h"
 
 static const char usage[] =
 	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"

@@ -1,10 +1,10 @@
 /* andrea-softmax - attention weights: attn = softmax(scores) along rows. */
 #include <stdio.h>
 
-#include "filter.h"
-#include "ops.h"
-#include "ops_cuda.h"
-#include "stage.h"
+#include "cli/filter.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#include "cli/stage.h"
 
 static const char usage[] =
 	"usage: andrea-softmax [-f] [-o FILE] [--keep] [--device DEV]\n"

@@ -16,14 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "device.h"
-#include "ops.h"
-#include "ops_cuda.h"
-#include "stage.h"
-#include "tokens.h"
-#include "train.h"
-#include "train_cuda.h"
+#include "cli/cli.h"
+#include "ops/device.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#include "cli/stage.h"
+#include "cli/tokens.h"
+#include "train/train.h"
+#include "train/train_cuda.h"
 
 static const char usage[] =
 	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"

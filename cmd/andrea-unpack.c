@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
-#include "npy.h"
+#include "cli/cli.h"
+#include "stream/npy.h"
 
 static const char usage[] =
 	"usage: andrea-unpack [-d DIR] [--threads N] [FILE ...]\n";

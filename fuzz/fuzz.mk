@@ -22,7 +22,7 @@ FUZZ_FLAGS := -g -O1 $(FUZZ_SAN) -fno-omit-frame-pointer -fopenmp \
 	      -Ilib -Ifuzz -MMD -MP
 FUZZ_LIBS  := -lz -lm
 
-FUZZ_LIB_SRC := $(or $(LIB_SRC),$(wildcard lib/*.c))
+FUZZ_LIB_SRC := $(or $(LIB_SRC),$(wildcard lib/*/*.c))
 FUZZ_CMD_SRC := $(or $(CMD_SRC),$(wildcard cmd/*.c))
 FUZZ_NAMES   := stream npy model attrs argv
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
@@ -66,7 +66,7 @@ $(FUZZ_DIR)/obj/cmd/%.o: cmd/%.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Dmain=tool_$(subst -,_,$*)_main $(FUZZ_STOPS) -c -o $@ $<
 
-$(FUZZ_DIR)/obj/argv-cli.o: lib/cli.c fuzz/fuzz.mk
+$(FUZZ_DIR)/obj/argv-cli.o: lib/cli/cli.c fuzz/fuzz.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Dexit=fuzz_exit -c -o $@ $<
 

@@ -24,12 +24,12 @@
 #include <unistd.h>
 #include <getopt.h>
 
-#include "cli.h"
-#include "filter.h"
-#include "model.h"
-#include "npy.h"
-#include "stage.h"
-#include "train.h"
+#include "cli/cli.h"
+#include "cli/filter.h"
+#include "model/model.h"
+#include "stream/npy.h"
+#include "cli/stage.h"
+#include "train/train.h"
 
 #define X(id) int tool_##id##_main(int argc, char **argv);
 FUZZ_TOOLS

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attrs.h"
+#include "core/attrs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

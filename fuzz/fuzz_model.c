@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "model.h"
+#include "model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

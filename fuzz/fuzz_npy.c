@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "npy.h"
+#include "stream/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "stream.h"
+#include "stream/stream.h"
 
 /* Reads the whole stream from f; returns the number of records or -1. */
 static int read_all(FILE *f, unsigned mode, FILE *copy)

@@ -181,7 +181,7 @@ def greedy(prompt, p, L, H, ctx, n, bos=256):
 
 
 def sample_uniform(seed, n):
-    """Draw n of andrea-generate (lib/sample.h): Philox4x32-10 of counter
+    """Draw n of andrea-generate (lib/ops/sample.h): Philox4x32-10 of counter
     (n lo, n hi, 0, 0) under key seed ^ FNV-1a('sample'); u from 53 bits."""
     k = seed ^ fnv1a64("sample")
     r = philox4x32(([n & 0xFFFFFFFF], [n >> 32], [0], [0]),

@@ -95,7 +95,7 @@ def corpus():
             RNG.integers(-9, 9, (7, 3), dtype=np.int32)),
         "big": big,
         # noise rows ending in runs: level 1 switches deflate modes
-        # about twice a row and plane (lib/codec.c)
+        # about twice a row and plane (lib/stream/codec.c)
         "masked": np.where(np.triu(np.ones((700, 700), bool), 1), -np.inf,
                            RNG.standard_normal((3, 700, 700))).astype(np.float32),
     }

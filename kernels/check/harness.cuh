@@ -1,6 +1,6 @@
 // harness.cuh - what the kernel harnesses share (the llm.c dev/cuda habit):
 // fresh random inputs, device buffers poisoned with NaN and followed by a
-// poisoned guard, comparison against the CPU op of lib/ops.h, and timing
+// poisoned guard, comparison against the CPU op of lib/ops/ops.h, and timing
 // with CUDA events.
 //
 // A harness prints one line per check and ends with "N passed, N failed";
@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 extern "C" {
-#include "device.h"
-#include "ops.h"
-#include "ops_cuda.h"
+#include "ops/device.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
 }
 
 #define GUARD 64 // poisoned floats after every device buffer

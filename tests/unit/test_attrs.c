@@ -1,4 +1,4 @@
-/* test_attrs.c - unit test of the attribute block (lib/attrs.h).
+/* test_attrs.c - unit test of the attribute block (lib/core/attrs.h).
  *
  * Prints one line per failed check and a final "N passed, M failed";
  * exits 1 when anything failed.
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attrs.h"
+#include "core/attrs.h"
 #include "check.h"
 
 

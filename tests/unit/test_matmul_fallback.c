@@ -6,7 +6,7 @@
  * ANDREA_CBLAS undefined, so it is checked whatever the build links.
  */
 #undef ANDREA_CBLAS
-#include "../../lib/ops_matmul.c"
+#include "../../lib/ops/matmul.c"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* test_parallel.c - unit test of at_parallel_for (lib/parallel.h): every
+/* test_parallel.c - unit test of at_parallel_for (lib/core/parallel.h): every
  * item runs exactly once, tids stay below the thread count asked for,
  * bursts of changing sizes reuse the pool, a call from inside a burst
  * (also one made after the burst's caller has run out of items) runs on
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "parallel.h"
+#include "core/parallel.h"
 
 
 #define MAX_ITEMS 5000

@@ -1,0 +1,120 @@
+// cuda_util.cuh - what the kernel files share: the one-line error that
+// at_cuda_error() reports, check macros naming file and line, device
+// buffers that free themselves on every path, and warp reductions.
+//
+// Every exported function returns 0, or -1 after at_cu_fail() or one of
+// the macros below has written the reason.
+#ifndef ANDREA_CUDA_UTIL_CUH
+#define ANDREA_CUDA_UTIL_CUH
+
+#include <stddef.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "ops/ops_cuda.h"
+}
+
+// Sets the error to "CUDA: <what>: <reason> (file:line)" and returns -1.
+// Clears a non-sticky CUDA error so that the next call starts clean.
+int at_cu_fail(cudaError_t e, const char *what, const char *file, int line);
+int at_cu_blas_fail(cublasStatus_t s, const char *what, const char *file,
+		    int line);
+// Sets the error to "CUDA: <msg>" and returns -1.
+int at_cu_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// cudaMalloc of bytes for a named buffer; out of memory reads
+// "CUDA: out of memory allocating 4.0 GiB for scores".
+int at_cu_alloc(void **p, size_t bytes, const char *what);
+// The process's cuBLAS handle, created on first use, math mode set to
+// fp32 (CUBLAS_DEFAULT_MATH) or TF32 tensor cores; NULL after a failure.
+cublasHandle_t at_cu_blas(int tf32);
+// Blocks for a grid-stride loop over n items with bs threads each.
+unsigned at_cu_blocks(size_t n, unsigned bs);
+// The current device's multiprocessors (1 if it cannot be asked), for
+// grids sized to the machine.
+unsigned at_cu_sm_count(void);
+
+#define CU_CHECK(call, what)                                             \
+	do {                                                             \
+		cudaError_t e_ = (call);                                 \
+		if (e_ != cudaSuccess)                                   \
+			return at_cu_fail(e_, what, __FILE__, __LINE__); \
+	} while (0)
+
+// After a launch: a bad configuration shows here, a fault later.
+#define CU_LAUNCHED(what) CU_CHECK(cudaGetLastError(), what)
+
+#define BLAS_CHECK(call, what)                                               \
+	do {                                                                 \
+		cublasStatus_t s_ = (call);                                  \
+		if (s_ != CUBLAS_STATUS_SUCCESS)                             \
+			return at_cu_blas_fail(s_, what, __FILE__, __LINE__); \
+	} while (0)
+
+// A device buffer of floats (or anything) freed when it goes out of
+// scope, so that every early return of a host wrapper cleans up.
+template <typename T> struct dev_buf {
+	T *p = nullptr;
+	dev_buf() = default;
+	dev_buf(const dev_buf &) = delete;
+	dev_buf &operator=(const dev_buf &) = delete;
+	~dev_buf() { if (p) cudaFree(p); }
+	int alloc(size_t n, const char *what)
+	{
+		return at_cu_alloc((void **)&p, n * sizeof(T), what);
+	}
+};
+
+__device__ __forceinline__ float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// A float stored as float or bf16 (round to nearest even).
+__device__ __forceinline__ void store_as(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
+{
+	*p = __float2bfloat16(v);
+}
+
+// layernorm.cu: out = (in - mean) * rstd * w + b over N rows of C, out
+// float or bf16; each row's mean and rstd also go to mean[] and rstd[]
+// unless those are NULL.
+template <typename OUT>
+int at_cu_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
+			const float *w, const float *b, int N, int C, float eps);
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// One warp's online softmax statistics of x[0..n) * scale: on return every
+// lane holds the row maximum *M and the sum of exp(x * scale - M) *L.  Each
+// lane keeps a running maximum and rescales its running sum when the
+// maximum moves, so the row is read once.
+__device__ __forceinline__ void warp_softmax_stats(const float *x, int n,
+						   float scale, float *M,
+						   float *L)
+{
+	int lane = threadIdx.x % 32;
+	float m = -INFINITY, l = 0.0f;
+	for (int j = lane; j < n; j += 32) {
+		float v = x[j] * scale;
+		if (v > m) {
+			l = l * expf(m - v) + 1.0f;
+			m = v;
+		} else {
+			l += expf(v - m);
+		}
+	}
+	*M = warp_max(m);
+	*L = warp_sum(m == -INFINITY ? 0.0f : l * expf(m - *M));
+}
+
+#endif

@@ -1,0 +1,81 @@
+// train_adamw.cu - the global gradient norm and the whole AdamW update in
+// one kernel.
+//
+// The norm: NORM_BLOCKS blocks each sum a fixed strided share of g^2 in
+// double, a second kernel adds the partial sums in order; the same result
+// on every run.  The update: one block per chunk of one parameter (the
+// chunk table is made once on the host), so each block knows its weight
+// decay without a search; the clipping factor is computed on the device
+// from the norm, so the host never waits between backward and update.
+#include "train/train_kernels.cuh"
+
+__global__ static void sumsq_kernel(double *partial, const float *g, size_t n)
+{
+	__shared__ double sh[256];
+	double s = 0.0;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		double v = g[i];
+		s += v * v;
+	}
+	s = block_sum_double(s, sh);
+	if (threadIdx.x == 0)
+		partial[blockIdx.x] = s;
+}
+
+__global__ static void sumsq_final_kernel(double *out, const double *partial)
+{
+	__shared__ double sh[NORM_BLOCKS];
+	double total = block_sum_double(partial[threadIdx.x], sh);
+	if (threadIdx.x == 0)
+		*out = total;
+}
+
+int tr_sumsq(double *out, const float *g, size_t n, double *partial)
+{
+	sumsq_kernel<<<NORM_BLOCKS, 256>>>(partial, g, n);
+	CU_LAUNCHED("gradient norm kernel");
+	sumsq_final_kernel<<<1, NORM_BLOCKS>>>(out, partial);
+	CU_LAUNCHED("gradient norm sum kernel");
+	return 0;
+}
+
+// The arithmetic of tr_adamw_update (train_adamw.c), element by element.
+__global__ static void adamw_kernel(float *p, bf16 *p16, const float *g,
+				    float *m1, float *m2,
+				    const tr_chunk *chunks, float lr, float b1,
+				    float b2, float eps, float wd, float c1,
+				    float c2, double clip, const double *normsq)
+{
+	tr_chunk ch = chunks[blockIdx.x];
+	float wdj = ch.wd * wd; // exactly wd or 0, as on the CPU
+	double norm = sqrt(*normsq);
+	float gs = (float)(clip > 0 && norm > clip ? clip / norm : 1.0);
+	for (unsigned k = threadIdx.x; k < ch.len; k += blockDim.x) {
+		size_t j = ch.start + k;
+		float gj = g[j] * gs;
+		float a = b1 * m1[j] + (1.0f - b1) * gj;
+		float b = b2 * m2[j] + (1.0f - b2) * gj * gj;
+		m1[j] = a;
+		m2[j] = b;
+		float mh = a / c1, vh = b / c2;
+		float w = p[j];
+		w -= lr * (mh / (sqrtf(vh) + eps) + wdj * w);
+		p[j] = w;
+		if (p16)
+			p16[j] = __float2bfloat16(w);
+	}
+}
+
+int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
+	     const tr_chunk *chunks, int nchunks, float lr, float b1, float b2,
+	     float eps, float wd, float c1, float c2, double clip,
+	     const double *normsq)
+{
+	if (nchunks == 0)
+		return 0;
+	adamw_kernel<<<nchunks, 256>>>(p, p16, g, m1, m2, chunks, lr, b1, b2,
+				       eps, wd, c1, c2, clip, normsq);
+	CU_LAUNCHED("AdamW kernel");
+	return 0;
+}

@@ -1,0 +1,157 @@
+// train_gelu_mm.cu - the MLP's first product with the GELU in cuBLASLt's
+// epilogue: forward pre = A.B, out = GELU(pre) in one kernel (GELU_AUX
+// keeps pre for the backward), and backward dpre = (dout.W^T) * GELU'(pre)
+// in one kernel (DGELU).  This saves the separate GELU kernels' pass over
+// the [B*T, 4C] activations each way.
+//
+// cuBLASLt's GELU is the tanh approximation, the model's (DESIGN.md).  Its
+// auxiliary buffer has the type of the product's output, so pre is an mm
+// buffer here (bf16 in bf16 mode), where the unfused path keeps it fp32.
+// Both products have fixed shapes for a run, so their descriptors and
+// algorithms are chosen once; only the pointers change from layer to layer.
+#include <cstdlib>
+
+#include "train/train_kernels.cuh"
+#include "common/cublas_lazy.cuh"
+
+#define WORKSPACE (32u << 20) // cuBLASLt's scratch, as cuBLAS's default on Hopper
+
+struct plan {
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, d;
+	cublasLtMatmulAlgo_t algo;
+};
+
+struct tr_gelu_mm {
+	cublasLtHandle_t h;
+	void *ws;
+	int M, N, K;
+	plan fwd, bwd;
+};
+
+#define LT(call)                                    \
+	do {                                        \
+		if ((call) != CUBLAS_STATUS_SUCCESS) \
+			return 0;                   \
+	} while (0)
+
+// Row-major out[M,N] = A[M,K] . B, B stored [K,N] (or [N,K] when tb), is
+// column-major out^T = B^T A^T: cuBLASLt's A is our B and its B our A, as
+// in train_gemm.cu.  Returns 1 when cuBLASLt has an algorithm for it.
+static int make_plan(tr_gelu_mm *g, plan *p, int prec, int tb,
+		     cublasLtEpilogue_t epi)
+{
+	const at_cublaslt_api &lt = at_cublaslt;
+	cudaDataType_t ty = prec == TR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cublasComputeType_t ct = prec == TR_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+						 : CUBLAS_COMPUTE_32F;
+	int M = g->M, N = g->N, K = g->K;
+	LT(lt.desc_create(&p->desc, ct, CUDA_R_32F));
+	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	LT(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+	LT(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+	int64_t ld = N;
+	LT(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+		       sizeof ld));
+	LT(tb ? lt.layout_create(&p->a, ty, K, N, K)
+	      : lt.layout_create(&p->a, ty, N, K, N));
+	LT(lt.layout_create(&p->b, ty, K, M, K));
+	LT(lt.layout_create(&p->d, ty, N, M, N));
+	cublasLtMatmulPreference_t pref;
+	LT(lt.pref_create(&pref));
+	size_t ws = WORKSPACE;
+	cublasLtMatmulHeuristicResult_t r;
+	int found = 0;
+	if (lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+			sizeof ws) == CUBLAS_STATUS_SUCCESS)
+		lt.heuristic(g->h, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r,
+			     &found);
+	lt.pref_destroy(pref);
+	if (found < 1 || r.state != CUBLAS_STATUS_SUCCESS)
+		return 0;
+	p->algo = r.algo;
+	return 1;
+}
+
+static void free_plan(plan *p)
+{
+	if (p->desc)
+		at_cublaslt.desc_destroy(p->desc);
+	if (p->a)
+		at_cublaslt.layout_destroy(p->a);
+	if (p->b)
+		at_cublaslt.layout_destroy(p->b);
+	if (p->d)
+		at_cublaslt.layout_destroy(p->d);
+}
+
+void tr_gelu_mm_free(tr_gelu_mm *g)
+{
+	if (!g)
+		return;
+	free_plan(&g->fwd);
+	free_plan(&g->bwd);
+	if (g->h)
+		at_cublaslt.destroy(g->h);
+	cudaFree(g->ws);
+	free(g);
+}
+
+int tr_gelu_mm_new(tr_gelu_mm **out, int prec, int M, int N, int K)
+{
+	*out = NULL;
+	// the auxiliary buffer's leading dimension must be a multiple of 8,
+	// and every layer's slice of it 16-byte aligned
+	if (N % 8 || M == 0 || K == 0 || at_cublaslt_load() < 0)
+		return 0;
+	tr_gelu_mm *g = (tr_gelu_mm *)calloc(1, sizeof *g);
+	if (!g)
+		return at_cu_failf("out of host memory");
+	g->M = M;
+	g->N = N;
+	g->K = K;
+	if (at_cublaslt.create(&g->h) != CUBLAS_STATUS_SUCCESS) {
+		g->h = nullptr;
+		tr_gelu_mm_free(g);
+		return 0;
+	}
+	if (at_cu_alloc(&g->ws, WORKSPACE, "cuBLASLt's workspace") < 0) {
+		tr_gelu_mm_free(g);
+		return -1;
+	}
+	if (!make_plan(g, &g->fwd, prec, 0, CUBLASLT_EPILOGUE_GELU_AUX) ||
+	    !make_plan(g, &g->bwd, prec, 1, CUBLASLT_EPILOGUE_DGELU)) {
+		tr_gelu_mm_free(g);
+		return 0;
+	}
+	*out = g;
+	return 0;
+}
+
+static int run(tr_gelu_mm *g, plan *p, const void *A, const void *B,
+	       void *out, const void *aux, const char *what)
+{
+	const float one = 1.0f, zero = 0.0f;
+	BLAS_CHECK(at_cublaslt.desc_set(p->desc,
+					CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+					&aux, sizeof aux),
+		   what);
+	BLAS_CHECK(at_cublaslt.matmul(g->h, p->desc, &one, B, p->a, A, p->b,
+				      &zero, out, p->d, out, p->d, &p->algo,
+				      g->ws, WORKSPACE, 0),
+		   what);
+	return 0;
+}
+
+int tr_gelu_mm_fwd(tr_gelu_mm *g, const void *A, const void *B, void *out,
+		   void *pre)
+{
+	return run(g, &g->fwd, A, B, out, pre, "the MLP's first product");
+}
+
+int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
+		   const void *pre, void *dpre)
+{
+	return run(g, &g->bwd, dout, W, dpre, pre,
+		   "the MLP's second product, backward");
+}

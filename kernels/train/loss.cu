@@ -1,0 +1,162 @@
+// train_loss.cu - softmax + cross-entropy (and its gradient) in one kernel,
+// the mean of the losses, GELU forward and backward, and the gradient of
+// the embedding tables.
+#include "train/train_kernels.cuh"
+
+// One warp per row of logits: an online maximum and sum of exponentials,
+// the row's loss, then (with dl) one write of (softmax - onehot) * inv.
+template <typename OUT>
+__global__ static void ce_kernel(OUT *dl, float *losses, const float *logits,
+				 const int32_t *targets, int N, int V,
+				 float inv)
+{
+	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
+	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
+	     n += (size_t)gridDim.x * wpb) {
+		const float *z = logits + n * V;
+		float M, L;
+		warp_softmax_stats(z, V, 1.0f, &M, &L);
+		int t = targets[n];
+		float zt = z[t];
+		__syncwarp(); // every lane has read z[t] before dl may overwrite it
+		if (lane == 0)
+			losses[n] = logf(L) + M - zt;
+		if (!dl)
+			continue;
+		OUT *d = dl + n * V;
+		float rl = 1.0f / L;
+		for (int j = lane; j < V; j += 32) {
+			float p = expf(z[j] - M) * rl;
+			store_as(d + j, (p - (j == t ? 1.0f : 0.0f)) * inv);
+		}
+	}
+}
+
+template <typename OUT>
+int tr_crossentropy(OUT *dlogits, float *losses, const float *logits,
+		    const int32_t *targets, int N, int V, float inv)
+{
+	if (N == 0)
+		return 0;
+	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256>>>(dlogits, losses, logits,
+						     targets, N, V, inv);
+	CU_LAUNCHED("cross-entropy kernel");
+	return 0;
+}
+template int tr_crossentropy<float>(float *, float *, const float *,
+				    const int32_t *, int, int, float);
+template int tr_crossentropy<bf16>(bf16 *, float *, const float *,
+				   const int32_t *, int, int, float);
+
+// One block of 1024 threads: strided sums in double, then a fixed tree.
+__global__ static void mean_kernel(double *out, const float *x, int N)
+{
+	__shared__ double sh[1024];
+	double s = 0.0;
+	for (int i = threadIdx.x; i < N; i += blockDim.x)
+		s += x[i];
+	s = block_sum_double(s, sh);
+	if (threadIdx.x == 0)
+		*out = s / N;
+}
+
+int tr_mean(double *out, const float *losses, int N)
+{
+	mean_kernel<<<1, 1024>>>(out, losses, N);
+	CU_LAUNCHED("mean kernel");
+	return 0;
+}
+
+#define GELU_K 0.7978845608028654f // sqrt(2/pi)
+
+template <typename OUT>
+__global__ static void gelu_fwd_kernel(OUT *out, const float *in, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float x = in[i];
+		store_as(out + i, 0.5f * x *
+				  (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+	}
+}
+
+template <typename OUT>
+__global__ static void gelu_bwd_kernel(OUT *din, const float *in,
+				       const float *dout, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float x = in[i];
+		float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+		float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+		float g = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+		store_as(din + i, dout[i] * g);
+	}
+}
+
+template <typename OUT>
+int tr_gelu_fwd(OUT *out, const float *in, size_t n)
+{
+	if (n == 0)
+		return 0;
+	gelu_fwd_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, n);
+	CU_LAUNCHED("GELU kernel");
+	return 0;
+}
+
+template <typename OUT>
+int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n)
+{
+	if (n == 0)
+		return 0;
+	gelu_bwd_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(din, in, dout, n);
+	CU_LAUNCHED("GELU backward kernel");
+	return 0;
+}
+template int tr_gelu_fwd<float>(float *, const float *, size_t);
+template int tr_gelu_fwd<bf16>(bf16 *, const float *, size_t);
+template int tr_gelu_bwd<float>(float *, const float *, const float *, size_t);
+template int tr_gelu_bwd<bf16>(bf16 *, const float *, const float *, size_t);
+
+// Thread per (t, c): the rows b add in order.
+__global__ static void dwpe_kernel(float *dwpe, const float *dx, int B, int T,
+				   int C)
+{
+	size_t n = (size_t)T * C;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float s = 0.0f;
+		for (int b = 0; b < B; b++)
+			s += dx[(size_t)b * n + i];
+		dwpe[i] = s;
+	}
+}
+
+// Block per token id; its positions (sorted on the host) add in order.
+__global__ static void dwte_kernel(float *dwte, const float *dx,
+				   const int *off, const int *pos, int C,
+				   int V)
+{
+	for (int v = blockIdx.x; v < V; v += gridDim.x) {
+		int lo = off[v], hi = off[v + 1];
+		for (int c = threadIdx.x; c < C; c += blockDim.x) {
+			float s = 0.0f;
+			for (int k = lo; k < hi; k++)
+				s += dx[(size_t)pos[k] * C + c];
+			dwte[(size_t)v * C + c] = s;
+		}
+	}
+}
+
+int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
+		 const int *pos, int B, int T, int C, int V)
+{
+	size_t n = (size_t)T * C;
+	if (n == 0)
+		return 0;
+	dwpe_kernel<<<at_cu_blocks(n, 256), 256>>>(dwpe, dx, B, T, C);
+	CU_LAUNCHED("position-embedding gradient kernel");
+	dwte_kernel<<<V < 65535 ? V : 65535, 128>>>(dwte, dx, off, pos, C, V);
+	CU_LAUNCHED("token-embedding gradient kernel");
+	return 0;
+}

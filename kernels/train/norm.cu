@@ -1,0 +1,99 @@
+// train_norm.cu - LayerNorm backward for the training engine (the forward
+// pass, shared with the stages, is layernorm.cu).
+//
+// Backward: one warp per row for dx, then the sums over rows for dw and db
+// in two kernels: blocks of 32 columns x 8 row phases make LN_SPLITS
+// partial sums per column, and a second kernel adds them in order, so the
+// result never depends on timing (no atomics).
+#include "train/train_kernels.cuh"
+
+
+// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+// dxhat = dout * w.
+__global__ static void ln_bwd_dx_kernel(float *dx, const float *dout,
+					const float *in, const float *w,
+					const float *mean, const float *rstd,
+					int N, int C)
+{
+	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
+	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
+	     n += (size_t)gridDim.x * wpb) {
+		const float *x = in + n * C, *d = dout + n * C;
+		float *o = dx + n * C;
+		float mu = mean[n], rs = rstd[n];
+		float s1 = 0.0f, s2 = 0.0f;
+		for (int c = lane; c < C; c += 32) {
+			float dxh = d[c] * w[c];
+			s1 += dxh;
+			s2 += dxh * ((x[c] - mu) * rs);
+		}
+		float m1 = warp_sum(s1) / C, m2 = warp_sum(s2) / C;
+		for (int c = lane; c < C; c += 32) {
+			float xh = (x[c] - mu) * rs;
+			o[c] += rs * (d[c] * w[c] - m1 - xh * m2);
+		}
+	}
+}
+
+// Block (x: 32 columns, y: 8 row phases); grid (column tiles, LN_SPLITS).
+// part[s*C + c] and part[(LN_SPLITS + s)*C + c]: split s's sums for dw, db.
+__global__ static void ln_bwd_dwdb_kernel(float *part, const float *dout,
+					  const float *in, const float *mean,
+					  const float *rstd, int N, int C)
+{
+	__shared__ float sw[8][33], sb[8][33];
+	int c = blockIdx.x * 32 + threadIdx.x, s = blockIdx.y;
+	int per = (N + LN_SPLITS - 1) / LN_SPLITS;
+	int lo = s * per, hi = min(N, lo + per);
+	float aw = 0.0f, ab = 0.0f;
+	if (c < C)
+		for (int n = lo + threadIdx.y; n < hi; n += 8) {
+			float g = dout[(size_t)n * C + c];
+			aw += g * ((in[(size_t)n * C + c] - mean[n]) * rstd[n]);
+			ab += g;
+		}
+	sw[threadIdx.y][threadIdx.x] = aw;
+	sb[threadIdx.y][threadIdx.x] = ab;
+	__syncthreads();
+	if (threadIdx.y == 0 && c < C) {
+		float tw = 0.0f, tb = 0.0f;
+		for (int y = 0; y < 8; y++) {
+			tw += sw[y][threadIdx.x];
+			tb += sb[y][threadIdx.x];
+		}
+		part[(size_t)s * C + c] = tw;
+		part[(size_t)(LN_SPLITS + s) * C + c] = tb;
+	}
+}
+
+__global__ static void ln_bwd_sum_kernel(float *dw, float *db,
+					 const float *part, int C)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= C)
+		return;
+	float tw = 0.0f, tb = 0.0f;
+	for (int s = 0; s < LN_SPLITS; s++) {
+		tw += part[(size_t)s * C + c];
+		tb += part[(size_t)(LN_SPLITS + s) * C + c];
+	}
+	dw[c] = tw;
+	db[c] = tb;
+}
+
+int tr_layernorm_bwd(float *dx, float *dw, float *db, const float *dout,
+		     const float *in, const float *w, const float *mean,
+		     const float *rstd, int N, int C, float *scratch)
+{
+	if (N == 0 || C == 0)
+		return 0;
+	ln_bwd_dx_kernel<<<at_cu_blocks(N, 8), 256>>>(dx, dout, in, w, mean,
+						       rstd, N, C);
+	CU_LAUNCHED("LayerNorm backward kernel");
+	dim3 grid((C + 31) / 32, LN_SPLITS), block(32, 8);
+	ln_bwd_dwdb_kernel<<<grid, block>>>(scratch, dout, in, mean, rstd, N, C);
+	CU_LAUNCHED("LayerNorm weight-gradient kernel");
+	ln_bwd_sum_kernel<<<(C + 255) / 256, 256>>>(dw, db, scratch, C);
+	CU_LAUNCHED("LayerNorm weight-gradient sum kernel");
+	return 0;
+}

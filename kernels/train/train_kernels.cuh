@@ -1,0 +1,143 @@
+// train_kernels.cuh - the device ops of the training engine
+// (kernels/train_*.cu), shared by train_engine.cu.
+//
+// Row-major, shape letters as in DESIGN.md.  "mm" buffers are operands of
+// matrix products only: float in fp32/tf32 mode, bf16 in bf16 mode; a
+// kernel that writes one is instantiated for both (template OUT).  Every
+// function launches on the default stream and returns 0, or -1 with the
+// reason in at_cuda_error().
+#ifndef ANDREA_TRAIN_KERNELS_CUH
+#define ANDREA_TRAIN_KERNELS_CUH
+
+#include <cuda_bf16.h>
+
+#include "common/cuda_util.cuh"
+
+extern "C" {
+#include "train/train_cuda.h"
+}
+
+typedef __nv_bfloat16 bf16;
+
+
+// ---- train_gemm.cu: products through cuBLAS ----
+
+struct tr_blas {
+	cublasHandle_t h;
+	int prec;      // TR_FP32, TR_TF32 or TR_BF16
+};
+
+// C_i[M,N] = alpha op(A_i) op(B_i) + beta C_i for i < batch, A stored
+// [K,M] when ta (else [M,K]), B stored [N,K] when tb (else [K,N]); sA, sB,
+// sC are the element strides between consecutive matrices (0 reuses one).
+// A and B are mm buffers; C is float.
+int tr_mm(const tr_blas *b, int ta, int tb, int M, int N, int K, float alpha,
+	  const void *A, long long sA, const void *B, long long sB, float beta,
+	  float *C, long long sC, int batch, const char *what);
+// dst[n] = bf16(src[n]).
+int tr_to_bf16(bf16 *dst, const float *src, size_t n);
+
+// ---- train_gelu_mm.cu: the MLP's first product with GELU fused ----
+
+typedef struct tr_gelu_mm tr_gelu_mm;
+// Plans the fused products for A [M,K] and outputs [M,N] in precision
+// prec.  *g is NULL (and 0 returned) where cuBLASLt is missing or has no
+// algorithm for them: the caller then multiplies and applies the GELU
+// apart.
+int tr_gelu_mm_new(tr_gelu_mm **g, int prec, int M, int N, int K);
+void tr_gelu_mm_free(tr_gelu_mm *g);
+// pre = A.B and out = GELU(pre), B stored [K,N]; all mm buffers.
+int tr_gelu_mm_fwd(tr_gelu_mm *g, const void *A, const void *B, void *out,
+		   void *pre);
+// dpre = (dout.W^T) * GELU'(pre), W stored [N,K]; all mm buffers.
+int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
+		   const void *pre, void *dpre);
+
+// ---- train_norm.cu: LayerNorm ----
+
+// The forward pass is at_cu_layernorm_fwd (cuda_util.cuh), keeping each
+// row's mean and 1/sqrt(var + eps) for the backward pass.
+// dx += the LN backward of dout; dw, db = sums over rows (overwritten),
+// through partial sums in scratch (2 * LN_SPLITS * C floats), in a fixed
+// order.
+#define LN_SPLITS 64
+int tr_layernorm_bwd(float *dx, float *dw, float *db, const float *dout,
+		     const float *in, const float *w, const float *mean,
+		     const float *rstd, int N, int C, float *scratch);
+
+// ---- train_attn.cu: heads and the causal softmax ----
+
+// in [GB,T,H*D] -> out [GB,H,T,D], and back.
+template <typename OUT>
+int tr_split_heads(OUT *out, const float *in, int GB, int T, int H, int D);
+template <typename OUT>
+int tr_merge_heads(OUT *out, const float *in, int GB, int T, int H, int D);
+// In place on s [rows, T] (row r is query r % T): s = softmax of
+// scale * s over the keys j <= r % T, 0 beyond; s16 (if not NULL) gets a
+// bf16 copy.
+int tr_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int T,
+			  float scale);
+// ds = scale * a * (da - sum_j a da) over j <= r % T, 0 beyond; ds may be
+// da (in place) when OUT is float.
+template <typename OUT>
+int tr_softmax_causal_bwd(OUT *ds, const float *da, const float *a,
+			  size_t rows, int T, float scale);
+
+// ---- train_loss.cu: the loss, GELU, the embedding's gradient ----
+
+// losses[n] = cross-entropy of logits row n against targets[n]; with
+// dlogits (float or bf16, may alias logits when float) also
+// dlogits = (softmax - onehot) * inv.
+template <typename OUT>
+int tr_crossentropy(OUT *dlogits, float *losses, const float *logits,
+		    const int32_t *targets, int N, int V, float inv);
+// *out = mean of losses[0..N-1], summed in double in a fixed order.
+int tr_mean(double *out, const float *losses, int N);
+template <typename OUT>
+int tr_gelu_fwd(OUT *out, const float *in, size_t n);
+// din = dout * GELU'(in).
+template <typename OUT>
+int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n);
+// dwpe[t] = sum over b of dx[b,t] (rows t < T; the rest untouched) and
+// dwte[v] = sum of dx over the positions pos[off[v]..off[v+1]) in order.
+int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
+		 const int *pos, int B, int T, int C, int V);
+
+// ---- train_adamw.cu: the norm and the update ----
+
+// One contiguous piece of one parameter: the update's unit of work.
+// The sum of v over the block in a fixed tree order (so runs repeat bit
+// for bit); blockDim.x a power of two and sh blockDim.x doubles of shared
+// memory.  Every thread gets the total.
+__device__ __forceinline__ double block_sum_double(double v, double *sh)
+{
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if ((int)threadIdx.x < w)
+			sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	return sh[0];
+}
+
+struct tr_chunk {
+	unsigned long long start;
+	unsigned len;
+	float wd;
+};
+#define ADAMW_CHUNK 4096
+#define NORM_BLOCKS 1024
+
+// *out = sum of g[i]^2 (double), via partial[NORM_BLOCKS], fixed order.
+int tr_sumsq(double *out, const float *g, size_t n, double *partial);
+// The AdamW update of every chunk (weight decay wd where the chunk's wd
+// is 1); the gradients are scaled by
+// clip / sqrt(*normsq) when clip > 0 and that norm exceeds clip; p16 (if
+// not NULL) gets bf16 copies of the new parameters.
+int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
+	     const tr_chunk *chunks, int nchunks, float lr, float b1, float b2,
+	     float eps, float wd, float c1, float c2, double clip,
+	     const double *normsq);
+
+#endif

@@ -1,0 +1,234 @@
+/* cli.c - shared command-line handling and one-line diagnostics. */
+#include "cli/cli.h"
+#include "model/model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *cli_prog = "andrea";
+int cli_failure_status = 1;
+static at_writer *open_writer; /* removed on failure */
+
+static void env_long(const char *var, long min, long max, long *out)
+{
+	const char *v = getenv(var);
+	if (!v || !*v)
+		return;
+	char *end;
+	errno = 0;
+	long l = strtol(v, &end, 10);
+	if (*end || errno || l < min || l > max)
+		cli_usage_error("%s='%s': expected an integer in %ld..%ld", var,
+				v, min, max);
+	*out = l;
+}
+
+void cli_init(const char *prog, cli_common *c)
+{
+	cli_prog = prog;
+	signal(SIGPIPE, SIG_DFL);
+	memset(c, 0, sizeof *c);
+	at_read_opts_default(&c->ropts);
+	at_write_opts_default(&c->wopts);
+	long threads = c->ropts.threads, level = c->wopts.level;
+	env_long("ANDREA_THREADS", 1, 256, &threads);
+	const char *given = getenv("ANDREA_THREADS");
+	c->threads_given = given && *given;
+	env_long("ANDREA_ZLEVEL", 0, 9, &level);
+	const char *mb = getenv("ANDREA_MAX_BYTES");
+	if (mb && *mb) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(mb, &end, 10);
+		if (*end || errno || v == 0 || !isdigit((unsigned char)mb[0]))
+			cli_usage_error("ANDREA_MAX_BYTES='%s': expected a positive "
+					"byte count", mb);
+		c->ropts.max_bytes = v;
+	}
+	c->ropts.threads = c->wopts.threads = (int)threads;
+	c->device = getenv("ANDREA_DEVICE");
+	c->model = getenv("ANDREA_MODEL");
+	if (c->model && !*c->model)
+		c->model = NULL;
+	c->seed = AT_DEFAULT_SEED;
+	c->wopts.level = (int)level;
+}
+
+static void vmsg(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", cli_prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+_Noreturn void cli_die(const char *fmt, ...)
+{
+	fflush(stdout); /* what was printed stays ahead of the error */
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+	if (open_writer)
+		at_writer_abort(open_writer);
+	exit(cli_failure_status);
+}
+
+_Noreturn void cli_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+	if (open_writer)
+		at_writer_abort(open_writer);
+	exit(2);
+}
+
+_Noreturn void cli_fail(const char *err)
+{
+	cli_die("%s", err);
+}
+
+_Noreturn void cli_bad_option(char **argv)
+{
+	if (optopt > 0 && optopt < 0x80 && isprint(optopt))
+		cli_usage_error("-%c: unknown option or missing argument "
+				"(see %s --help)", optopt, cli_prog);
+	cli_usage_error("%s: unknown option or missing argument (see %s --help)",
+			argv[optind - 1], cli_prog);
+}
+
+long cli_long(const char *arg, long min, long max, const char *what)
+{
+	char *end;
+	errno = 0;
+	long l = strtol(arg, &end, 10);
+	if (end == arg || *end || errno || l < min || l > max)
+		cli_usage_error("%s '%s': expected an integer in %ld..%ld", what,
+				arg, min, max);
+	return l;
+}
+
+double cli_double(const char *arg, const char *what)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(arg, &end);
+	if (end == arg || *end || (errno == ERANGE && isinf(d)) || isnan(d))
+		cli_usage_error("%s '%s': expected a number", what, arg);
+	return d;
+}
+
+int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage)
+{
+	switch (opt) {
+	case 'h':
+		fputs(usage, stdout);
+		cli_finish_text();
+		exit(0);
+	case CLI_VERSION:
+		printf("%s (andrea) %s\n", cli_prog, ANDREA_VERSION);
+		cli_finish_text();
+		exit(0);
+	case 'o':
+		c->output = arg;
+		return 1;
+	case 'f':
+		c->force = 1;
+		return 1;
+	case 'z':
+		c->wopts.level = (int)cli_long(arg, 0, 9, "-z/--level");
+		return 1;
+	case CLI_THREADS:
+		c->ropts.threads = c->wopts.threads =
+			(int)cli_long(arg, 1, 256, "--threads");
+		c->threads_given = 1;
+		return 1;
+	case CLI_NO_SHUFFLE:
+		c->wopts.shuffle = 0;
+		return 1;
+	case CLI_KEEP:
+		c->keep = 1;
+		return 1;
+	case CLI_DEVICE:
+		c->device = arg;
+		return 1;
+	case 'm':
+		c->model = arg;
+		return 1;
+	case CLI_SEED:
+		c->seed = (unsigned long long)cli_long(arg, 0, LONG_MAX, "--seed");
+		c->seed_given = 1;
+		return 1;
+	case CLI_HEADS:
+		c->heads = (int)cli_long(arg, 1, 4096, "--heads");
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A pipe holds 64 KiB by default, so a stage handing on a 48 MiB tensor
+ * would switch to its reader some 800 times; 1 MiB (the largest an
+ * unprivileged process may ask for) cuts that sixteenfold.  Failure is
+ * harmless: the pipe just stays as it was. */
+static void widen_pipe(int fd)
+{
+#ifdef F_SETPIPE_SZ
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode))
+		fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+#else
+	(void)fd;
+#endif
+}
+
+void cli_open_output(cli_common *c, at_writer *w)
+{
+	if (c->output && strcmp(c->output, "-") != 0) {
+		if (at_writer_open(w, c->output, &c->wopts) < 0)
+			cli_fail(w->err);
+		if (isatty(fileno(w->f)) && !c->force) {
+			at_writer_abort(w);
+			cli_die("%s: refusing to write binary data to a terminal "
+				"(use -f)", c->output);
+		}
+	} else {
+		if (isatty(STDOUT_FILENO) && !c->force)
+			cli_die("refusing to write binary data to a terminal "
+				"(redirect it, or use -f)");
+		at_writer_wrap(w, stdout, "<stdout>", &c->wopts);
+		widen_pipe(STDOUT_FILENO);
+	}
+	open_writer = w;
+}
+
+void cli_finish_output(at_writer *w)
+{
+	if (at_writer_finish(w) < 0)
+		cli_fail(w->err);
+	open_writer = NULL;
+}
+
+void cli_finish_text(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		cli_die("<stdout>: write error: %s", strerror(errno));
+}
+
+void cli_open_input(cli_common *c, at_reader *r, const char *path)
+{
+	if (at_reader_open(r, path, &c->ropts) < 0)
+		cli_fail(r->err);
+	widen_pipe(fileno(r->f));
+}

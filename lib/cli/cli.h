@@ -1,0 +1,101 @@
+/* cli.h - what every andrea executable shares on the command line.
+ *
+ * Conventions (DESIGN.md): -h/--help prints the synopsis of the man page,
+ * --version the version; errors are one line on stderr naming the program;
+ * exit 0 success, 1 failure, 2 misuse of the command line; binary output
+ * never goes to a terminal without -f; a closed downstream pipe ends the
+ * program quietly (SIGPIPE is left at its default).
+ */
+#ifndef ANDREA_CLI_H
+#define ANDREA_CLI_H
+
+#include <getopt.h>
+
+#include "stream/stream.h"
+
+#define ANDREA_VERSION "0.1.0"
+
+/* getopt_long codes of the long-only common options */
+enum {
+	CLI_VERSION = 0x100,
+	CLI_THREADS,
+	CLI_NO_SHUFFLE,
+	CLI_KEEP,
+	CLI_SEED,
+	CLI_HEADS,
+	CLI_DEVICE,
+	CLI_FIRST_OWN = 0x200 /* executables number their own from here */
+};
+
+/* The options every stream-writing executable accepts. */
+#define CLI_COMMON_SHORT "ho:fz:"
+#define CLI_COMMON_LONG                                                  \
+	{"help", no_argument, 0, 'h'},                                   \
+	{"version", no_argument, 0, CLI_VERSION},                        \
+	{"output", required_argument, 0, 'o'},                           \
+	{"force", no_argument, 0, 'f'},                                  \
+	{"level", required_argument, 0, 'z'},                            \
+	{"threads", required_argument, 0, CLI_THREADS},                  \
+	{"no-shuffle", no_argument, 0, CLI_NO_SHUFFLE}
+
+/* The options of the stage filters, on top of the common ones. */
+#define CLI_STAGE_SHORT "m:"
+#define CLI_STAGE_LONG                                                   \
+	{"keep", no_argument, 0, CLI_KEEP},                              \
+	{"device", required_argument, 0, CLI_DEVICE}
+#define CLI_MODEL_LONG                                                   \
+	{"model", required_argument, 0, 'm'},                            \
+	{"seed", required_argument, 0, CLI_SEED},                        \
+	{"heads", required_argument, 0, CLI_HEADS}
+
+typedef struct {
+	const char *output; /* -o FILE, or NULL for stdout */
+	int force;          /* -f: write binary to a terminal anyway */
+	at_read_opts ropts;
+	at_write_opts wopts;
+	int threads_given;  /* --threads or ANDREA_THREADS set the codec's */
+	int keep;           /* --keep: write consumed records too */
+	const char *device; /* --device, ANDREA_DEVICE */
+	const char *model;  /* -m, ANDREA_MODEL; NULL: the seeded default */
+	unsigned long long seed;
+	int seed_given;     /* --seed was on the command line */
+	int heads;          /* --heads for a model file without config */
+} cli_common;
+
+/* Names the program for messages, restores SIGPIPE's default action and
+ * reads the ANDREA_* variables into c (a bad value is a usage error). */
+void cli_init(const char *prog, cli_common *c);
+extern const char *cli_prog;
+/* The exit status of cli_die and cli_fail: 1, except where 1 means
+ * something else (andrea-diff sets 2, as cmp(1) does for trouble). */
+extern int cli_failure_status;
+
+/* Handles -h, --version, -o, -f, -z, --threads, --no-shuffle, --keep,
+ * --device, -m, --seed and --heads.  Returns 1 if
+ * opt was one of them.  usage is the synopsis printed by --help. */
+int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage);
+/* Reports an unknown option or missing argument from getopt_long. */
+_Noreturn void cli_bad_option(char **argv);
+
+_Noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void cli_usage_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+/* A library failure: prints "prog: <err>" and exits 1. */
+_Noreturn void cli_fail(const char *err);
+
+/* Parses a whole decimal integer in [min, max]; a usage error otherwise. */
+long cli_long(const char *arg, long min, long max, const char *what);
+double cli_double(const char *arg, const char *what);
+
+/* Opens the output stream: -o FILE (atomically) or stdout, refusing a
+ * terminal without -f.  A later cli_die removes a partly written file. */
+void cli_open_output(cli_common *c, at_writer *w);
+/* Writes the end record, flushes and reports a write error. */
+void cli_finish_output(at_writer *w);
+/* Flushes stdout for text output, reporting a write error (a full disk). */
+void cli_finish_text(void);
+
+/* Opens an input; failures exit 1. */
+void cli_open_input(cli_common *c, at_reader *r, const char *path);
+
+#endif

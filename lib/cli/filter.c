@@ -1,0 +1,225 @@
+/* filter.c - the shared read / pass-through / compute / write loop. */
+#include "cli/filter.h"
+
+#include "ops/ops.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+_Noreturn void at_filter_die(const at_filter *f, int slot, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cli_die("%s: record %d '%s': %s", f->label, f->index[slot],
+		f->inputs[slot], msg);
+}
+
+void at_filter_expect(const at_filter *f, int slot, const at_tensor *t,
+		      int rank, const char *shape_letters)
+{
+	char shape[128];
+	at_shape_str(t->rank, t->dims, shape, sizeof shape);
+	if (t->dtype != AT_F32)
+		at_filter_die(f, slot, "dtype %s, expected f32",
+			      at_dtype_name(t->dtype));
+	if (t->rank != rank)
+		at_filter_die(f, slot, "shape %s, expected [%s]", shape,
+			      shape_letters);
+}
+
+void at_filter_write(at_writer *w, const at_tensor *t)
+{
+	if (at_write_tensor(w, t) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_begin(at_writer *w, const at_tensor *header)
+{
+	if (at_record_begin(w, header) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_put(at_writer *w, const void *p, size_t n)
+{
+	if (at_record_put(w, p, n) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_end(at_writer *w)
+{
+	if (at_record_end(w) < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_serial(int on)
+{
+	static int before;
+	if (on)
+		before = at_ops_threads(1);
+	else if (before)
+		at_ops_threads(before);
+}
+
+/* Bytes a streaming filter reads, transforms and writes at a time when
+ * its units straddle chunks: a chunk, so that the next stage can start. */
+#define STREAM_PIECE AT_DEFAULT_CHUNK
+
+/* Units that straddle chunks are gathered into a buffer of whole units. */
+static void stream_copied(at_reader *r, at_payload_in *in, at_writer *w,
+			  uint64_t units, size_t unit, at_stream_fn *fn,
+			  void *ctx)
+{
+	size_t per = unit < STREAM_PIECE ? STREAM_PIECE / unit : 1;
+	if (per > units)
+		per = units ? (size_t)units : 1;
+	float *buf = malloc(per * unit);
+	if (!buf)
+		cli_die("out of memory");
+	for (uint64_t u = 0; u < units; u += per) {
+		size_t n = units - u < per ? (size_t)(units - u) : per;
+		if (at_payload_read(in, buf, n * unit) < 0)
+			cli_fail(r->err);
+		fn(ctx, buf, n, u);
+		at_filter_put(w, buf, n * unit);
+	}
+	free(buf);
+}
+
+/* Units that never straddle chunks are transformed where decoded. */
+static void stream_in_place(at_reader *r, at_payload_in *in, at_writer *w,
+			    size_t unit, at_stream_fn *fn, void *ctx)
+{
+	unsigned char *p;
+	int64_t n;
+	for (uint64_t u = 0; (n = at_payload_view(in, &p)) > 0;
+	     u += (uint64_t)n / unit) {
+		fn(ctx, (float *)p, (size_t)n / unit, u);
+		at_filter_put(w, p, (size_t)n);
+	}
+	if (n < 0)
+		cli_fail(r->err);
+}
+
+void at_filter_payload_begin(at_filter *f, at_reader *r, const at_header *h,
+			     at_payload_in *in)
+{
+	int threads = r->opts.threads;
+	if (f->stream_threads)
+		r->opts.threads = f->stream_threads;
+	int rc = at_payload_begin(r, h, in);
+	r->opts.threads = threads;
+	if (rc < 0)
+		cli_fail(r->err);
+}
+
+void at_filter_stream(at_filter *f, at_reader *r, const at_header *h,
+		      at_writer *w, const at_tensor *out, size_t unit,
+		      at_stream_fn *fn, void *ctx)
+{
+	if (unit == 0 || h->nbytes % unit)
+		cli_die("%s: record %d '%s': internal error: unit of %zu bytes",
+			r->label, h->index, h->name, unit);
+	at_payload_in in;
+	at_filter_payload_begin(f, r, h, &in);
+	int threads = w->opts.threads;
+	if (f->stream_threads)
+		w->opts.threads = f->stream_threads;
+	at_filter_begin(w, out); /* the record keeps the count it began with */
+	w->opts.threads = threads;
+	at_filter_serial(1);
+	if (h->chunk_raw % unit == 0)
+		stream_in_place(r, &in, w, unit, fn, ctx);
+	else
+		stream_copied(r, &in, w, h->nbytes / unit, unit, fn, ctx);
+	at_filter_serial(0);
+	at_filter_end(w);
+	at_payload_end(&in);
+}
+
+static int slot_of(const at_filter *f, const char *name)
+{
+	for (int i = 0; i < f->n_inputs; i++)
+		if (strcmp(f->inputs[i], name) == 0)
+			return i;
+	return -1;
+}
+
+void at_filter_main(cli_common *c, at_filter *f, const char *path)
+{
+	at_reader r;
+	cli_open_input(c, &r, path);
+	f->label = r.label;
+	struct stat st;
+	if (!c->threads_given && fstat(fileno(r.f), &st) == 0 &&
+	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+		f->stream_threads = c->ropts.threads > 1 ? c->ropts.threads / 2 : 1;
+	at_writer w;
+	cli_open_output(c, &w);
+	at_tensor in[AT_FILTER_MAX_INPUTS];
+	int have[AT_FILTER_MAX_INPUTS] = {0}, filled = 0, groups = 0;
+	at_header *h = malloc(sizeof *h);
+	if (!h)
+		cli_die("out of memory");
+	int rc;
+	while ((rc = at_read_header(&r, h)) == 1) {
+		int s = slot_of(f, h->name);
+		if (s < 0) {
+			if (at_copy_record(&r, h, &w) < 0)
+				cli_fail(r.err[0] ? r.err : w.err);
+			continue;
+		}
+		if (have[s])
+			cli_die("%s: record %d '%s': a second '%s' before the rest "
+				"of its group", r.label, h->index, h->name, h->name);
+		f->index[s] = h->index;
+		if (f->prepare)
+			f->prepare(f, s, h);
+		if (f->stream && !c->keep && f->n_inputs == 1) {
+			f->stream(f, &r, h, &w);
+			groups++;
+			continue;
+		}
+		memset(&in[s], 0, sizeof in[s]);
+		if (!f->stream_last || c->keep || filled < f->n_inputs - 1 ||
+		    f->stream_last(f, in, s, &r, h, &w) != 0) {
+			if (at_read_payload(&r, h, &in[s]) < 0)
+				cli_fail(r.err);
+			have[s] = 1;
+			if (c->keep)
+				at_filter_write(&w, &in[s]);
+			if (++filled < f->n_inputs)
+				continue;
+			f->run(f, in, &w);
+		}
+		for (int i = 0; i < f->n_inputs; i++) {
+			at_tensor_free(&in[i]);
+			have[i] = 0;
+		}
+		filled = 0;
+		groups++;
+	}
+	free(h);
+	if (rc < 0)
+		cli_fail(r.err);
+	for (int i = 0; i < f->n_inputs; i++)
+		if (have[i])
+			for (int j = 0; j < f->n_inputs; j++)
+				if (!have[j])
+					cli_die("%s: record %d '%s': no '%s' record "
+						"goes with it", r.label, f->index[i],
+						f->inputs[i], f->inputs[j]);
+	if (groups == 0) {
+		char names[64] = "";
+		for (int i = 0; i < f->n_inputs; i++)
+			snprintf(names + strlen(names), sizeof names - strlen(names),
+				 "%s'%s'", i ? " and " : "", f->inputs[i]);
+		cli_die("%s: no %s record in the input", r.label, names);
+	}
+	at_reader_close(&r);
+	cli_finish_output(&w);
+}

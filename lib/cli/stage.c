@@ -1,0 +1,62 @@
+/* stage.c - model and device set-up shared by the stage filters. */
+#include "cli/stage.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "ops/ops_cuda.h"
+
+void stage_open_model(const cli_common *c, at_model *m)
+{
+	char err[600];
+	if (c->model && c->seed_given)
+		cli_usage_error("--seed applies to the default model only, and a "
+				"model file (-m or ANDREA_MODEL) is in use");
+	if (at_model_open(m, c->model, c->seed, c->heads, &c->ropts, err,
+			  sizeof err) < 0)
+		cli_die("%s", err);
+}
+
+void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
+		 ...)
+{
+	uint64_t dims[AT_MAX_RANK];
+	va_list ap;
+	va_start(ap, rank);
+	for (int i = 0; i < rank; i++)
+		dims[i] = (uint64_t)va_arg(ap, int);
+	va_end(ap);
+	char err[700];
+	if (at_model_param(m, name, rank, dims, t, err, sizeof err) < 0)
+		cli_die("%s", err);
+}
+
+at_device stage_device(const cli_common *c, int has_cuda)
+{
+	at_device dev;
+	char err[200];
+	int rc = at_device_resolve(c->device, &dev, err, sizeof err);
+	if (rc == -2)
+		cli_usage_error("%s", err);
+	if (rc < 0)
+		cli_die("%s", err);
+	if (dev == AT_DEV_CUDA && !has_cuda) {
+		if (c->device && *c->device && strcmp(c->device, "auto") != 0)
+			cli_die("--device cuda: this stage has no CUDA path in "
+				"this version");
+		dev = AT_DEV_CPU;
+	}
+	return dev;
+}
+
+void stage_cuda_check(int rc)
+{
+	if (rc < 0)
+		cli_die("%s", at_cuda_error());
+}
+
+int stage_layer_attr(const at_tensor *t, int fallback)
+{
+	long l;
+	return at_attr_long(&t->attrs, "layer", &l) == 0 ? (int)l : fallback;
+}

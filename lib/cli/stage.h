@@ -1,0 +1,25 @@
+/* stage.h - what the stage filters share beyond the filter loop: opening
+ * the model, fetching parameters and choosing the device, all of which end
+ * the program with a one-line error on failure. */
+#ifndef ANDREA_STAGE_H
+#define ANDREA_STAGE_H
+
+#include "cli/cli.h"
+#include "ops/device.h"
+#include "model/model.h"
+
+/* Opens -m/ANDREA_MODEL or the seeded default (--seed, --heads). */
+void stage_open_model(const cli_common *c, at_model *m);
+/* Loads an f32 parameter of the given shape. */
+void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
+		 ...);
+/* Resolves --device.  has_cuda says whether this stage has a CUDA path;
+ * auto then falls back to the CPU, an explicit cuda is an error. */
+at_device stage_device(const cli_common *c, int has_cuda);
+/* Ends the program with at_cuda_error() when rc, the result of one of the
+ * at_cuda_*_host calls of ops_cuda.h, is negative. */
+void stage_cuda_check(int rc);
+/* Layer index from an attribute, or fallback when absent. */
+int stage_layer_attr(const at_tensor *t, int fallback);
+
+#endif

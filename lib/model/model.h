@@ -1,0 +1,70 @@
+/* model.h - ANDREA model parameters: from a model file or the seeded default.
+ *
+ * A model file is a stream of named parameters (DESIGN.md lists the names)
+ * plus, optionally, a `config` record whose attributes hold n_layer, n_head,
+ * d_model, ctx and vocab.  A tool loads only the parameters it asks for, so
+ * a file holding just those (say, one made with andrea-pack) is a valid
+ * model.  Without a file every parameter is drawn from the counter-based
+ * generator of philox.h under a seed: andrea-120m shapes with V = 257.
+ */
+#ifndef ANDREA_MODEL_H
+#define ANDREA_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stream/stream.h"
+#include "core/tensor.h"
+
+#define AT_DEFAULT_SEED 1337
+#define AT_BOS 256
+
+typedef struct {
+	int n_layer, n_head, d_model, ctx, vocab; /* L H C T V; 0 = unknown */
+} at_config;
+
+typedef struct {
+	char name[AT_MAX_NAME + 1];
+	long offset;
+	int index;
+} at_model_entry;
+
+typedef struct {
+	at_config cfg;
+	int seeded;      /* no file: parameters come from the generator */
+	uint64_t seed;
+	int has_config;  /* the file carried a config record */
+	char path[4096];
+	at_model_entry *entries;
+	int n_entries;
+	at_read_opts ropts; /* caps and threads for reading parameters */
+} at_model;
+
+/* Fills c with a preset: tiny, andrea-12m, andrea-120m, andrea-480m
+ * (V = 257).  Returns -1 for an unknown name. */
+int at_config_preset(const char *name, at_config *c);
+
+/* Opens path (NULL: the seeded default under seed).  heads > 0 gives
+ * n_head for a file without a config (and must agree with one that has
+ * it).  Reads only record headers, so path must be seekable.  Returns 0
+ * or -1 with err. */
+int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
+		  const at_read_opts *ro, char *err, size_t errlen);
+void at_model_close(at_model *m);
+
+/* Loads parameter `name` as f32 with exactly the shape given (rank dims),
+ * or fails naming the parameter, the shape found and the one expected. */
+int at_model_param(const at_model *m, const char *name, int rank,
+		   const uint64_t *dims, at_tensor *out, char *err,
+		   size_t errlen);
+
+/* Checks that the config knows what a stage needs: C, H (with C % H == 0),
+ * and that layer is in range when the layer count is known. */
+int at_model_need_heads(const at_model *m, char *err, size_t errlen);
+int at_model_check_layer(const at_model *m, int layer, char *err,
+			 size_t errlen);
+
+/* The config as attributes of a `config` record, and back. */
+void at_config_to_attrs(const at_config *c, at_attrs *a);
+
+#endif

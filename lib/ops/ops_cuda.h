@@ -1,0 +1,75 @@
+/* ops_cuda.h - the CUDA forward ops of kernels/, callable from C.
+ *
+ * Two layers, both with the semantics of the CPU ops in ops.h (row-major
+ * float32, shape letters as in DESIGN.md):
+ *
+ *  - at_cuda_<op> take device pointers and launch on the default stream
+ *    without waiting; the kernel harnesses (kernels/check/) and bench/gpu
+ *    call them;
+ *  - at_cuda_<stage>_host take host pointers: they copy the inputs to the
+ *    device, run the stage there (weights and intermediates stay on the
+ *    device), copy the outputs back and wait.  The stage commands call
+ *    these.
+ *
+ * Every function returns 0, or -1 with a one-line reason in at_cuda_error(),
+ * such as "CUDA: out of memory allocating 4.0 GiB for scores".  tf32 != 0
+ * lets cuBLAS round matrix products through TF32 tensor cores; otherwise
+ * they run in full fp32.  Not thread-safe: one host thread drives the GPU.
+ */
+#ifndef ANDREA_OPS_CUDA_H
+#define ANDREA_OPS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The reason the last failing call gave. */
+const char *at_cuda_error(void);
+
+/* ---- device pointers ---- */
+
+/* kernels/ops/embed.cu */
+int at_cuda_embed_forward(float *x, const int32_t *tokens, const float *wte,
+			  const float *wpe, int B, int T, int C);
+int at_cuda_layernorm_forward(float *out, const float *in, const float *w,
+			      const float *b, int N, int C, float eps);
+/* kernels/ops/heads.cu: in [B,T,G*H*D] -> out [G,B,H,T,D] (G = 3 splits a
+ * fused q|k|v projection at once); merge is [B,H,T,D] -> [B,T,H*D]. */
+int at_cuda_split_heads(float *out, const float *in, int G, int B, int T,
+			int H, int D);
+int at_cuda_merge_heads(float *out, const float *in, int B, int T, int H,
+			int D);
+/* kernels/ops/matmul.cu (cuBLAS) */
+int at_cuda_matmul(float *out, const float *a, const float *b, int M, int K,
+		   int N, int trans_b, float alpha, int tf32);
+int at_cuda_scores_forward(float *s, const float *q, const float *k, int BH,
+			   int T, int D, float scale, int tf32);
+int at_cuda_attend_forward(float *o, const float *a, const float *v, int BH,
+			   int T, int D, int tf32);
+/* kernels/ops/mask.cu: writes fill where j > i, reads and writes nothing else */
+int at_cuda_mask_causal(float *s, int BH, int T, float fill);
+/* kernels/ops/softmax.cu */
+int at_cuda_softmax_rows(float *p, const float *s, size_t rows, int n);
+
+/* ---- host pointers: one call per stage ---- */
+
+/* x[B,T,C] from tokens (checked < V) and wte[V,C], wpe[>=T,C]. */
+int at_cuda_embed_host(float *x, const int32_t *tokens, const float *wte,
+		       const float *wpe, int V, int B, int T, int C);
+/* q, k, v [B,H,T,D] = split(LN(x) . wqkv) with x [B,T,C] and wqkv
+ * [C,3*H*D] holding Wq's, Wk's and Wv's columns side by side (as for
+ * at_qkv_forward); ln_w NULL skips the LayerNorm. */
+int at_cuda_qkv_host(float *q, float *k, float *v, const float *x,
+		     const float *ln_w, const float *ln_b,
+		     const float *wqkv, int B, int T, int C, int H,
+		     int D, int tf32);
+int at_cuda_scores_host(float *s, const float *q, const float *k, int BH,
+			int T, int D, float scale, int tf32);
+int at_cuda_mask_host(float *s, int BH, int T, float fill);
+int at_cuda_softmax_host(float *p, const float *s, size_t rows, int n);
+/* out = attn . v per head: [B,H,T,D]; merged to [B,T,H*D] when merge; then
+ * times wo [H*D,H*D] when wo is not NULL (merge implied). */
+int at_cuda_attend_host(float *out, const float *attn, const float *v,
+			int B, int H, int T, int D, int merge, const float *wo,
+			int tf32);
+
+#endif

@@ -1,0 +1,50 @@
+/* ops_cuda_none.c - the host entry points of ops_cuda.h in a build
+ * without CUDA, so that the stages link everywhere.  stage_device never
+ * picks the GPU in such a build, so these are not reached. */
+#ifndef ANDREA_CUDA
+#include "ops/ops_cuda.h"
+
+const char *at_cuda_error(void)
+{
+	return "CUDA: this build has no CUDA support";
+}
+
+int at_cuda_embed_host(float *x, const int32_t *tokens, const float *wte,
+		       const float *wpe, int V, int B, int T, int C)
+{
+	return -1;
+}
+
+int at_cuda_qkv_host(float *q, float *k, float *v, const float *x,
+		     const float *ln_w, const float *ln_b,
+		     const float *wqkv, int B, int T, int C, int H,
+		     int D, int tf32)
+{
+	return -1;
+}
+
+int at_cuda_scores_host(float *s, const float *q, const float *k, int BH,
+			int T, int D, float scale, int tf32)
+{
+	return -1;
+}
+
+int at_cuda_mask_host(float *s, int BH, int T, float fill)
+{
+	return -1;
+}
+
+int at_cuda_softmax_host(float *p, const float *s, size_t rows, int n)
+{
+	return -1;
+}
+
+int at_cuda_attend_host(float *out, const float *attn, const float *v,
+			int B, int H, int T, int D, int merge, const float *wo,
+			int tf32)
+{
+	return -1;
+}
+#else
+typedef int at_cuda_build_has_the_real_ones; /* no empty translation unit */
+#endif

@@ -1,0 +1,28 @@
+/* npy.h - NumPy .npy files (format versions 1.0, 2.0 and 3.0).
+ *
+ * Only little-endian float32, int32 and uint8 data are accepted ('<f4',
+ * '<i4', '|u1'); Fortran-order arrays are converted to row-major.  Pickled
+ * object arrays, structured dtypes, big-endian data and every other dtype
+ * are refused: nothing in a .npy file is ever executed.
+ */
+#ifndef ANDREA_NPY_H
+#define ANDREA_NPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+/* Reads path into t (its name is left empty).  Returns 0, or -1 with a
+ * one-line reason in err.  Tensors over max_bytes are refused unread. */
+int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
+		size_t errlen);
+/* Parses a header dict such as "{'descr': '<f4', 'fortran_order': False,
+ * 'shape': (3, 4), }"; exposed for the fuzzers. */
+int at_npy_parse_header(const char *h, size_t len, at_dtype *dt, int *fortran,
+			int *rank, uint64_t *dims, char *err, size_t errlen);
+/* Writes t as a version 1.0 .npy file (C order), the way np.save does. */
+int at_npy_write(const char *path, const at_tensor *t, char *err,
+		 size_t errlen);
+
+#endif

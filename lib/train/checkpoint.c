@@ -1,0 +1,228 @@
+/* checkpoint.c - the resumable state of a training run as an andrea
+ * stream: train_state, config, the parameters, the AdamW moments. */
+#include "train/train.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stream/stream.h"
+
+#define CKPT_FORMAT 1
+
+/* A zero-size i32 record that carries only attributes. */
+static void attr_record(at_tensor *t, const char *name)
+{
+	memset(t, 0, sizeof *t);
+	t->dtype = AT_I32;
+	t->rank = 1;
+	snprintf(t->name, sizeof t->name, "%s", name);
+	static int32_t none;
+	t->data = &none;
+}
+
+int tr_checkpoint_write(at_writer *w, const tr_model *m, const float *mom1,
+			const float *mom2, const tr_state *st)
+{
+	at_tensor t;
+	attr_record(&t, "train_state");
+	at_attrs *a = &t.attrs;
+	at_attr_setf(a, "format", "%d", CKPT_FORMAT);
+	at_attr_setf(a, "step", "%ld", st->step);
+	at_attr_setf(a, "seed", "%" PRIu64, st->seed);
+	at_attr_setf(a, "batch", "%d", st->batch);
+	at_attr_setf(a, "seq", "%d", st->seq);
+	at_attr_setf(a, "val_fraction", "%.17g", st->val_fraction);
+	at_attr_setf(a, "data_size", "%" PRIu64, st->data_size);
+	at_attr_setf(a, "data_crc", "%" PRIu32, st->data_crc);
+	at_attr_setf(a, "lr", "%.17g", st->h.lr);
+	at_attr_setf(a, "min_lr", "%.17g", st->h.min_lr);
+	at_attr_setf(a, "warmup", "%ld", st->h.warmup);
+	at_attr_setf(a, "steps", "%ld", st->h.steps);
+	at_attr_setf(a, "weight_decay", "%.17g", st->h.weight_decay);
+	at_attr_setf(a, "clip", "%.17g", st->h.clip);
+	at_attr_setf(a, "beta1", "%.17g", st->h.beta1);
+	at_attr_setf(a, "beta2", "%.17g", st->h.beta2);
+	at_attr_setf(a, "eps", "%.17g", st->h.eps);
+	if (at_write_tensor(w, &t) < 0)
+		return -1;
+	return tr_model_write(m, w, 1, "", m->p) < 0 ||
+	       tr_model_write(m, w, 0, "adam.m.", mom1) < 0 ||
+	       tr_model_write(m, w, 0, "adam.v.", mom2) < 0 ? -1 : 0;
+}
+
+/* Reads a whole-number or real attribute that must be present. */
+static int need_long(const at_attrs *a, const char *key, long *out, char *why,
+		     size_t len)
+{
+	if (at_attr_long(a, key, out) == 0)
+		return 0;
+	snprintf(why, len, "train_state: %s missing or not a number", key);
+	return -1;
+}
+
+static int need_double(const at_attrs *a, const char *key, double *out,
+		       char *why, size_t len)
+{
+	if (at_attr_double(a, key, out) == 0)
+		return 0;
+	snprintf(why, len, "train_state: %s missing or not a number", key);
+	return -1;
+}
+
+/* The train_state attributes into st. */
+static int state_from_attrs(const at_attrs *a, tr_state *st, char *why,
+			    size_t len)
+{
+	long format, seed, batch, seq, size, crc;
+	if (need_long(a, "format", &format, why, len) < 0)
+		return -1;
+	if (format != CKPT_FORMAT) {
+		snprintf(why, len, "train_state: format %ld, this version reads %d",
+			 format, CKPT_FORMAT);
+		return -1;
+	}
+	if (need_long(a, "step", &st->step, why, len) < 0 ||
+	    need_long(a, "seed", &seed, why, len) < 0 ||
+	    need_long(a, "batch", &batch, why, len) < 0 ||
+	    need_long(a, "seq", &seq, why, len) < 0 ||
+	    need_double(a, "val_fraction", &st->val_fraction, why, len) < 0 ||
+	    need_long(a, "data_size", &size, why, len) < 0 ||
+	    need_long(a, "data_crc", &crc, why, len) < 0 ||
+	    need_double(a, "lr", &st->h.lr, why, len) < 0 ||
+	    need_double(a, "min_lr", &st->h.min_lr, why, len) < 0 ||
+	    need_long(a, "warmup", &st->h.warmup, why, len) < 0 ||
+	    need_long(a, "steps", &st->h.steps, why, len) < 0 ||
+	    need_double(a, "weight_decay", &st->h.weight_decay, why, len) < 0 ||
+	    need_double(a, "clip", &st->h.clip, why, len) < 0 ||
+	    need_double(a, "beta1", &st->h.beta1, why, len) < 0 ||
+	    need_double(a, "beta2", &st->h.beta2, why, len) < 0 ||
+	    need_double(a, "eps", &st->h.eps, why, len) < 0)
+		return -1;
+	if (st->step < 0 || seed < 0 || batch < 1 || seq < 1 || size < 0 ||
+	    crc < 0 || crc > (long)UINT32_MAX || st->h.warmup < 0 ||
+	    st->h.steps < 0) {
+		snprintf(why, len, "train_state: a value is out of range");
+		return -1;
+	}
+	st->seed = (uint64_t)seed;
+	st->batch = (int)batch;
+	st->seq = (int)seq;
+	st->data_size = (uint64_t)size;
+	st->data_crc = (uint32_t)crc;
+	return 0;
+}
+
+/* Parses the config record's attributes (as lib/model/model.c does). */
+static int config_from(const at_attrs *a, at_config *c, char *why, size_t len)
+{
+	static const char *keys[] = {"n_layer", "n_head", "d_model", "ctx", "vocab"};
+	int *f[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
+	for (int i = 0; i < 5; i++) {
+		long v;
+		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > (1 << 24)) {
+			snprintf(why, len, "config: %s missing or not in 1..%d",
+				 keys[i], 1 << 24);
+			return -1;
+		}
+		*f[i] = (int)v;
+	}
+	if (c->d_model % c->n_head) {
+		snprintf(why, len, "config: d_model=%d is not a multiple of "
+			 "n_head=%d", c->d_model, c->n_head);
+		return -1;
+	}
+	return 0;
+}
+
+int tr_checkpoint_read_head(at_reader *r, tr_state *st, at_config *cfg,
+			    char *err, size_t errlen)
+{
+	static const char *want[] = {"train_state", "config"};
+	at_header h;
+	char why[300];
+	for (int i = 0; i < 2; i++) {
+		int rc = at_read_header(r, &h);
+		if (rc < 0) {
+			snprintf(err, errlen, "%s", r->err);
+			return -1;
+		}
+		if (rc == 0 || strcmp(h.name, want[i]) != 0) {
+			snprintf(err, errlen, "%s: not a checkpoint: record %d is %s%s%s, "
+				 "expected '%s'", r->label, i + 1, rc ? "'" : "missing",
+				 rc ? h.name : "", rc ? "'" : "", want[i]);
+			return -1;
+		}
+		int bad = i == 0 ? state_from_attrs(&h.attrs, st, why, sizeof why)
+				 : config_from(&h.attrs, cfg, why, sizeof why);
+		if (bad) {
+			snprintf(err, errlen, "%s: record %d: %s", r->label, h.index,
+				 why);
+			return -1;
+		}
+		if (at_skip_payload(r, &h) < 0) {
+			snprintf(err, errlen, "%s", r->err);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Reads the next record, which must be prefix+p's name with p's shape,
+ * into buf. */
+static int read_one(at_reader *r, const tr_param *p, const char *prefix,
+		    float *buf, char *err, size_t errlen)
+{
+	at_header h;
+	char name[TR_NAME + 16], got[128], want[128];
+	snprintf(name, sizeof name, "%s%s", prefix, p->name);
+	at_shape_str(p->rank, p->dims, want, sizeof want);
+	int rc = at_read_header(r, &h);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s", r->err);
+		return -1;
+	}
+	if (rc == 0) {
+		snprintf(err, errlen, "%s: checkpoint ends before '%s'", r->label,
+			 name);
+		return -1;
+	}
+	at_shape_str(h.rank, h.dims, got, sizeof got);
+	if (strcmp(h.name, name) != 0 || h.dtype != AT_F32 || h.rank != p->rank ||
+	    memcmp(h.dims, p->dims, (size_t)p->rank * sizeof *h.dims) != 0) {
+		snprintf(err, errlen, "%s: record %d: '%s' %s %s, expected '%s' f32 "
+			 "%s", r->label, h.index, h.name, at_dtype_name(h.dtype) ?
+			 at_dtype_name(h.dtype) : "?", got, name, want);
+		return -1;
+	}
+	at_tensor t;
+	if (at_read_payload(r, &h, &t) < 0) {
+		snprintf(err, errlen, "%s", r->err);
+		return -1;
+	}
+	memcpy(buf + p->off, t.data, p->n * sizeof *buf);
+	at_tensor_free(&t);
+	return 0;
+}
+
+int tr_checkpoint_read_body(at_reader *r, tr_model *m, float *mom1,
+			    float *mom2, char *err, size_t errlen)
+{
+	const char *prefix[3] = {"", "adam.m.", "adam.v."};
+	float *buf[3] = {m->p, mom1, mom2};
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < m->n_params; i++)
+			if (read_one(r, &m->params[i], prefix[k], buf[k], err,
+				     errlen) < 0)
+				return -1;
+	at_header h;
+	int rc = at_read_header(r, &h);
+	if (rc != 0) {
+		snprintf(err, errlen, "%s", rc < 0 ? r->err : "");
+		if (rc > 0)
+			snprintf(err, errlen, "%s: record %d '%s': unexpected after "
+				 "the moments", r->label, h.index, h.name);
+		return -1;
+	}
+	return 0;
+}

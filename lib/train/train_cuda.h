@@ -1,0 +1,82 @@
+/* train_cuda.h - the training engine on a CUDA GPU (kernels/train_*.cu).
+ *
+ * The device holds the parameters, gradients, both AdamW moments and every
+ * activation of a step; the host sends a batch (double-buffered in pinned
+ * memory, so the next one is drawn while the GPU works) and receives two
+ * numbers per step, the loss and the gradient norm.  Parameters and
+ * moments come back to the host only to be saved.  The layout of the flat
+ * buffers is the CPU engine's (train.h), so checkpoints and model files do
+ * not depend on where a run computed.
+ *
+ * Precision: TR_FP32 computes every product in full fp32; TR_TF32 lets
+ * cuBLAS round the operands of products to TF32; TR_BF16 feeds products
+ * bf16 operands (bf16 copies of the fp32 master weights, bf16 activations
+ * where they only feed products) and accumulates in fp32.  LayerNorm
+ * statistics, softmax, the loss, the gradients and AdamW are fp32 (double
+ * for the reductions of the loss and the norm) in every mode.
+ *
+ * Every call launches on the default stream and returns without waiting,
+ * except tr_cuda_finish and tr_cuda_download.  Every function returns 0,
+ * or -1 with a one-line reason in at_cuda_error().
+ */
+#ifndef ANDREA_TRAIN_CUDA_H
+#define ANDREA_TRAIN_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/train.h"
+
+enum { TR_FP32 = 0, TR_TF32 = 1, TR_BF16 = 2 };
+
+typedef struct tr_cuda tr_cuda;
+
+/* The name of a precision ("fp32", "tf32", "bf16"); -1 for another. */
+int tr_precision_parse(const char *name);
+const char *tr_precision_name(int precision);
+
+/* Copies m's parameters (and mom1, mom2; zeros where NULL) to the device
+ * and makes every buffer of a step over B rows of T positions.  NULL on
+ * failure, with the reason in at_cuda_error(); running out of device
+ * memory reads "CUDA: out of memory allocating 9.4 GiB for attention
+ * weights". */
+tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
+		     int B, int T, int precision);
+void tr_cuda_free(tr_cuda *d);
+
+/* The pinned host buffers of batch slot 0 or 1: inputs and targets, B*T
+ * ids each.  Fill one, then tr_cuda_prepare it. */
+void tr_cuda_batch(tr_cuda *d, int slot, int32_t **inputs, int32_t **targets);
+/* Host work on a filled slot (the embedding gradient's index, built here
+ * so that it overlaps with the device's work on the other slot). */
+void tr_cuda_prepare(tr_cuda *d, int slot);
+
+/* Sends slot's batch and runs the forward pass; with backward, also the
+ * backward pass and the global gradient norm.  Not waiting. */
+int tr_cuda_forward(tr_cuda *d, int slot, int backward);
+/* One AdamW update (step t counts from 1) at learning rate lr, the
+ * gradients scaled by clip / norm when clip > 0 and the norm exceeds it
+ * (decided on the device from the norm of the last backward). */
+int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr, long t);
+/* Waits for the device; *loss is the mean loss of the last forward, *norm
+ * (when not NULL) the gradient norm of the last backward. */
+int tr_cuda_finish(tr_cuda *d, double *loss, double *norm);
+
+/* Copies the parameters, gradients and moments back (NULL skips one);
+ * waits. */
+int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
+		     float *mom2);
+
+/* Bytes of the engine's device buffers, and the most device memory seen
+ * in use (total minus free, so the CUDA context and cuBLAS's workspace
+ * count too) at any tr_cuda_finish so far. */
+void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use);
+
+/* 1 when the MLP's first product applies the GELU in its epilogue
+ * (cuBLASLt), forward and backward; 0 when a kernel apart does. */
+int tr_cuda_gelu_fused(const tr_cuda *d);
+
+/* The CUDA device's name, for the report; "" without one. */
+const char *tr_cuda_device_name(void);
+
+#endif

@@ -1,0 +1,78 @@
+/* train_cuda_none.c - the precision names of train_cuda.h, and its entry
+ * points in a build without CUDA, so that andrea-train links everywhere.
+ * stage_device never picks the GPU in such a build, so the stubs are not
+ * reached. */
+#include "train/train_cuda.h"
+
+#include <string.h>
+
+static const char *const names[] = {"fp32", "tf32", "bf16"};
+
+int tr_precision_parse(const char *name)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(name, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *tr_precision_name(int precision)
+{
+	return precision >= 0 && precision < 3 ? names[precision] : "?";
+}
+
+#ifndef ANDREA_CUDA
+tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
+		     int B, int T, int precision)
+{
+	return NULL;
+}
+
+void tr_cuda_free(tr_cuda *d)
+{
+}
+
+void tr_cuda_batch(tr_cuda *d, int slot, int32_t **inputs, int32_t **targets)
+{
+	*inputs = *targets = NULL;
+}
+
+void tr_cuda_prepare(tr_cuda *d, int slot)
+{
+}
+
+int tr_cuda_forward(tr_cuda *d, int slot, int backward)
+{
+	return -1;
+}
+
+int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr, long t)
+{
+	return -1;
+}
+
+int tr_cuda_finish(tr_cuda *d, double *loss, double *norm)
+{
+	return -1;
+}
+
+int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1, float *mom2)
+{
+	return -1;
+}
+
+void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use)
+{
+	*buffers = *peak_in_use = 0;
+}
+
+int tr_cuda_gelu_fused(const tr_cuda *d)
+{
+	return 0;
+}
+
+const char *tr_cuda_device_name(void)
+{
+	return "";
+}
+#endif
