@@ -38,17 +38,17 @@ static void check_layernorm(int N, int C, float shift, bool in_place)
 	for (auto &v : x)
 		v += shift; // a large mean tests the two-pass variance
 	std::vector<float> ref(x.size());
-	at_layernorm_forward(ref.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+	at_layernorm_forward(ref.data(), x.data(), w.data(), b.data(), N, C, AT_LN_EPS);
 	float *dx = h_upload(x), *dw = h_upload(w), *db = h_upload(b);
 	float *dout = in_place ? dx : h_dev(x.size());
-	H_OP(at_cuda_layernorm_forward(dout, dx, dw, db, N, C, 1e-5f));
+	H_OP(at_cuda_layernorm_forward(dout, dx, dw, db, N, C, AT_LN_EPS));
 	char what[128];
 	snprintf(what, sizeof what, "layernorm N=%d C=%d mean=%g%s", N, C, shift,
 		 in_place ? " in place" : "");
 	h_compare(what, dout, ref.data(), ref.size(), 1e-5);
 	if (h_full && N >= 8192 && !in_place) {
 		float ms = h_time_ms([&] {
-			at_cuda_layernorm_forward(dout, dx, dw, db, N, C, 1e-5f);
+			at_cuda_layernorm_forward(dout, dx, dw, db, N, C, AT_LN_EPS);
 		});
 		snprintf(what, sizeof what, "layernorm N=%d C=%d", N, C);
 		h_report_time(what, ms, 2.0 * x.size() * sizeof(float));

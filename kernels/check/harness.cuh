@@ -24,6 +24,7 @@
 
 extern "C" {
 #include "ops/device.h"
+#include "model/arch.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
 }

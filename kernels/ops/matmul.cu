@@ -7,6 +7,7 @@
 // fp32 unless tf32 is asked for (at_cu_blas sets the math mode).
 #include "common/cuda_util.cuh"
 #include "common/cublas_lazy.cuh"
+#include "model/arch.h"
 
 // cuBLAS grids once limited batches to 65535; larger ones go in pieces.
 #define MAX_BATCH 65535
@@ -118,7 +119,7 @@ extern "C" int at_cuda_qkv_host(float *q, float *k, float *v, const float *x,
 		    upload(dln.p, ln_w, C, "copying LN1 to the GPU") ||
 		    upload(dln.p + C, ln_b, C, "copying LN1 to the GPU") ||
 		    at_cuda_layernorm_forward(dx.p, dx.p, dln.p, dln.p + C,
-					      (int)rows, C, 1e-5f))
+					      (int)rows, C, AT_LN_EPS))
 			return -1;
 	}
 	if (at_cuda_matmul(dproj.p, dx.p, dw.p, (int)rows, C, (int)(3 * cols), 0,

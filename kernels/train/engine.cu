@@ -15,6 +15,7 @@
 
 #include "train/train_kernels.cuh"
 #include "common/cublas_lazy.cuh"
+#include "model/arch.h"
 
 #define TRY(call)                      \
 	do {                           \
@@ -22,7 +23,6 @@
 			return -1;     \
 	} while (0)
 
-#define LN_EPS 1e-5f // the model's LayerNorm epsilon (DESIGN.md)
 #define MAX_BUFS 64
 #define SLOTS 3 // two for training batches, one for evaluation
 
@@ -397,7 +397,7 @@ static int block_forward(tr_cuda *d, int l)
 	float scale = (float)(1.0 / sqrt((double)D));
 
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln1, d->ln1_mean + lr, d->ln1_rstd + lr,
-		    xin, d->p + o->ln1w, d->p + o->ln1b, BT, C, LN_EPS));
+		    xin, d->p + o->ln1w, d->p + o->ln1b, BT, C, AT_LN_EPS));
 	TRY(tr_mm(bl, 0, 0, BT, C, C, 1.0f, ln1, 0, W(d, o->wq), CC, 0.0f,
 		  d->buf3, BTC, 3, "the q, k, v products"));
 	TRY(MM_CALL(d, tr_split_heads, q, d->buf3, 3 * B, T, H, D));
@@ -413,7 +413,7 @@ static int block_forward(tr_cuda *d, int l)
 		  0, 1, "the output projection"));
 
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln2, d->ln2_mean + lr, d->ln2_rstd + lr,
-		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C, LN_EPS));
+		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C, AT_LN_EPS));
 	if (d->gelu_mm) {
 		TRY(tr_gelu_mm_fwd(d->gelu_mm, ln2, W(d, o->fc), gelu, fc));
 	} else {
@@ -570,7 +570,7 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 		TRY(block_forward(d, l));
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
 		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C,
-		    LN_EPS));
+		    AT_LN_EPS));
 	TRY(tr_mm(&d->blas, 0, 0, BT, V, C, 1.0f, d->lnf, 0, W(d, d->lm_head), 0,
 		  0.0f, d->logits, 0, 1, "the head product"));
 	float inv = 1.0f / BT;

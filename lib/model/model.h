@@ -13,11 +13,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "model/arch.h"
 #include "stream/stream.h"
 #include "core/tensor.h"
 
 #define AT_DEFAULT_SEED 1337
-#define AT_BOS 256
 
 typedef struct {
 	int n_layer, n_head, d_model, ctx, vocab; /* L H C T V; 0 = unknown */

@@ -12,6 +12,8 @@
 #define omp_get_max_threads() 1
 #endif
 
+#include "model/arch.h"
+
 /* Elements below which at_embed_forward stays on one thread: at a tenth
  * of a millisecond the work is shorter than the wait for a second thread
  * whose core is busy elsewhere (another stage of a pipeline). */
@@ -96,7 +98,7 @@ int at_qkv_forward(float *q, float *k, float *v, const float *x,
 		return -1;
 	}
 	if (ln_w)
-		at_layernorm_forward(normed, x, ln_w, ln_b, (int)rows, C, 1e-5f);
+		at_layernorm_forward(normed, x, ln_w, ln_b, (int)rows, C, AT_LN_EPS);
 	at_matmul(proj, ln_w ? normed : x, wqkv, (int)rows, C, 3 * (int)cols, 0,
 		  1.0f);
 	float *out[3] = {q, k, v};

@@ -8,8 +8,6 @@
 
 #include "ops/ops.h"
 
-#define LN_EPS 1e-5f
-
 /* Loads `prefix``name` with the given shape into t; on failure frees
  * nothing (the caller does) and fills err. */
 static int param(const at_model *m, const char *prefix, const char *name,
@@ -70,7 +68,7 @@ static int attention(const at_block *b, float *x, int B, int T, float *h,
 	if (!q || !k || !v || !s)
 		goto out;
 	at_layernorm_forward(h, x, b->ln1_w.data, b->ln1_b.data, (int)N, C,
-			     LN_EPS);
+			     AT_LN_EPS);
 	const at_tensor *w[3] = {&b->wq, &b->wk, &b->wv};
 	float *dst[3] = {q, k, v};
 	for (int m = 0; m < 3; m++) {
@@ -101,7 +99,7 @@ static int mlp(const at_block *b, float *x, int N, float *h)
 	float *f = malloc((size_t)N * F * sizeof *f + 1);
 	if (!f)
 		return -1;
-	at_layernorm_forward(h, x, b->ln2_w.data, b->ln2_b.data, N, C, LN_EPS);
+	at_layernorm_forward(h, x, b->ln2_w.data, b->ln2_b.data, N, C, AT_LN_EPS);
 	at_matmul(f, h, b->fc.data, N, C, F, 0, 1.0f);
 	at_gelu_forward(f, f, (size_t)N * F);
 	at_matmul(h, f, b->proj.data, N, F, C, 0, 1.0f);
@@ -151,7 +149,7 @@ int at_head_forward(const at_head *h, float *logits, const float *x, int N)
 	if (!n)
 		return -1;
 	at_layernorm_forward(n, x, h->lnf_w.data, h->lnf_b.data, N, h->C,
-			     LN_EPS);
+			     AT_LN_EPS);
 	at_matmul(logits, n, h->lm_head.data, N, h->C, h->V, 0, 1.0f);
 	free(n);
 	return 0;

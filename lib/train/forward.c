@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/ops.h"
+#include "model/arch.h"
 
 /* One pre-norm block: x_out = x_mid + MLP(LN2(x_mid)), x_mid = x_in +
  * Attn(LN1(x_in)).  Caches the layer's activations. */
@@ -29,8 +30,8 @@ static void block_forward(tr_model *m, int l, const float *xin, float *xout,
 	const float *p = m->p;
 	float *buf = a->d_tmp; /* [BT,C] scratch: free during the forward */
 
-	at_layernorm_forward(ln1, xin, p + o->ln1w, p + o->ln1b, BT, C, 1e-5f);
-	tr_layernorm_stats(a->ln1_mean + lr, a->ln1_rstd + lr, xin, BT, C, 1e-5f);
+	at_layernorm_forward(ln1, xin, p + o->ln1w, p + o->ln1b, BT, C, AT_LN_EPS);
+	tr_layernorm_stats(a->ln1_mean + lr, a->ln1_rstd + lr, xin, BT, C, AT_LN_EPS);
 	float *qkv[3] = {q, k, v};
 	size_t w[3] = {o->wq, o->wk, o->wv};
 	for (int i = 0; i < 3; i++) {
@@ -47,8 +48,8 @@ static void block_forward(tr_model *m, int l, const float *xin, float *xout,
 	memcpy(xmid, xin, nc * sizeof *xmid);
 	at_add_inplace(xmid, y, nc);
 
-	at_layernorm_forward(ln2, xmid, p + o->ln2w, p + o->ln2b, BT, C, 1e-5f);
-	tr_layernorm_stats(a->ln2_mean + lr, a->ln2_rstd + lr, xmid, BT, C, 1e-5f);
+	at_layernorm_forward(ln2, xmid, p + o->ln2w, p + o->ln2b, BT, C, AT_LN_EPS);
+	tr_layernorm_stats(a->ln2_mean + lr, a->ln2_rstd + lr, xmid, BT, C, AT_LN_EPS);
 	at_matmul(fc, ln2, p + o->fc, BT, C, F, 0, 1.0f);
 	at_gelu_forward(gelu, fc, (size_t)BT * F);
 	at_matmul(buf, gelu, p + o->proj, BT, F, C, 0, 1.0f);
@@ -68,8 +69,8 @@ double tr_forward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 		block_forward(m, l, a->resid + l * lc, a->resid + (l + 1) * lc, B, T);
 	const float *x = a->resid + L * lc;
 	at_layernorm_forward(a->lnf, x, m->p + m->lnfw, m->p + m->lnfb, BT, C,
-			     1e-5f);
-	tr_layernorm_stats(a->lnf_mean, a->lnf_rstd, x, BT, C, 1e-5f);
+			     AT_LN_EPS);
+	tr_layernorm_stats(a->lnf_mean, a->lnf_rstd, x, BT, C, AT_LN_EPS);
 	at_matmul(a->logits, a->lnf, m->p + m->lm_head, BT, C, V, 0, 1.0f);
 	if (!targets)
 		return NAN;
