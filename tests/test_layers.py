@@ -1,0 +1,85 @@
+"""The layering of lib/ and kernels/ (docs/ARCHITECTURE.md): each folder
+includes only the folders below it, and only the command-line layer
+(lib/cli) and the programs themselves may end the process."""
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# folder -> the folders its files may include (itself included)
+BELOW = {
+    "lib/core": {"core"},
+    "lib/stream": {"core", "stream"},
+    "lib/model": {"core", "stream", "model"},
+    "lib/ops": {"core", "stream", "model", "ops"},
+    "lib/train": {"core", "stream", "model", "ops", "train"},
+    "lib/view": {"core", "stream", "view"},
+    "lib/cli": {"core", "stream", "model", "ops", "train", "view", "cli"},
+    # kernels: their own common layer and the lib headers they implement
+    "kernels/common": {"common", "ops"},
+    "kernels/ops": {"common", "model", "ops"},
+    "kernels/train": {"common", "model", "ops", "train"},
+}
+SOURCE = (".c", ".h", ".cu", ".cuh")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# what ends the process: exit(), _exit(), abort() and the cli layer's dying
+# calls; comments and strings are cut out before looking
+ENDS = re.compile(r"\b(exit|_exit|_Exit|abort|quick_exit|cli_die|cli_fail|"
+                  r"cli_usage_error|cli_bad_option|at_filter_die)\s*\(")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"", re.S)
+
+
+def sources(folder):
+    top = os.path.join(ROOT, folder)
+    for name in sorted(os.listdir(top)):
+        if name.endswith(SOURCE):
+            yield os.path.join(folder, name), open(os.path.join(top, name)).read()
+
+
+def test_every_library_folder_is_a_known_layer():
+    for top in ("lib", "kernels"):
+        for name in os.listdir(os.path.join(ROOT, top)):
+            path = f"{top}/{name}"
+            if os.path.isdir(os.path.join(ROOT, path)) and path != "kernels/check":
+                assert path in BELOW, f"{path}: a folder no layer rule names"
+        loose = [n for n in os.listdir(os.path.join(ROOT, top)) if n.endswith(SOURCE)]
+        assert not loose, f"{top}/ holds sources outside a layer folder: {loose}"
+
+
+@pytest.mark.parametrize("folder", sorted(BELOW))
+def test_includes_go_only_downward(folder):
+    for path, text in sources(folder):
+        for inc in INCLUDE.findall(text):
+            layer = inc.split("/")[0] if "/" in inc else None
+            assert layer in BELOW[folder], (
+                f'{path}: #include "{inc}" reaches outside the layers below '
+                f"{folder} ({', '.join(sorted(BELOW[folder]))})")
+
+
+@pytest.mark.parametrize("folder", sorted(f for f in BELOW if f != "lib/cli"))
+def test_only_the_cli_layer_ends_the_process(folder):
+    for path, text in sources(folder):
+        code = COMMENT.sub("", text)
+        for n, line in enumerate(code.split("\n"), 1):
+            m = ENDS.search(line)
+            assert not m, f"{path}:{n}: {m[1]}() outside lib/cli and cmd/"
+
+
+def test_the_rule_sees_an_exit():
+    # the check itself must be able to fail
+    assert ENDS.search(COMMENT.sub("", "int f(void) { exit(1); }"))
+    assert not ENDS.search(COMMENT.sub("", "/* exit(1) */ int f; // cli_die(\n"))
+    assert not ENDS.search(COMMENT.sub("", 'puts("exit(2)");'))
+
+
+def test_commands_make_no_device_decisions():
+    # one dispatch point per stage: the device is resolved and passed on,
+    # never tested, in cmd/
+    for path, text in sources("cmd"):
+        code = COMMENT.sub("", text)
+        assert "AT_DEV_CUDA" not in code and "AT_DEV_CPU" not in code, (
+            f"{path}: a device branch in a command (the library dispatches)")
+        assert not re.search(r"\bat_cuda_\w+\s*\(", code), (
+            f"{path}: calls a CUDA entry directly (the library dispatches)")
