@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
 
@@ -26,7 +25,7 @@ typedef struct {
 	at_model model;
 	at_tensor wte, wpe; /* loaded before any output is written */
 	int bos;
-	at_device dev;
+	at_exec exec;
 } embed_ctx;
 
 /* Makes tokens [B,T] (a [T] record becomes [1,T]), prepends BOS to every
@@ -87,13 +86,8 @@ static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
 	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)C};
 	if (at_tensor_init(&x, "x", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
-	if (e->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_embed_host(x.data, tok->data, e->wte.data,
-						    e->wpe.data, e->model.cfg.vocab,
-						    B, T, C));
-	else
-		at_embed_forward(x.data, tok->data, e->wte.data, e->wpe.data, B,
-				 T, C);
+	stage_check(at_stage_embed(&e->exec, x.data, tok->data, e->wte.data,
+				   e->wpe.data, e->model.cfg.vocab, B, T, C));
 	at_filter_write(w, tok);
 	at_filter_write(w, &x);
 	at_tensor_free(&x);
@@ -132,7 +126,7 @@ int main(int argc, char **argv)
 	if (list && argc - optind == 1)
 		cli_usage_error("--tokens takes no input FILE");
 	const char *path = argc - optind == 1 ? argv[optind] : NULL;
-	e.dev = stage_device(&c, 1);
+	e.exec.dev = stage_device(&c, 1);
 	stage_open_model(&c, &e.model);
 	at_config *cfg = &e.model.cfg;
 	if (!cfg->vocab || !cfg->d_model || !cfg->ctx)

@@ -2,8 +2,7 @@
 #include <math.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -15,7 +14,8 @@ enum { OPT_FILL = CLI_FIRST_OWN };
 
 typedef struct {
 	float fill;
-	at_device dev;
+	at_exec exec;
+	int T;      /* of the record being streamed */
 } mask_ctx;
 
 /* Checks that s (data unused) is f32 [...,T,T], returns T and adds the
@@ -35,34 +35,26 @@ static void mask_run(at_filter *f, at_tensor *in, at_writer *w)
 	const mask_ctx *mc = f->ctx;
 	at_tensor *s = &in[0];
 	int T = mask_check(f, s, mc->fill);
-	int BH = T ? (int)(at_numel(s) / ((uint64_t)T * T)) : 0;
-	if (mc->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_mask_host(s->data, BH, T, mc->fill));
-	else
-		at_mask_causal(s->data, BH, T, mc->fill);
+	stage_check(at_stage_mask(&mc->exec, s->data, 0, at_numel(s), T,
+				  mc->fill));
 	at_filter_write(w, s);
 }
 
-/* The CPU path, chunk by chunk as the scores arrive. */
-typedef struct {
-	int T;
-	float fill;
-} mask_span;
-
+/* Where the stage streams, chunk by chunk as the scores arrive. */
 static void mask_piece(void *ctx, float *buf, size_t n, uint64_t first)
 {
-	const mask_span *m = ctx;
-	at_mask_causal_span(buf, first, n, m->T, m->fill);
+	const mask_ctx *mc = ctx;
+	stage_check(at_stage_mask(&mc->exec, buf, first, n, mc->T, mc->fill));
 }
 
 static void mask_stream(at_filter *f, at_reader *r, const at_header *h,
 			at_writer *w)
 {
-	const mask_ctx *mc = f->ctx;
+	mask_ctx *mc = f->ctx;
 	at_tensor out;
 	at_tensor_from_header(&out, h);
-	mask_span m = {mask_check(f, &out, mc->fill), mc->fill};
-	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, &m);
+	mc->T = mask_check(f, &out, mc->fill);
+	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, mc);
 }
 
 int main(int argc, char **argv)
@@ -89,9 +81,9 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	mc.dev = stage_device(&c, 1);
+	mc.exec.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = mask_run,
-		       .stream = mc.dev == AT_DEV_CUDA ? NULL : mask_stream,
+		       .stream = at_stage_streams(&mc.exec) ? mask_stream : NULL,
 		       .ctx = &mc};
 	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
 	return 0;

@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -23,8 +22,7 @@ enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD, OPT_TF32 };
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
-	at_device dev;
-	int tf32;              /* --tf32: TF32 products on the GPU */
+	at_exec exec;          /* the device; --tf32: TF32 products on the GPU */
 	/* loaded before any output: LN1, and Wq, Wk, Wv side by side as one
 	 * [C, 3*cols] matrix (cols = C, or head's D columns with --head), so
 	 * the three projections are one matrix product */
@@ -97,14 +95,9 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 		if (at_tensor_init(&out[m], which[m], AT_F32, 4, dims) < 0)
 			cli_die("out of memory");
 	const float *ln_w = q->norm ? q->ln_w.data : NULL;
-	if (q->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_qkv_host(out[0].data, out[1].data,
-						  out[2].data, x->data, ln_w,
-						  q->ln_b.data, q->wqkv, B, T, C,
-						  heads, D, q->tf32));
-	else if (at_qkv_forward(out[0].data, out[1].data, out[2].data, x->data,
-				ln_w, q->ln_b.data, q->wqkv, B, T, C, heads, D) < 0)
-		cli_die("out of memory");
+	stage_check(at_stage_qkv(&q->exec, out[0].data, out[1].data, out[2].data,
+				 x->data, ln_w, q->ln_b.data, q->wqkv, B, T, C,
+				 heads, D));
 	/* v first: andrea-attend, which needs v whole before it can use the
 	 * probabilities made from q and k, then uses them as they arrive */
 	static const int order[] = {2, 0, 1};
@@ -139,13 +132,13 @@ int main(int argc, char **argv)
 		else if (opt == OPT_HEAD)
 			q.head = (int)cli_long(optarg, 0, 1 << 20, "--head");
 		else if (opt == OPT_TF32)
-			q.tf32 = 1;
+			q.exec.tf32 = 1;
 		else if (!cli_common_opt(&c, opt, optarg, usage))
 			cli_bad_option(argv);
 	}
 	if (argc - optind > 1)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	q.dev = stage_device(&c, 1);
+	q.exec.dev = stage_device(&c, 1);
 	stage_open_model(&c, &q.model);
 	char err[600];
 	if (at_model_need_heads(&q.model, err, sizeof err) < 0 ||

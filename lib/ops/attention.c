@@ -114,7 +114,13 @@ void at_scores_forward(float *s, const float *q, const float *k, int BH,
 {
 	size_t qs = (size_t)T * D, ss = (size_t)T * T;
 	for (int i = 0; i < BH; i++)
-		at_matmul(s + i * ss, q + i * qs, k + i * qs, T, D, T, 1, scale);
+		at_scores_rows(s + i * ss, q + i * qs, k + i * qs, T, T, D, scale);
+}
+
+void at_scores_rows(float *s, const float *q, const float *k, int n, int T,
+		    int D, float scale)
+{
+	at_matmul(s, q, k, n, D, T, 1, scale);
 }
 
 void at_mask_causal(float *s, int BH, int T, float fill)

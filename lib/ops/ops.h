@@ -49,6 +49,10 @@ int at_qkv_forward(float *q, float *k, float *v, const float *x,
 /* s[BH,T,T] = scale * q[BH,T,D] . k[BH,T,D]^T */
 void at_scores_forward(float *s, const float *q, const float *k, int BH,
 		       int T, int D, float scale);
+/* The same for n query rows of one head: s[n,T] = scale * q[n,D] . k[T,D]^T
+ * (a block of a head's rows, as andrea-scores writes them). */
+void at_scores_rows(float *s, const float *q, const float *k, int n, int T,
+		    int D, float scale);
 /* Sets s[., i, j] = fill for every j > i, touching nothing else. */
 void at_mask_causal(float *s, int BH, int T, float fill);
 /* The same on a span of a [..., T, T] tensor: s[0, n) holds its elements

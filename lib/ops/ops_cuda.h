@@ -8,8 +8,8 @@
  *    call them;
  *  - at_cuda_<stage>_host take host pointers: they copy the inputs to the
  *    device, run the stage there (weights and intermediates stay on the
- *    device), copy the outputs back and wait.  The stage commands call
- *    these.
+ *    device), copy the outputs back and wait.  The one dispatch point of
+ *    each stage, at_stage_* in ops/stages.c, calls these.
  *
  * Every function returns 0, or -1 with a one-line reason in at_cuda_error(),
  * such as "CUDA: out of memory allocating 4.0 GiB for scores".  tf32 != 0
