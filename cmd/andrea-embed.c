@@ -62,17 +62,9 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 		at_filter_die(f, 0, "no tokens to embed (T = 0)");
 	if (B == 0)
 		at_filter_die(f, 0, "no sequences to embed (B = 0)");
-	if (cfg->ctx > 0 && T > (uint64_t)cfg->ctx)
-		at_filter_die(f, 0, "T=%llu exceeds the model's context of %d",
-			      (unsigned long long)T, cfg->ctx);
-	const int32_t *id = tok->data;
-	for (uint64_t i = 0; i < B * T; i++)
-		if (id[i] < 0 || id[i] >= cfg->vocab)
-			at_filter_die(f, 0, "token %d at [%llu,%llu] is not in "
-				      "0..%d (V=%d)", id[i],
-				      (unsigned long long)(i / T),
-				      (unsigned long long)(i % T), cfg->vocab - 1,
-				      cfg->vocab);
+	char err[200];
+	if (at_tokens_check(cfg, tok->data, B, T, err, sizeof err) < 0)
+		at_filter_die(f, 0, "%s", err);
 }
 
 static void embed_run(at_filter *f, at_tensor *in, at_writer *w)

@@ -63,6 +63,11 @@ int at_model_param(const at_model *m, const char *name, int rank,
 int at_model_need_heads(const at_model *m, char *err, size_t errlen);
 int at_model_check_layer(const at_model *m, int layer, char *err,
 			 size_t errlen);
+/* Checks tokens [B,T] for a model of cfg: T within the context (when the
+ * config knows it) and every id in 0..V-1.  Returns 0, or -1 with err
+ * ("token 300 at [0,4] is not in 0..256 (V=257)"). */
+int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
+		    uint64_t T, char *err, size_t errlen);
 
 /* The config as attributes of a `config` record, and back. */
 void at_config_to_attrs(const at_config *c, at_attrs *a);
