@@ -1,6 +1,6 @@
 /* model.h - ANDREA model parameters: from a model file or the seeded default.
  *
- * A model file is a stream of named parameters (DESIGN.md lists the names)
+ * A model file is a stream of named parameters (andrea-model(5) lists the names)
  * plus, optionally, a `config` record whose attributes hold n_layer, n_head,
  * d_model, ctx and vocab.  A tool loads only the parameters it asks for, so
  * a file holding just those (say, one made with andrea-pack) is a valid

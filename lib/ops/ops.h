@@ -1,6 +1,6 @@
 /* ops.h - the CPU forward ops of one attention block.
  *
- * Row-major float32 everywhere; shape letters as in DESIGN.md.  Matrix
+ * Row-major float32 everywhere; shape letters as in docs/ARCHITECTURE.md.  Matrix
  * products go through CBLAS (OpenBLAS) when the build has it, else through
  * a plain C loop; the other ops are OpenMP loops.
  */

@@ -1,7 +1,7 @@
 /* ops_cuda.h - the CUDA forward ops of kernels/, callable from C.
  *
  * Two layers, both with the semantics of the CPU ops in ops.h (row-major
- * float32, shape letters as in DESIGN.md):
+ * float32, shape letters as in docs/ARCHITECTURE.md):
  *
  *  - at_cuda_<op> take device pointers and launch on the default stream
  *    without waiting; the kernel harnesses (kernels/check/) and bench/gpu

@@ -1,10 +1,10 @@
 /* train.h - the training engine behind andrea-train.
  *
  * One flat float buffer holds every parameter of an ANDREA model in the
- * order of DESIGN.md (wte, wpe, the layers, lnf, lm_head); gradients and
+ * order of andrea-model(5) (wte, wpe, the layers, lnf, lm_head); gradients and
  * the two AdamW moments share its layout.  The forward pass uses the same
  * ops as the stage filters (ops.h) and caches what the backward pass needs.
- * Shape letters as in DESIGN.md: B T C H D V L F.
+ * Shape letters as in docs/ARCHITECTURE.md: B T C H D V L F.
  */
 #ifndef ANDREA_TRAIN_H
 #define ANDREA_TRAIN_H
