@@ -308,13 +308,20 @@ static void check_config_agrees(const options *o, const at_config *cfg,
 	at_config want = o->over;
 	if (o->preset)
 		config_from_options(o, &want);
-	const int *w = &want.n_layer, *have = &cfg->n_layer;
-	static const char *const names[] = {"n_layer", "n_head", "d_model",
-					    "ctx", "vocab"};
-	for (int i = 0; i < 5; i++)
-		if (w[i] && w[i] != have[i])
+	const struct {
+		const char *name;
+		int want, have;
+	} f[] = {
+		{"n_layer", want.n_layer, cfg->n_layer},
+		{"n_head", want.n_head, cfg->n_head},
+		{"d_model", want.d_model, cfg->d_model},
+		{"ctx", want.ctx, cfg->ctx},
+		{"vocab", want.vocab, cfg->vocab},
+	};
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		if (f[i].want && f[i].want != f[i].have)
 			cli_die("the command line asks for %s=%d, but %s has %s=%d",
-				names[i], w[i], what, names[i], have[i]);
+				f[i].name, f[i].want, what, f[i].name, f[i].have);
 }
 
 /* Opens -m MODEL into a training model (config from the file). */
