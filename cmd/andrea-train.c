@@ -386,6 +386,8 @@ static void tokens_from_stream(const options *o, const char *path,
 	}
 }
 
+/* --forward: the model, the input's tokens, then every activation of the
+ * forward pass to the output (activations.h). */
 static int forward_main(options *o, int argc, char **argv)
 {
 	tr_model m;
