@@ -127,6 +127,16 @@ double tr_crossentropy_forward(float *probs, float *losses, const float *logits,
 void tr_crossentropy_backward(float *dlogits, const float *probs,
 			      const int32_t *targets, int N, int V);
 
+/* The precision of a run's products (precision.c): TR_FP32 everywhere;
+ * TR_TF32 and TR_BF16 on the GPU only (train_cuda.h says what each
+ * rounds). */
+enum { TR_FP32 = 0, TR_TF32 = 1, TR_BF16 = 2 };
+
+/* The precision named "fp32", "tf32" or "bf16"; -1 for another name. */
+int tr_precision_parse(const char *name);
+/* The name of a precision; "?" for another value. */
+const char *tr_precision_name(int precision);
+
 /* AdamW and the schedule (train_adamw.c). */
 typedef struct {
 	double lr, min_lr, beta1, beta2, eps, weight_decay, clip;
