@@ -17,20 +17,9 @@ int tr_activations_forward(tr_model *m, const at_tensor *tok, char *err,
 			 (unsigned long long)B, (unsigned long long)T);
 		return -1;
 	}
-	if (T > (uint64_t)m->cfg.ctx) {
-		snprintf(err, errlen, "T=%llu exceeds the model's context of %d",
-			 (unsigned long long)T, m->cfg.ctx);
-		return -1;
-	}
 	const int32_t *id = tok->data;
-	int V = m->cfg.vocab;
-	for (uint64_t i = 0; i < B * T; i++)
-		if (id[i] < 0 || id[i] >= V) {
-			snprintf(err, errlen, "token %d at [%llu,%llu] is not in "
-				 "0..%d (V=%d)", id[i], (unsigned long long)(i / T),
-				 (unsigned long long)(i % T), V - 1, V);
-			return -1;
-		}
+	if (at_tokens_check(&m->cfg, id, B, T, err, errlen) < 0)
+		return -1;
 	if (B * T > (1u << 24) || tr_acts_alloc(m, (int)B, (int)T) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
