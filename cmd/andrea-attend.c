@@ -142,7 +142,7 @@ static void attend_finish(at_filter *f, attend_ctx *a, at_tensor *out,
 		at_tensor y;
 		if (at_tensor_init(&y, "y", AT_F32, 3, out->dims) < 0)
 			cli_die("out of memory");
-		at_matmul(y.data, out->data, a->wo.data, B * T, C, C, 0, 1.0f);
+		at_gemm(0, 0, B * T, C, C, 1.0f, out->data, C, a->wo.data, C, 0.0f, y.data, C);
 		y.attrs = out->attrs;
 		at_attr_setf(&y.attrs, "layer", "%d", layer);
 		at_tensor_free(out);

@@ -76,9 +76,9 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	for (int i = 0; i < BH; i++)
 		for (int r0 = 0; r0 < T; r0 += rows) {
 			int n = T - r0 < rows ? T - r0 : rows;
-			at_matmul(buf, (const float *)q->data + i * qs + (size_t)r0 * D,
-				  (const float *)k->data + i * qs, n, D, T, 1,
-				  (float)scale);
+			at_gemm(0, 1, n, T, D, (float)scale,
+				(const float *)q->data + i * qs + (size_t)r0 * D, D,
+				(const float *)k->data + i * qs, D, 0.0f, buf, T);
 			at_filter_put(w, buf, (size_t)n * T * sizeof *buf);
 		}
 	at_filter_serial(0);
