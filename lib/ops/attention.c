@@ -57,8 +57,8 @@ void at_layernorm_forward(float *out, const float *in, const float *w,
 	}
 }
 
-/* Sums in plain order, unlike the simd sums of at_layernorm_forward: the
- * trainer's gradients were fixed with these bits. */
+/* Plain sums, apart from at_layernorm_forward's simd ones (whose order may
+ * differ): the statistics the trainer's backward has always used. */
 void at_layernorm_stats(float *mean, float *rstd, const float *in, int N,
 			int C, float eps)
 {

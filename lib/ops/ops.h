@@ -1,4 +1,5 @@
-/* ops.h - the CPU forward ops of one attention block.
+/* ops.h - the CPU forward ops of one attention block, and the one CPU
+ * matrix product.
  *
  * Row-major float32 everywhere; shape letters as in DESIGN.md.  Matrix
  * products go through CBLAS (OpenBLAS) when the build has it, else through

@@ -2,8 +2,8 @@
  *
  * One flat float buffer holds every parameter of an ANDREA model in the
  * order of DESIGN.md (wte, wpe, the layers, lnf, lm_head); gradients and
- * the two AdamW moments share its layout.  The forward pass uses the same
- * ops as the stage filters (ops.h) and caches what the backward pass needs.
+ * the two AdamW moments share its layout.  The forward pass is the stages'
+ * own (ops/prenorm.h) and caches what the backward pass needs.
  * Shape letters as in DESIGN.md: B T C H D V L F.
  */
 #ifndef ANDREA_TRAIN_H
