@@ -1,12 +1,13 @@
 // matmul_check.cu - the cuBLAS products (at_cuda_matmul, scores, attend)
-// against at_matmul, at_scores_forward and at_attend_forward, in fp32.
+// against at_gemm, at_scores_forward and at_attend_forward, in fp32.
 #include "harness.cuh"
 
 static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 {
 	std::vector<float> a = h_randn((size_t)M * K), b = h_randn((size_t)K * N);
 	std::vector<float> ref((size_t)M * N);
-	at_matmul(ref.data(), a.data(), b.data(), M, K, N, trans_b, alpha);
+	at_gemm(0, trans_b, M, N, K, alpha, a.data(), K, b.data(),
+		trans_b ? K : N, 0.0f, ref.data(), N);
 	float *da = h_upload(a), *db = h_upload(b), *dout = h_dev(ref.size());
 	H_OP(at_cuda_matmul(dout, da, db, M, K, N, trans_b, alpha, 0));
 	char what[128];

@@ -145,7 +145,8 @@ int at_stage_attend_join(float *dst, const float *out, int B, int H, int T,
 		return out_of_memory();
 	at_merge_heads(cat, out, B, T, H, D);
 	if (wo) {
-		at_matmul(dst, cat, wo, B * T, H * D, H * D, 0, 1.0f);
+		at_gemm(0, 0, B * T, H * D, H * D, 1.0f, cat, H * D, wo, H * D,
+			0.0f, dst, H * D);
 		free(cat);
 	}
 	return 0;

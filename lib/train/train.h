@@ -1,9 +1,9 @@
 /* train.h - the training engine behind andrea-train.
  *
  * One flat float buffer holds every parameter of an ANDREA model in the
- * order of andrea-model(5) (wte, wpe, the layers, lnf, lm_head); gradients and
- * the two AdamW moments share its layout.  The forward pass uses the same
- * ops as the stage filters (ops.h) and caches what the backward pass needs.
+ * order of andrea-model(5) (wte, wpe, the layers, lnf, lm_head); gradients
+ * and the two AdamW moments share its layout.  The forward pass is the
+ * stages' own (ops/prenorm.h) and caches what the backward pass needs.
  * Shape letters as in docs/ARCHITECTURE.md: B T C H D V L F.
  */
 #ifndef ANDREA_TRAIN_H
@@ -94,15 +94,8 @@ double tr_forward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 void tr_backward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 		 int B, int T);
 
-/* Backward ops (train_ops.c).  Row-major float32; each overwrites its
+/* Backward ops (backward_ops.c).  Row-major float32; each overwrites its
  * outputs unless it says it accumulates. */
-/* C[M,N] = alpha op(A) op(B) + beta C, op(A) [M,K], op(B) [K,N]; A is
- * stored [K,M] when ta, B [N,K] when tb. */
-void tr_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-	     const float *B, float beta, float *C);
-/* Row statistics of the LayerNorm that at_layernorm_forward computes. */
-void tr_layernorm_stats(float *mean, float *rstd, const float *in, int N,
-			int C, float eps);
 /* dx[N,C] += LN backward of dout; dw, db [C] = the sums over rows. */
 void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 			   const float *in, const float *w, const float *mean,
