@@ -85,42 +85,44 @@ typedef struct {
  * otherwise). */
 #define CLI_TO(T, p) ((void *)(1 ? (p) : (T *)0))
 
-/* The table's common options (several CLI_USES add up). */
+/* The entries.  nm is the long name without "--" (NULL: a short option
+ * only), ch the short letter (0: a long option only).  The table's
+ * common options come with CLI_USES (several add up). */
 #define CLI_USES(bits) {.kind = CLI_KIND_USES, .uses = (bits)}
 /* A flag: sets, or clears, the int at p. */
-#define CLI_FLAG(nm, ch, p)                                        \
-	{.kind = CLI_KIND_SET, .name = (nm), .letter = (ch),          \
+#define CLI_FLAG(nm, ch, p)                                             \
+	{.kind = CLI_KIND_SET, .name = (nm), .letter = (ch),            \
 	 .to = CLI_TO(int, p)}
-#define CLI_UNFLAG(nm, ch, p)                                      \
-	{.kind = CLI_KIND_CLEAR, .name = (nm), .letter = (ch),        \
+#define CLI_UNFLAG(nm, ch, p)                                           \
+	{.kind = CLI_KIND_CLEAR, .name = (nm), .letter = (ch),          \
 	 .to = CLI_TO(int, p)}
 /* An integer from lo to hi (cli_long) into the int, or long, at p. */
-#define CLI_INT(nm, ch, p, lo, hi)                                 \
-	{.kind = CLI_KIND_INT, .name = (nm), .letter = (ch),          \
+#define CLI_INT(nm, ch, p, lo, hi)                                      \
+	{.kind = CLI_KIND_INT, .name = (nm), .letter = (ch),            \
 	 .to = CLI_TO(int, p), .min = (lo), .max = (hi)}
-#define CLI_LONG(nm, ch, p, lo, hi)                                \
-	{.kind = CLI_KIND_LONG, .name = (nm), .letter = (ch),         \
+#define CLI_LONG(nm, ch, p, lo, hi)                                     \
+	{.kind = CLI_KIND_LONG, .name = (nm), .letter = (ch),           \
 	 .to = CLI_TO(long, p), .min = (lo), .max = (hi)}
 /* A number (cli_double) into the double at p. */
-#define CLI_DOUBLE(nm, ch, p)                                      \
-	{.kind = CLI_KIND_DOUBLE, .name = (nm), .letter = (ch),       \
+#define CLI_DOUBLE(nm, ch, p)                                           \
+	{.kind = CLI_KIND_DOUBLE, .name = (nm), .letter = (ch),         \
 	 .to = CLI_TO(double, p)}
 /* The argument itself into the const char * at p. */
-#define CLI_STRING(nm, ch, p)                                      \
-	{.kind = CLI_KIND_STRING, .name = (nm), .letter = (ch),       \
+#define CLI_STRING(nm, ch, p)                                           \
+	{.kind = CLI_KIND_STRING, .name = (nm), .letter = (ch),         \
 	 .to = CLI_TO(const char *, p)}
 /* An option that calls fn(ctx, ...) when met: without, or with, an
  * argument.  For checks that must come in the order of the command line
  * (a value's own range, "give this once"). */
-#define CLI_CALL(nm, ch, f, ctx)                                   \
-	{.kind = CLI_KIND_CALL, .name = (nm), .letter = (ch),         \
+#define CLI_CALL(nm, ch, f, ctx)                                        \
+	{.kind = CLI_KIND_CALL, .name = (nm), .letter = (ch),           \
 	 .to = (ctx), .fn = (f)}
-#define CLI_CALL_ARG(nm, ch, f, ctx)                               \
-	{.kind = CLI_KIND_CALL_ARG, .name = (nm), .letter = (ch),     \
+#define CLI_CALL_ARG(nm, ch, f, ctx)                                    \
+	{.kind = CLI_KIND_CALL_ARG, .name = (nm), .letter = (ch),       \
 	 .to = (ctx), .fn = (f)}
-/* name as a second long name of the entry whose short letter is letter
- * (--silent for -q/--quiet); it counts in that entry's given. */
-#define CLI_ALIAS(nm, ch)                                          \
+/* nm as a second long name of the entry of short letter ch (--silent
+ * for -q/--quiet); it counts in that entry's given. */
+#define CLI_ALIAS(nm, ch)                                               \
 	{.kind = CLI_KIND_ALIAS, .name = (nm), .letter = (ch)}
 #define CLI_END {.kind = CLI_KIND_END}
 
