@@ -17,8 +17,6 @@ static const char usage[] =
 	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                     [--no-shuffle] [FILE]\n";
 
-enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ, OPT_TF32 };
-
 typedef struct {
 	int concat, proj, layer; /* layer -1: from the attributes, else 0 */
 	at_model model;
@@ -180,31 +178,15 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-attend", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"concat", no_argument, 0, OPT_CONCAT},
-		{"proj", no_argument, 0, OPT_PROJ},
-		{"tf32", no_argument, 0, OPT_TF32},
-		{"layer", required_argument, 0, 'l'},
-		{0}};
 	attend_ctx a = {.layer = -1};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
-				  longopts, NULL)) != -1) {
-		if (opt == OPT_CONCAT)
-			a.concat = 1;
-		else if (opt == OPT_PROJ)
-			a.proj = 1;
-		else if (opt == 'l')
-			a.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
-		else if (opt == OPT_TF32)
-			a.exec.tf32 = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_FLAG("concat", 0, &a.concat),
+		CLI_FLAG("proj", 0, &a.proj),
+		CLI_FLAG("tf32", 0, &a.exec.tf32),
+		CLI_INT("layer", 'l', &a.layer, 0, 1 << 20),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (a.concat && a.proj)
 		cli_usage_error("--concat and --proj exclude each other "
 				"(--proj includes the concatenation)");
@@ -224,7 +206,7 @@ int main(int argc, char **argv)
 	at_filter f = {.inputs = {"attn", "v"}, .n_inputs = 2, .run = attend_run,
 		       .stream_last = attend_stream_last,
 		       .prepare = attend_prepare, .ctx = &a};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	at_tensor_free(&a.wo);
 	at_model_close(&a.model);
 	return 0;

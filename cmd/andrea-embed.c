@@ -19,8 +19,6 @@ static const char usage[] =
 	"                    [-z LEVEL] [--threads N]\n"
 	"                    [--no-shuffle] [FILE]\n";
 
-enum { OPT_TEXT = CLI_FIRST_OWN, OPT_TOKENS, OPT_BOS };
-
 typedef struct {
 	at_model model;
 	at_tensor wte, wpe; /* loaded before any output is written */
@@ -89,35 +87,21 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-embed", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"text", no_argument, 0, OPT_TEXT},
-		{"tokens", required_argument, 0, OPT_TOKENS},
-		{"bos", no_argument, 0, OPT_BOS},
-		{0}};
 	embed_ctx e = {0};
 	int text = 0;
 	const char *list = NULL;
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT,
-				  longopts, NULL)) != -1) {
-		if (opt == OPT_TEXT)
-			text = 1;
-		else if (opt == OPT_TOKENS)
-			list = optarg;
-		else if (opt == OPT_BOS)
-			e.bos = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_FLAG("text", 0, &text),
+		CLI_STRING("tokens", 0, &list),
+		CLI_FLAG("bos", 0, &e.bos),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (text && list)
 		cli_usage_error("--text and --tokens exclude each other");
-	if (list && argc - optind == 1)
+	if (list && operand.n == 1)
 		cli_usage_error("--tokens takes no input FILE");
-	const char *path = argc - optind == 1 ? argv[optind] : NULL;
+	const char *path = operand.v[0];
 	e.exec.dev = stage_device(&c, 1);
 	stage_open_model(&c, &e.model);
 	at_config *cfg = &e.model.cfg;

@@ -10,8 +10,6 @@ static const char usage[] =
 	"                   [-z LEVEL] [--threads N]\n"
 	"                   [--no-shuffle] [FILE]\n";
 
-enum { OPT_FILL = CLI_FIRST_OWN };
-
 typedef struct {
 	float fill;
 	at_exec exec;
@@ -57,34 +55,32 @@ static void mask_stream(at_filter *f, at_reader *r, const at_header *h,
 	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, mc);
 }
 
+/* --fill F into the float at ctx: a number that float32 holds, or an
+ * infinity. */
+static void fill_opt(void *ctx, const char *arg, const char *what)
+{
+	float *fill = ctx;
+	double d = cli_double(arg, what);
+	*fill = (float)d;
+	if (isinf(*fill) && !isinf(d))
+		cli_usage_error("--fill %s: beyond float32's range (use -inf)",
+				arg);
+}
+
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-mask", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG,
-		{"fill", required_argument, 0, OPT_FILL},
-		{0}};
 	mask_ctx mc = {.fill = -INFINITY};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
-		if (opt == OPT_FILL) {
-			double d = cli_double(optarg, "--fill");
-			mc.fill = (float)d;
-			if (isinf(mc.fill) && !isinf(d))
-				cli_usage_error("--fill %s: beyond float32's range "
-						"(use -inf)", optarg);
-		}
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE),
+		CLI_CALL_ARG("fill", 0, fill_opt, &mc.fill),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	mc.exec.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = mask_run,
 		       .stream = at_stage_streams(&mc.exec) ? mask_stream : NULL,
 		       .ctx = &mc};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	return 0;
 }

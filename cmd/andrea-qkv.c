@@ -17,8 +17,6 @@ static const char usage[] =
 	"                  [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                  [--no-shuffle] [FILE]\n";
 
-enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD, OPT_TF32 };
-
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
@@ -113,31 +111,15 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-qkv", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"layer", required_argument, 0, 'l'},
-		{"no-norm", no_argument, 0, OPT_NO_NORM},
-		{"head", required_argument, 0, OPT_HEAD},
-		{"tf32", no_argument, 0, OPT_TF32},
-		{0}};
 	qkv_ctx q = {.layer = 0, .norm = 1, .head = -1};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
-				  longopts, NULL)) != -1) {
-		if (opt == 'l')
-			q.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
-		else if (opt == OPT_NO_NORM)
-			q.norm = 0;
-		else if (opt == OPT_HEAD)
-			q.head = (int)cli_long(optarg, 0, 1 << 20, "--head");
-		else if (opt == OPT_TF32)
-			q.exec.tf32 = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_INT("layer", 'l', &q.layer, 0, 1 << 20),
+		CLI_UNFLAG("no-norm", 0, &q.norm),
+		CLI_INT("head", 0, &q.head, 0, 1 << 20),
+		CLI_FLAG("tf32", 0, &q.exec.tf32),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	q.exec.dev = stage_device(&c, 1);
 	stage_open_model(&c, &q.model);
 	char err[600];
@@ -149,7 +131,7 @@ int main(int argc, char **argv)
 			q.model.cfg.n_head, q.model.cfg.n_head - 1);
 	load_params(&q);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = qkv_run, .ctx = &q};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	free(q.wqkv);
 	at_tensor_free(&q.ln_w);
 	at_tensor_free(&q.ln_b);

@@ -66,36 +66,32 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_filter_end(w);
 }
 
+/* --scale S, or --no-scale (arg NULL, a scale of 1), into the
+ * scores_ctx at ctx: one of them, once. */
+static void scale_opt(void *ctx, const char *arg, const char *what)
+{
+	scores_ctx *s = ctx;
+	if (s->fixed)
+		cli_usage_error("give --scale or --no-scale once");
+	s->fixed = 1;
+	s->scale = arg ? cli_double(arg, what) : 1.0;
+}
+
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-scores", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG,
-		{"scale", required_argument, 0, OPT_SCALE},
-		{"no-scale", no_argument, 0, OPT_NO_SCALE},
-		{"tf32", no_argument, 0, OPT_TF32},
-		{0}};
 	scores_ctx s = {0};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
-		if (opt == OPT_TF32) {
-			s.exec.tf32 = 1;
-		} else if (opt == OPT_SCALE || opt == OPT_NO_SCALE) {
-			if (s.fixed)
-				cli_usage_error("give --scale or --no-scale once");
-			s.fixed = 1;
-			s.scale = opt == OPT_SCALE ? cli_double(optarg, "--scale") : 1.0;
-		} else if (!cli_common_opt(&c, opt, optarg, usage)) {
-			cli_bad_option(argv);
-		}
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE),
+		CLI_CALL_ARG("scale", 0, scale_opt, &s),
+		CLI_CALL("no-scale", 0, scale_opt, &s),
+		CLI_FLAG("tf32", 0, &s.exec.tf32),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	s.exec.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"q", "k"}, .n_inputs = 2, .run = scores_run,
 		       .ctx = &s};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	return 0;
 }

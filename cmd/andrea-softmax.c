@@ -60,18 +60,12 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-softmax", &c);
-	static const struct option longopts[] = {CLI_COMMON_LONG, CLI_STAGE_LONG, {0}};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1)
-		if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE), CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	at_exec exec = {.dev = stage_device(&c, 1)};
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = softmax_run,
 		       .stream = at_stage_streams(&exec) ? softmax_stream : NULL,
 		       .ctx = &exec};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	return 0;
 }

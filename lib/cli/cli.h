@@ -98,4 +98,7 @@ void cli_finish_text(void);
 /* Opens an input; failures exit 1. */
 void cli_open_input(cli_common *c, at_reader *r, const char *path);
 
+/* The option table and its parser, cli_parse: every main's command line */
+#include "cli/opts.h"
+
 #endif
