@@ -1,6 +1,6 @@
-/* ops_attention.c - embedding, LayerNorm, head reshapes and the attention
+/* attention.c - embedding, LayerNorm, head reshapes and the attention
  * core (scores, causal mask, attend) on the CPU; softmax is in
- * ops_softmax.c. */
+ * softmax.c. */
 #include "ops/ops.h"
 
 #include <math.h>

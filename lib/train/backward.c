@@ -1,4 +1,4 @@
-/* train_backward.c - the backward pass: the gradient of the mean
+/* backward.c - the backward pass: the gradient of the mean
  * cross-entropy with respect to every parameter, from the activations the
  * last tr_forward cached. */
 #include "train/train.h"

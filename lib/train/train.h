@@ -130,7 +130,7 @@ int tr_precision_parse(const char *name);
 /* The name of a precision; "?" for another value. */
 const char *tr_precision_name(int precision);
 
-/* AdamW and the schedule (train_adamw.c). */
+/* AdamW and the schedule (adamw.c). */
 typedef struct {
 	double lr, min_lr, beta1, beta2, eps, weight_decay, clip;
 	long warmup, steps;
@@ -146,7 +146,7 @@ double tr_grad_norm(const float *g, size_t n);
 void tr_adamw_update(tr_model *m, float *mom1, float *mom2, const tr_hparams *h,
 		     double lr, long t, double gscale);
 
-/* Training data (train_data.c): every token of the input in one array,
+/* Training data (data.c): every token of the input in one array,
  * the last part held out for evaluation. */
 typedef struct {
 	int32_t *tok;
