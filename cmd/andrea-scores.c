@@ -13,8 +13,6 @@ static const char usage[] =
 	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                     [--no-shuffle] [FILE]\n";
 
-enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE, OPT_TF32 };
-
 typedef struct {
 	int fixed;   /* --scale or --no-scale given */
 	double scale;

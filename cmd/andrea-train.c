@@ -43,18 +43,9 @@ static const char usage[] =
 	"                    [--text | --tokens LIST] [--device DEV]\n"
 	"                    [-z LEVEL] [--threads N] [FILE]\n";
 
-enum {
-	OPT_CONFIG = CLI_FIRST_OWN, OPT_LAYERS, OPT_DMODEL, OPT_CTX, OPT_VOCAB,
-	OPT_DATA, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MINLR, OPT_WARMUP,
-	OPT_WD, OPT_CLIP, OPT_VALFRAC, OPT_EVAL_EVERY, OPT_EVAL_BATCHES,
-	OPT_SAVE_EVERY, OPT_CHECKPOINT, OPT_RESUME, OPT_STOP_AT, OPT_LOG,
-	OPT_PROGRESS, OPT_DUMP_GRADS, OPT_FORWARD, OPT_TEXT, OPT_TOKENS,
-	OPT_PRECISION, OPT_END
-};
-
 typedef struct {
 	cli_common c;
-	char given[OPT_END - CLI_FIRST_OWN]; /* the option was on the line */
+	const cli_opt *opts; /* the command line's table: cli_given */
 	const char *preset;
 	at_config over;     /* --layers ... --vocab, 0 = not given */
 	const char *data, *checkpoint, *log, *dump_grads, *tokens;
@@ -65,7 +56,11 @@ typedef struct {
 	tr_hparams h;
 } options;
 
-#define GIVEN(o, opt) ((o)->given[(opt) - CLI_FIRST_OWN])
+/* Whether the option of long name `name` was on the command line. */
+static int given(const options *o, const char *name)
+{
+	return cli_given(o->opts, name) > 0;
+}
 
 static volatile sig_atomic_t stop_signal;
 
@@ -82,180 +77,50 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double nonneg(const char *arg, const char *what)
+/* A number >= 0 into the double at `to` (--lr, --min-lr, --weight-decay,
+ * --clip). */
+static void nonneg_opt(void *to, const char *arg, const char *what)
 {
 	double d = cli_double(arg, what);
 	if (d < 0 || !isfinite(d))
 		cli_usage_error("%s '%s': expected a number >= 0", what, arg);
-	return d;
+	*(double *)to = d;
 }
 
-/* Parses the command line into o; every misuse exits 2. */
-static void parse(options *o, int argc, char **argv)
+/* --val-fraction: a number in [0, 1) into the double at `to`. */
+static void fraction_opt(void *to, const char *arg, const char *what)
 {
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_MODEL_LONG,
-		{"device", required_argument, 0, CLI_DEVICE},
-		{"config", required_argument, 0, OPT_CONFIG},
-		{"layers", required_argument, 0, OPT_LAYERS},
-		{"d-model", required_argument, 0, OPT_DMODEL},
-		{"ctx", required_argument, 0, OPT_CTX},
-		{"vocab", required_argument, 0, OPT_VOCAB},
-		{"data", required_argument, 0, OPT_DATA},
-		{"steps", required_argument, 0, OPT_STEPS},
-		{"batch", required_argument, 0, OPT_BATCH},
-		{"seq", required_argument, 0, OPT_SEQ},
-		{"lr", required_argument, 0, OPT_LR},
-		{"min-lr", required_argument, 0, OPT_MINLR},
-		{"warmup", required_argument, 0, OPT_WARMUP},
-		{"weight-decay", required_argument, 0, OPT_WD},
-		{"clip", required_argument, 0, OPT_CLIP},
-		{"val-fraction", required_argument, 0, OPT_VALFRAC},
-		{"eval-every", required_argument, 0, OPT_EVAL_EVERY},
-		{"eval-batches", required_argument, 0, OPT_EVAL_BATCHES},
-		{"save-every", required_argument, 0, OPT_SAVE_EVERY},
-		{"checkpoint", required_argument, 0, OPT_CHECKPOINT},
-		{"resume", no_argument, 0, OPT_RESUME},
-		{"stop-at", required_argument, 0, OPT_STOP_AT},
-		{"log", required_argument, 0, OPT_LOG},
-		{"progress", no_argument, 0, OPT_PROGRESS},
-		{"dump-grads", required_argument, 0, OPT_DUMP_GRADS},
-		{"forward", no_argument, 0, OPT_FORWARD},
-		{"text", no_argument, 0, OPT_TEXT},
-		{"tokens", required_argument, 0, OPT_TOKENS},
-		{"precision", required_argument, 0, OPT_PRECISION},
-		{0}};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT "m:", longopts,
-				  NULL)) != -1) {
-		if (opt >= CLI_FIRST_OWN && opt < OPT_END)
-			GIVEN(o, opt) = 1;
-		switch (opt) {
-		case OPT_CONFIG:
-			o->preset = optarg;
-			break;
-		case OPT_LAYERS:
-			o->over.n_layer = (int)cli_long(optarg, 1, 1024, "--layers");
-			break;
-		case CLI_HEADS:
-			o->over.n_head = (int)cli_long(optarg, 1, 4096, "--heads");
-			break;
-		case OPT_DMODEL:
-			o->over.d_model = (int)cli_long(optarg, 1, 1 << 16, "--d-model");
-			break;
-		case OPT_CTX:
-			o->over.ctx = (int)cli_long(optarg, 1, 1 << 20, "--ctx");
-			break;
-		case OPT_VOCAB:
-			o->over.vocab = (int)cli_long(optarg, 1, 1 << 24, "--vocab");
-			break;
-		case OPT_DATA:
-			o->data = optarg;
-			break;
-		case OPT_STEPS:
-			o->steps = cli_long(optarg, 0, LONG_MAX / 2, "--steps");
-			break;
-		case OPT_BATCH:
-			o->batch = (int)cli_long(optarg, 1, 1 << 16, "--batch");
-			break;
-		case OPT_SEQ:
-			o->seq = (int)cli_long(optarg, 1, 1 << 20, "--seq");
-			break;
-		case OPT_LR:
-			o->h.lr = nonneg(optarg, "--lr");
-			break;
-		case OPT_MINLR:
-			o->h.min_lr = nonneg(optarg, "--min-lr");
-			break;
-		case OPT_WARMUP:
-			o->h.warmup = cli_long(optarg, 0, LONG_MAX / 2, "--warmup");
-			break;
-		case OPT_WD:
-			o->h.weight_decay = nonneg(optarg, "--weight-decay");
-			break;
-		case OPT_CLIP:
-			o->h.clip = nonneg(optarg, "--clip");
-			break;
-		case OPT_VALFRAC:
-			o->val_fraction = nonneg(optarg, "--val-fraction");
-			if (o->val_fraction >= 1.0)
-				cli_usage_error("--val-fraction '%s': expected a "
-						"number in [0, 1)", optarg);
-			break;
-		case OPT_EVAL_EVERY:
-			o->eval_every = cli_long(optarg, 0, LONG_MAX, "--eval-every");
-			break;
-		case OPT_EVAL_BATCHES:
-			o->eval_batches = cli_long(optarg, 1, 1 << 20, "--eval-batches");
-			break;
-		case OPT_SAVE_EVERY:
-			o->save_every = cli_long(optarg, 0, LONG_MAX, "--save-every");
-			break;
-		case OPT_CHECKPOINT:
-			o->checkpoint = optarg;
-			break;
-		case OPT_RESUME:
-			o->resume = 1;
-			break;
-		case OPT_STOP_AT:
-			o->stop_at = cli_long(optarg, 0, LONG_MAX / 2, "--stop-at");
-			break;
-		case OPT_LOG:
-			o->log = optarg;
-			break;
-		case OPT_PROGRESS:
-			o->progress = 1;
-			break;
-		case OPT_DUMP_GRADS:
-			o->dump_grads = optarg;
-			break;
-		case OPT_FORWARD:
-			o->forward = 1;
-			break;
-		case OPT_TEXT:
-			o->text = 1;
-			break;
-		case OPT_TOKENS:
-			o->tokens = optarg;
-			break;
-		case OPT_PRECISION:
-			if ((o->precision = tr_precision_parse(optarg)) < 0)
-				cli_usage_error("--precision '%s': expected fp32, "
-						"tf32 or bf16", optarg);
-			break;
-		default:
-			if (!cli_common_opt(&o->c, opt, optarg, usage))
-				cli_bad_option(argv);
-		}
-	}
+	nonneg_opt(to, arg, what);
+	if (*(double *)to >= 1.0)
+		cli_usage_error("%s '%s': expected a number in [0, 1)", what, arg);
 }
 
-/* Options that belong to one mode only are misuse in the other. */
-static void check_mode(const options *o, int argc)
+/* --precision: fp32, tf32 or bf16 into the int at `to`. */
+static void precision_opt(void *to, const char *arg, const char *what)
 {
-	static const int train_only[] = {
-		OPT_DATA, OPT_STEPS, OPT_BATCH, OPT_SEQ, OPT_LR, OPT_MINLR,
-		OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_VALFRAC, OPT_EVAL_EVERY,
-		OPT_EVAL_BATCHES, OPT_SAVE_EVERY, OPT_CHECKPOINT, OPT_RESUME,
-		OPT_STOP_AT, OPT_LOG, OPT_PROGRESS, OPT_DUMP_GRADS,
-		OPT_PRECISION};
-	static const char *const train_names[] = {
-		"--data", "--steps", "--batch", "--seq", "--lr", "--min-lr",
-		"--warmup", "--weight-decay", "--clip", "--val-fraction",
-		"--eval-every", "--eval-batches", "--save-every", "--checkpoint",
-		"--resume", "--stop-at", "--log", "--progress", "--dump-grads",
-		"--precision"};
+	if ((*(int *)to = tr_precision_parse(arg)) < 0)
+		cli_usage_error("%s '%s': expected fp32, tf32 or bf16", what, arg);
+}
+
+/* Options that belong to one mode only are misuse in the other, and so
+ * are operands but one FILE with --forward (none with --tokens). */
+static void check_mode(const options *o, cli_operands operand)
+{
+	static const char *const train_only[] = {
+		"data", "steps", "batch", "seq", "lr", "min-lr", "warmup",
+		"weight-decay", "clip", "val-fraction", "eval-every",
+		"eval-batches", "save-every", "checkpoint", "resume", "stop-at",
+		"log", "progress", "dump-grads", "precision"};
 	if (o->forward) {
 		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
-			if (GIVEN(o, train_only[i]))
-				cli_usage_error("%s is a training option, not for "
-						"--forward", train_names[i]);
+			if (given(o, train_only[i]))
+				cli_usage_error("--%s is a training option, not for "
+						"--forward", train_only[i]);
 		if (o->text && o->tokens)
 			cli_usage_error("--text and --tokens exclude each other");
-		if (o->tokens && argc - optind == 1)
+		if (o->tokens && operand.n == 1)
 			cli_usage_error("--tokens takes no input FILE");
-		if (argc - optind > 1)
+		if (operand.n > 1)
 			cli_usage_error("too many operands (see %s --help)", cli_prog);
 		if (o->c.model && o->c.seed_given)
 			cli_usage_error("--seed applies to the default model only, "
@@ -264,17 +129,17 @@ static void check_mode(const options *o, int argc)
 	}
 	if (o->text || o->tokens)
 		cli_usage_error("%s needs --forward", o->text ? "--text" : "--tokens");
-	if (argc - optind > 0)
+	if (operand.n > 0)
 		cli_usage_error("andrea-train takes no operands when training "
 				"(see %s --help)", cli_prog);
 	if (!o->c.output || strcmp(o->c.output, "-") == 0)
 		cli_usage_error("no model file to write: give -o MODEL");
-	if (!o->data && !(GIVEN(o, OPT_STEPS) && o->steps == 0))
+	if (!o->data && !(given(o, "steps") && o->steps == 0))
 		cli_usage_error("no training data: give --data FILE");
 	if (o->resume && o->c.model)
 		cli_usage_error("--resume and -m exclude each other (the "
 				"checkpoint holds the model)");
-	if (o->dump_grads && GIVEN(o, OPT_STEPS) && o->steps == 0)
+	if (o->dump_grads && given(o, "steps") && o->steps == 0)
 		cli_usage_error("--dump-grads needs at least one step");
 }
 
@@ -386,9 +251,10 @@ static void tokens_from_stream(const options *o, const char *path,
 	}
 }
 
-/* --forward: the model, the input's tokens, then every activation of the
- * forward pass to the output (activations.h). */
-static int forward_main(options *o, int argc, char **argv)
+/* --forward: the model, the tokens of path (NULL: stdin) or --tokens,
+ * then every activation of the forward pass to the output
+ * (activations.h). */
+static int forward_main(options *o, const char *path)
 {
 	tr_model m;
 	if (o->c.model) {
@@ -400,7 +266,6 @@ static int forward_main(options *o, int argc, char **argv)
 			cli_die("out of memory");
 		tr_model_seed(&m, o->c.seed);
 	}
-	const char *path = argc - optind == 1 ? argv[optind] : NULL;
 	at_tensor tok;
 	if (o->tokens)
 		at_tokens_from_list(o->tokens, &tok);
@@ -490,26 +355,26 @@ static void resume(trainer *tr)
 		cli_die("--seed %llu does not match %s (seed %llu)",
 			(unsigned long long)o->c.seed, what,
 			(unsigned long long)st->seed);
-	if (GIVEN(o, OPT_BATCH) && o->batch != st->batch)
+	if (given(o, "batch") && o->batch != st->batch)
 		cli_die("--batch %d does not match %s (%d)", o->batch, what,
 			st->batch);
-	if (GIVEN(o, OPT_SEQ) && o->seq != st->seq)
+	if (given(o, "seq") && o->seq != st->seq)
 		cli_die("--seq %d does not match %s (%d)", o->seq, what, st->seq);
-	if (GIVEN(o, OPT_VALFRAC) && o->val_fraction != st->val_fraction)
+	if (given(o, "val-fraction") && o->val_fraction != st->val_fraction)
 		cli_die("--val-fraction %g does not match %s (%g)",
 			o->val_fraction, what, st->val_fraction);
 	/* the schedule may be changed on resuming: what is given wins */
-	if (GIVEN(o, OPT_LR))
+	if (given(o, "lr"))
 		st->h.lr = o->h.lr;
-	if (GIVEN(o, OPT_MINLR) || GIVEN(o, OPT_LR))
-		st->h.min_lr = GIVEN(o, OPT_MINLR) ? o->h.min_lr : o->h.lr / 10;
-	if (GIVEN(o, OPT_WARMUP))
+	if (given(o, "min-lr") || given(o, "lr"))
+		st->h.min_lr = given(o, "min-lr") ? o->h.min_lr : o->h.lr / 10;
+	if (given(o, "warmup"))
 		st->h.warmup = o->h.warmup;
-	if (GIVEN(o, OPT_STEPS))
+	if (given(o, "steps"))
 		st->h.steps = o->steps;
-	if (GIVEN(o, OPT_WD))
+	if (given(o, "weight-decay"))
 		st->h.weight_decay = o->h.weight_decay;
-	if (GIVEN(o, OPT_CLIP))
+	if (given(o, "clip"))
 		st->h.clip = o->h.clip;
 	if (tr_model_init(&tr->m, &cfg) < 0 ||
 	    !(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
@@ -545,7 +410,7 @@ static void start(trainer *tr)
 	st->val_fraction = o->val_fraction;
 	st->h = o->h;
 	st->h.steps = o->steps;
-	if (!GIVEN(o, OPT_MINLR))
+	if (!given(o, "min-lr"))
 		st->h.min_lr = o->h.lr / 10;
 	if (st->seq > tr->m.cfg.ctx)
 		cli_usage_error("--seq %d exceeds the context of %d", st->seq,
@@ -793,13 +658,49 @@ int main(int argc, char **argv)
 	cli_init("andrea-train", &o.c);
 	o.c.model = NULL; /* ANDREA_MODEL is for inspecting; training starts from -m only */
 	defaults(&o);
-	parse(&o, argc, argv);
-	check_mode(&o, argc);
+	/* the common options but --keep; --heads is the model's override,
+	 * which also serves a model file without config (load_model_file) */
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_DEVICE | CLI_USE_MODEL_FILE |
+			 CLI_USE_SEED),
+		CLI_STRING("config", 0, &o.preset),
+		CLI_INT("layers", 0, &o.over.n_layer, 1, 1024),
+		CLI_INT("heads", 0, &o.over.n_head, 1, 4096),
+		CLI_INT("d-model", 0, &o.over.d_model, 1, 1 << 16),
+		CLI_INT("ctx", 0, &o.over.ctx, 1, 1 << 20),
+		CLI_INT("vocab", 0, &o.over.vocab, 1, 1 << 24),
+		CLI_STRING("data", 0, &o.data),
+		CLI_LONG("steps", 0, &o.steps, 0, LONG_MAX / 2),
+		CLI_INT("batch", 0, &o.batch, 1, 1 << 16),
+		CLI_INT("seq", 0, &o.seq, 1, 1 << 20),
+		CLI_CALL_ARG("lr", 0, nonneg_opt, &o.h.lr),
+		CLI_CALL_ARG("min-lr", 0, nonneg_opt, &o.h.min_lr),
+		CLI_LONG("warmup", 0, &o.h.warmup, 0, LONG_MAX / 2),
+		CLI_CALL_ARG("weight-decay", 0, nonneg_opt, &o.h.weight_decay),
+		CLI_CALL_ARG("clip", 0, nonneg_opt, &o.h.clip),
+		CLI_CALL_ARG("val-fraction", 0, fraction_opt, &o.val_fraction),
+		CLI_LONG("eval-every", 0, &o.eval_every, 0, LONG_MAX),
+		CLI_LONG("eval-batches", 0, &o.eval_batches, 1, 1 << 20),
+		CLI_LONG("save-every", 0, &o.save_every, 0, LONG_MAX),
+		CLI_STRING("checkpoint", 0, &o.checkpoint),
+		CLI_FLAG("resume", 0, &o.resume),
+		CLI_LONG("stop-at", 0, &o.stop_at, 0, LONG_MAX / 2),
+		CLI_STRING("log", 0, &o.log),
+		CLI_FLAG("progress", 0, &o.progress),
+		CLI_STRING("dump-grads", 0, &o.dump_grads),
+		CLI_FLAG("forward", 0, &o.forward),
+		CLI_FLAG("text", 0, &o.text),
+		CLI_STRING("tokens", 0, &o.tokens),
+		CLI_CALL_ARG("precision", 0, precision_opt, &o.precision),
+		CLI_END};
+	o.opts = opts;
+	cli_operands operand = cli_parse(&o.c, opts, usage, CLI_ANY, argc, argv);
+	check_mode(&o, operand);
 	/* --forward computes on the CPU only; training on either */
 	at_device dev = stage_device(&o.c, !o.forward);
 	if (!tr_engine_precision_ok(dev, o.precision))
 		cli_die("--precision %s needs the GPU (--device cuda): the CPU "
 			"computes in fp32", tr_precision_name(o.precision));
 	set_threads(&o);
-	return o.forward ? forward_main(&o, argc, argv) : train_main(&o, dev);
+	return o.forward ? forward_main(&o, operand.v[0]) : train_main(&o, dev);
 }

@@ -129,52 +129,53 @@ double cli_double(const char *arg, const char *what)
 	return d;
 }
 
-int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage)
+void cli_common_opt(cli_common *c, unsigned use, const char *arg,
+		    const char *usage)
 {
-	switch (opt) {
-	case 'h':
+	switch (use) {
+	case CLI_USE_HELP:
 		fputs(usage, stdout);
 		cli_finish_text();
 		exit(0);
-	case CLI_VERSION:
+	case CLI_USE_VERSION:
 		printf("%s (andrea) %s\n", cli_prog, ANDREA_VERSION);
 		cli_finish_text();
 		exit(0);
-	case 'o':
+	case CLI_USE_OUTPUT:
 		c->output = arg;
-		return 1;
-	case 'f':
+		break;
+	case CLI_USE_FORCE:
 		c->force = 1;
-		return 1;
-	case 'z':
+		break;
+	case CLI_USE_LEVEL:
 		c->wopts.level = (int)cli_long(arg, 0, 9, "-z/--level");
-		return 1;
-	case CLI_THREADS:
+		break;
+	case CLI_USE_THREADS:
 		c->ropts.threads = c->wopts.threads =
 			(int)cli_long(arg, 1, 256, "--threads");
 		c->threads_given = 1;
-		return 1;
-	case CLI_NO_SHUFFLE:
+		break;
+	case CLI_USE_NO_SHUFFLE:
 		c->wopts.shuffle = 0;
-		return 1;
-	case CLI_KEEP:
+		break;
+	case CLI_USE_KEEP:
 		c->keep = 1;
-		return 1;
-	case CLI_DEVICE:
+		break;
+	case CLI_USE_DEVICE:
 		c->device = arg;
-		return 1;
-	case 'm':
+		break;
+	case CLI_USE_MODEL_FILE:
 		c->model = arg;
-		return 1;
-	case CLI_SEED:
+		break;
+	case CLI_USE_SEED:
 		c->seed = (unsigned long long)cli_long(arg, 0, LONG_MAX, "--seed");
 		c->seed_given = 1;
-		return 1;
-	case CLI_HEADS:
+		break;
+	case CLI_USE_HEADS:
 		c->heads = (int)cli_long(arg, 1, 4096, "--heads");
-		return 1;
+		break;
 	default:
-		return 0;
+		break;
 	}
 }
 

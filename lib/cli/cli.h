@@ -9,44 +9,9 @@
 #ifndef ANDREA_CLI_H
 #define ANDREA_CLI_H
 
-#include <getopt.h>
-
 #include "stream/stream.h"
 
 #define ANDREA_VERSION "0.1.0"
-
-/* getopt_long codes of the long-only common options */
-enum {
-	CLI_VERSION = 0x100,
-	CLI_THREADS,
-	CLI_NO_SHUFFLE,
-	CLI_KEEP,
-	CLI_SEED,
-	CLI_HEADS,
-	CLI_DEVICE,
-	CLI_FIRST_OWN = 0x200 /* executables number their own from here */
-};
-
-/* The options every stream-writing executable accepts. */
-#define CLI_COMMON_SHORT "ho:fz:"
-#define CLI_COMMON_LONG                                                  \
-	{"help", no_argument, 0, 'h'},                                   \
-	{"version", no_argument, 0, CLI_VERSION},                        \
-	{"output", required_argument, 0, 'o'},                           \
-	{"force", no_argument, 0, 'f'},                                  \
-	{"level", required_argument, 0, 'z'},                            \
-	{"threads", required_argument, 0, CLI_THREADS},                  \
-	{"no-shuffle", no_argument, 0, CLI_NO_SHUFFLE}
-
-/* The options of the stage filters, on top of the common ones. */
-#define CLI_STAGE_SHORT "m:"
-#define CLI_STAGE_LONG                                                   \
-	{"keep", no_argument, 0, CLI_KEEP},                              \
-	{"device", required_argument, 0, CLI_DEVICE}
-#define CLI_MODEL_LONG                                                   \
-	{"model", required_argument, 0, 'm'},                            \
-	{"seed", required_argument, 0, CLI_SEED},                        \
-	{"heads", required_argument, 0, CLI_HEADS}
 
 typedef struct {
 	const char *output; /* -o FILE, or NULL for stdout */
@@ -70,10 +35,6 @@ extern const char *cli_prog;
  * something else (andrea-diff sets 2, as cmp(1) does for trouble). */
 extern int cli_failure_status;
 
-/* Handles -h, --version, -o, -f, -z, --threads, --no-shuffle, --keep,
- * --device, -m, --seed and --heads.  Returns 1 if
- * opt was one of them.  usage is the synopsis printed by --help. */
-int cli_common_opt(cli_common *c, int opt, const char *arg, const char *usage);
 /* Reports an unknown option or missing argument from getopt_long. */
 _Noreturn void cli_bad_option(char **argv);
 

@@ -8,25 +8,62 @@
 #include <string.h>
 
 /* The common options, bit i of CLI_USE_* being common[i]. */
-static const struct option common[] = {CLI_COMMON_LONG, CLI_STAGE_LONG,
-				       CLI_MODEL_LONG};
+static const struct {
+	const char *name;
+	int has_arg;
+	int letter; /* short option letter; 0: a long option only */
+} common[] = {
+	{"help", no_argument, 'h'},
+	{"version", no_argument, 0},
+	{"output", required_argument, 'o'},
+	{"force", no_argument, 'f'},
+	{"level", required_argument, 'z'},
+	{"threads", required_argument, 0},
+	{"no-shuffle", no_argument, 0},
+	{"keep", no_argument, 0},
+	{"device", required_argument, 0},
+	{"model", required_argument, 'm'},
+	{"seed", required_argument, 0},
+	{"heads", required_argument, 0},
+};
 #define N_COMMON ((int)(sizeof common / sizeof common[0]))
 _Static_assert(1 << (N_COMMON - 1) == CLI_USE_HEADS,
-	       "CLI_USE_* follows CLI_COMMON_LONG, _STAGE_LONG, _MODEL_LONG");
+	       "CLI_USE_* follows common[]");
+
+/* getopt_long's codes: a short letter for an option that has one, else
+ * COMMON_CODE + i for common[i] and OWN_CODE + i for entry i of a
+ * table. */
+enum { COMMON_CODE = 0x100, OWN_CODE = 0x200 };
+
+/* getopt_long's code of common[i]. */
+static int common_code(int i)
+{
+	return common[i].letter ? common[i].letter : COMMON_CODE + i;
+}
+
+/* The CLI_USE_* bit of the common option of getopt_long's code opt; 0
+ * for none. */
+static unsigned common_of(int opt)
+{
+	for (int i = 0; i < N_COMMON; i++)
+		if (common_code(i) == opt)
+			return 1u << i;
+	return 0;
+}
 
 /* Long options of one table at most, common ones included. */
 #define MAX_OPTS 64
 
 /* The index of the entry that getopt_long's code opt stands for: the one
  * of that short letter or, for a long-only option, the one at
- * opt - CLI_FIRST_OWN; -1 for a common option or '?'. */
+ * opt - OWN_CODE; -1 for a common option or '?'. */
 static int entry_of(const cli_opt *opts, int opt)
 {
 	for (int i = 0; opts[i].kind; i++) {
 		const cli_opt *o = &opts[i];
 		if (o->kind == CLI_KIND_USES || o->kind == CLI_KIND_ALIAS)
 			continue;
-		if (o->letter ? o->letter == opt : CLI_FIRST_OWN + i == opt)
+		if (o->letter ? o->letter == opt : OWN_CODE + i == opt)
 			return i;
 	}
 	return -1;
@@ -69,7 +106,7 @@ static void add(struct option *longopts, int *n, char *shortopts,
 }
 
 /* Builds getopt_long's lists from the table: the common options first,
- * in the order of cli.h, then the table's own. */
+ * in the order of common[], then the table's own. */
 static void build(const cli_opt *opts, struct option *longopts, char *shortopts)
 {
 	unsigned uses = 0;
@@ -79,9 +116,11 @@ static void build(const cli_opt *opts, struct option *longopts, char *shortopts)
 			uses |= opts[i].uses;
 	shortopts[0] = 0;
 	for (int i = 0; i < N_COMMON; i++)
-		if (uses & 1u << i)
-			add(longopts, &n, shortopts, &common[i],
-			    common[i].val < 0x80 ? common[i].val : 0);
+		if (uses & 1u << i) {
+			struct option lo = {common[i].name, common[i].has_arg,
+					    0, common_code(i)};
+			add(longopts, &n, shortopts, &lo, common[i].letter);
+		}
 	for (int i = 0; opts[i].kind; i++) {
 		const cli_opt *o = &opts[i];
 		if (o->kind == CLI_KIND_USES)
@@ -98,7 +137,7 @@ static void build(const cli_opt *opts, struct option *longopts, char *shortopts)
 		 * option */
 		struct option lo = {o->name, takes_arg(target) ? required_argument
 							     : no_argument,
-				    0, o->letter ? o->letter : CLI_FIRST_OWN + i};
+				    0, o->letter ? o->letter : OWN_CODE + i};
 		add(longopts, &n, shortopts, &lo,
 		    o->kind == CLI_KIND_ALIAS ? 0 : o->letter);
 	}
@@ -160,9 +199,12 @@ cli_operands cli_parse(cli_common *c, cli_opt *opts, const char *usage,
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		int i = entry_of(opts, opt);
+		unsigned use = common_of(opt);
 		if (i >= 0)
 			take(&opts[i], optarg);
-		else if (!cli_common_opt(c, opt, optarg, usage))
+		else if (use)
+			cli_common_opt(c, use, optarg, usage);
+		else
 			cli_bad_option(argv);
 	}
 	if (max_operands >= 0 && argc - optind > max_operands)

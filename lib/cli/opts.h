@@ -19,11 +19,12 @@
 #ifndef ANDREA_OPTS_H
 #define ANDREA_OPTS_H
 
+#include <getopt.h>
+
 #include "cli/cli.h"
 
 /* The common options (cli_common_opt), one bit each, in the order of
- * CLI_COMMON_LONG, CLI_STAGE_LONG and CLI_MODEL_LONG; a short letter comes
- * with its long option. */
+ * opts.c's list of them; a short letter comes with its long option. */
 enum {
 	CLI_USE_HELP = 1 << 0,       /* -h, --help */
 	CLI_USE_VERSION = 1 << 1,    /* --version */
@@ -39,14 +40,21 @@ enum {
 	CLI_USE_HEADS = 1 << 11,     /* --heads */
 	/* what every executable takes */
 	CLI_USE_BASIC = CLI_USE_HELP | CLI_USE_VERSION | CLI_USE_THREADS,
-	/* CLI_COMMON_LONG: every stream-writing executable */
+	/* every stream-writing executable */
 	CLI_USE_COMMON = CLI_USE_BASIC | CLI_USE_OUTPUT | CLI_USE_FORCE |
 			 CLI_USE_LEVEL | CLI_USE_NO_SHUFFLE,
-	/* CLI_STAGE_LONG: the stage filters */
+	/* the stage filters, on top of CLI_USE_COMMON */
 	CLI_USE_STAGE = CLI_USE_KEEP | CLI_USE_DEVICE,
-	/* CLI_MODEL_LONG: the tools that open a model */
+	/* the tools that open a model */
 	CLI_USE_MODEL = CLI_USE_MODEL_FILE | CLI_USE_SEED | CLI_USE_HEADS,
 };
+
+/* Does what the common option `use` (one CLI_USE_* bit) says with its
+ * argument arg (NULL for one without): -h and --help print usage, the
+ * synopsis, and exit 0, as --version does; the others go into c (a bad
+ * argument is a usage error).  cli_parse calls it. */
+void cli_common_opt(cli_common *c, unsigned use, const char *arg,
+		    const char *usage);
 
 /* What an entry is, and so what its option does with its argument. */
 typedef enum {
