@@ -119,9 +119,9 @@ int main(int argc, char **argv)
 	} else {
 		at_tensor in;
 		if (text)
-			at_tokens_from_text(path, &in);
+			cli_tokens_from_text(path, &in);
 		else
-			at_tokens_from_list(list, &in);
+			cli_tokens_from_list(list, &in);
 		f.label = text ? (path ? path : "<stdin>") : "--tokens";
 		f.index[0] = 1;
 		at_writer w;

@@ -268,9 +268,9 @@ static int forward_main(options *o, const char *path)
 	}
 	at_tensor tok;
 	if (o->tokens)
-		at_tokens_from_list(o->tokens, &tok);
+		cli_tokens_from_list(o->tokens, &tok);
 	else if (o->text)
-		at_tokens_from_text(path, &tok);
+		cli_tokens_from_text(path, &tok);
 	else
 		tokens_from_stream(o, path, &tok);
 	char err[200];

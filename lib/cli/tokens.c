@@ -9,7 +9,7 @@
 
 #define MAX_TEXT (1u << 26) /* bytes of text read at most */
 
-void at_tokens_from_text(const char *path, at_tensor *t)
+void cli_tokens_from_text(const char *path, at_tensor *t)
 {
 	const char *label = path && strcmp(path, "-") != 0 ? path : "<stdin>";
 	FILE *in = stdin;
@@ -42,7 +42,7 @@ void at_tokens_from_text(const char *path, at_tensor *t)
 	free(buf);
 }
 
-void at_tokens_from_list(const char *list, at_tensor *t)
+void cli_tokens_from_list(const char *list, at_tensor *t)
 {
 	size_t n = 1;
 	for (const char *p = list; *p; p++)

@@ -7,8 +7,8 @@
 #include "core/tensor.h"
 
 /* Every byte of path (NULL or "-": stdin) as a token: tokens i32 [1,T]. */
-void at_tokens_from_text(const char *path, at_tensor *t);
+void cli_tokens_from_text(const char *path, at_tensor *t);
 /* "1,2,3" as tokens i32 [1,3]; anything else is a usage error. */
-void at_tokens_from_list(const char *list, at_tensor *t);
+void cli_tokens_from_list(const char *list, at_tensor *t);
 
 #endif
