@@ -16,7 +16,7 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 	std::vector<float> ref((size_t)M * N);
 	at_matmul(ref.data(), a.data(), b.data(), M, K, N, trans_b, alpha);
 	float *da = h_upload(a), *db = h_upload(b), *dout = h_dev(ref.size());
-	at_gemm g = {nullptr, AT_GEMM_FP32};
+	at_cu_gemm_mode g = {nullptr, AT_GEMM_FP32};
 	H_OP(at_cu_gemm(&g, 0, trans_b, M, N, K, alpha, da, 0, db, 0, 0.0f, dout,
 			0, 1, "the product"));
 	char what[128];
@@ -25,7 +25,8 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 	h_compare(what, dout, ref.data(), ref.size(), 1e-5);
 	if (h_full && (size_t)M * N * K >= ((size_t)1 << 32)) {
 		for (int tf32 = 0; tf32 < 2; tf32++) {
-			at_gemm gt = {nullptr, tf32 ? AT_GEMM_TF32 : AT_GEMM_FP32};
+			at_cu_gemm_mode gt = {nullptr, tf32 ? AT_GEMM_TF32
+							    : AT_GEMM_FP32};
 			float ms = h_time_ms([&] {
 				at_cu_gemm(&gt, 0, trans_b, M, N, K, alpha, da, 0,
 					   db, 0, 0.0f, dout, 0, 1, "the product");
@@ -87,7 +88,7 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 				size_t o = i * sC + (size_t)m * N + n;
 				ref[o] = (float)(alpha * s + (double)beta * c[o]);
 			}
-	at_gemm g = {h, prec};
+	at_cu_gemm_mode g = {h, prec};
 	H_OP(at_cu_gemm(&g, ta, tb, M, N, K, alpha, da, sA, db, sB, beta, dc,
 			sC, batch, "the product"));
 	char what[160];

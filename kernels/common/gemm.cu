@@ -24,7 +24,7 @@ static int zero(float *C, int M, int N, long long sC, int batch,
 
 // The stage ops' way: cublasSgemm(StridedBatched) on the process's handle,
 // the math mode choosing fp32 or TF32.
-static int sgemm(const at_gemm *g, cublasOperation_t opa,
+static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		 cublasOperation_t opb, int M, int N, int K, float alpha,
 		 const float *A, int lda, long long sA, const float *B,
 		 int ldb, long long sB, float beta, float *C, long long sC,
@@ -55,7 +55,7 @@ static int sgemm(const at_gemm *g, cublasOperation_t opa,
 
 // The training engine's way: cublasGemmEx(StridedBatched) on g->h, the
 // compute type choosing fp32 or TF32, the operand type bf16 or float.
-static int gemm_ex(const at_gemm *g, cublasOperation_t opa,
+static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		   cublasOperation_t opb, int M, int N, int K, float alpha,
 		   const void *A, int lda, long long sA, const void *B, int ldb,
 		   long long sB, float beta, float *C, long long sC, int batch,
@@ -86,8 +86,8 @@ static int gemm_ex(const at_gemm *g, cublasOperation_t opa,
 	return 0;
 }
 
-int at_cu_gemm(const at_gemm *g, int ta, int tb, int M, int N, int K,
-	       float alpha, const void *A, long long sA, const void *B,
+int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
+	       int K, float alpha, const void *A, long long sA, const void *B,
 	       long long sB, float beta, float *C, long long sC, int batch,
 	       const char *what)
 {

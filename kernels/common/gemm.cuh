@@ -27,7 +27,7 @@
 enum { AT_GEMM_FP32 = 0, AT_GEMM_TF32 = 1, AT_GEMM_BF16 = 2 };
 
 // How products are computed: on which handle, in which precision.
-struct at_gemm {
+struct at_cu_gemm_mode {
 	cublasHandle_t h; // NULL: the process's handle and cublasSgemm
 	int prec;         // AT_GEMM_*; AT_GEMM_BF16 only with a handle
 };
@@ -40,8 +40,8 @@ struct at_gemm {
 // at most 65535).  K = 0 with beta = 0 zeroes C, which BLAS would leave
 // alone.  what names the product in the error.  Launches on the default
 // stream; returns 0, or -1 with the reason in at_cuda_error().
-int at_cu_gemm(const at_gemm *g, int ta, int tb, int M, int N, int K,
-	       float alpha, const void *A, long long sA, const void *B,
+int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
+	       int K, float alpha, const void *A, long long sA, const void *B,
 	       long long sB, float beta, float *C, long long sC, int batch,
 	       const char *what);
 

@@ -8,9 +8,9 @@
 #include "model/arch.h"
 
 // Products on the process's handle: TF32 when tf32, else full fp32.
-static at_gemm mode(int tf32)
+static at_cu_gemm_mode mode(int tf32)
 {
-	return at_gemm{nullptr, tf32 ? AT_GEMM_TF32 : AT_GEMM_FP32};
+	return at_cu_gemm_mode{nullptr, tf32 ? AT_GEMM_TF32 : AT_GEMM_FP32};
 }
 
 // s_i = scale * q_i . k_i^T: the scale rides in alpha.
@@ -18,7 +18,7 @@ extern "C" int at_cuda_scores_forward(float *s, const float *q, const float *k,
 				      int BH, int T, int D, float scale,
 				      int tf32)
 {
-	at_gemm g = mode(tf32);
+	at_cu_gemm_mode g = mode(tf32);
 	long long qs = (long long)T * D, ss = (long long)T * T;
 	return at_cu_gemm(&g, 0, 1, T, T, D, scale, q, qs, k, qs, 0.0f, s, ss,
 			  BH, "the scores product");
@@ -27,7 +27,7 @@ extern "C" int at_cuda_scores_forward(float *s, const float *q, const float *k,
 extern "C" int at_cuda_attend_forward(float *o, const float *a, const float *v,
 				      int BH, int T, int D, int tf32)
 {
-	at_gemm g = mode(tf32);
+	at_cu_gemm_mode g = mode(tf32);
 	long long as = (long long)T * T, vs = (long long)T * D;
 	return at_cu_gemm(&g, 0, 0, T, D, T, 1.0f, a, as, v, vs, 0.0f, o, vs,
 			  BH, "the attention product");
@@ -74,7 +74,7 @@ extern "C" int at_cuda_qkv_host(float *q, float *k, float *v, const float *x,
 					      (int)rows, C, AT_LN_EPS))
 			return -1;
 	}
-	at_gemm g = mode(tf32);
+	at_cu_gemm_mode g = mode(tf32);
 	if (at_cu_gemm(&g, 0, 0, (int)rows, (int)(3 * cols), C, 1.0f, dx.p, 0,
 		       dw.p, 0, 0.0f, dproj.p, 0, 1, "the q, k, v product") ||
 	    at_cu_split_heads<float>(dout.p, dproj.p, 3, B, T, H, D))
@@ -122,7 +122,7 @@ extern "C" int at_cuda_attend_host(float *out, const float *attn,
 		res = dcat.p;
 	}
 	if (wo) {
-		at_gemm g = mode(tf32);
+		at_cu_gemm_mode g = mode(tf32);
 		if (dwo.alloc((size_t)C * C, "Wo") || dy.alloc(nv, "y") ||
 		    upload(dwo.p, wo, (size_t)C * C, "copying Wo to the GPU") ||
 		    at_cu_gemm(&g, 0, 0, B * T, C, C, 1.0f, dcat.p, 0, dwo.p, 0,

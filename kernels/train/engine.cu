@@ -32,7 +32,7 @@ struct tr_cuda {
 	size_t total;
 	tr_layer_off *layer; // host copy of the layout
 	size_t wte, wpe, lnfw, lnfb, lm_head;
-	at_gemm blas;
+	at_cu_gemm_mode blas;
 	tr_gelu_mm *gelu_mm;             // NULL: the GELU is a kernel apart
 	void *bufs[MAX_BUFS]; // every device allocation, for freeing
 	int nbufs;
@@ -383,7 +383,7 @@ static int block_forward(tr_cuda *d, int l)
 	int D = C / H, F = 4 * C, BT = B * T, BH = B * H;
 	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
 	size_t CC = (size_t)C * C;
-	const at_gemm *bl = &d->blas;
+	const at_cu_gemm_mode *bl = &d->blas;
 	float *xin = d->resid + l * BTC, *xout = d->resid + (l + 1) * BTC;
 	float *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
@@ -450,7 +450,7 @@ static int block_backward(tr_cuda *d, int l)
 	int D = C / H, F = 4 * C, BT = B * T, BH = B * H;
 	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
 	size_t CC = (size_t)C * C;
-	const at_gemm *bl = &d->blas;
+	const at_cu_gemm_mode *bl = &d->blas;
 	int bf = d->prec == TR_BF16, rc = 0;
 	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
@@ -531,7 +531,7 @@ static int backward(tr_cuda *d)
 	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
-	const at_gemm *bl = &d->blas;
+	const at_cu_gemm_mode *bl = &d->blas;
 	void *dl = d->prec == TR_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
 	float *g = d->g;
 	TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
