@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -18,15 +17,12 @@ static const char usage[] =
 	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                     [--no-shuffle] [FILE]\n";
 
-enum { OPT_CONCAT = CLI_FIRST_OWN, OPT_PROJ, OPT_TF32 };
-
 typedef struct {
 	int concat, proj, layer; /* layer -1: from the attributes, else 0 */
 	at_model model;
 	at_tensor wo;            /* Wo of wo_layer, once loaded */
 	int wo_layer;
-	at_device dev;
-	int tf32;                /* --tf32: TF32 products on the GPU */
+	at_exec exec;            /* the device; --tf32: TF32 products on the GPU */
 } attend_ctx;
 
 /* Loads Wo of layer unless it is the one already loaded. */
@@ -77,31 +73,6 @@ static void attend_prepare(at_filter *f, int slot, const at_header *h)
 	load_wo(a, (int)layer);
 }
 
-/* attend_run on the GPU: out, its concatenation or y in one call. */
-static void attend_cuda(at_filter *f, attend_ctx *a, const at_tensor *attn,
-			const at_tensor *v, at_writer *w)
-{
-	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
-	    D = (int)v->dims[3];
-	int layer = a->proj ? proj_layer(f, a, attn, H * D) : 0;
-	uint64_t hd[4] = {(uint64_t)B, (uint64_t)H, (uint64_t)T, (uint64_t)D};
-	uint64_t cd[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)H * D};
-	int merged = a->concat || a->proj;
-	at_tensor out;
-	if (at_tensor_init(&out, a->proj ? "y" : "out", AT_F32, merged ? 3 : 4,
-			   merged ? cd : hd) < 0)
-		cli_die("out of memory");
-	stage_cuda_check(at_cuda_attend_host(out.data, attn->data, v->data, B, H,
-					     T, D, merged,
-					     a->proj ? a->wo.data : NULL,
-					     a->tf32));
-	out.attrs = attn->attrs;
-	if (a->proj)
-		at_attr_setf(&out.attrs, "layer", "%d", layer);
-	at_filter_write(w, &out);
-	at_tensor_free(&out);
-}
-
 /* Checks attn and v (attn's payload may be still to come). */
 static void attend_check(at_filter *f, const at_tensor *attn,
 			 const at_tensor *v)
@@ -118,62 +89,44 @@ static void attend_check(at_filter *f, const at_tensor *attn,
 	}
 }
 
-/* Writes out [B,H,T,D] (freed), its concatenation or y = concat . Wo,
+/* Makes the output record for attn [B,H,T,T] and v [B,H,T,D]: out
+ * [B,H,T,D], its concatenation [B,T,H*D], or y with --proj (Wo loaded),
  * with attn's attributes. */
-static void attend_finish(at_filter *f, attend_ctx *a, at_tensor *out,
-			  const at_tensor *attn, at_writer *w)
+static void attend_output(at_filter *f, attend_ctx *a, const at_tensor *attn,
+			  const at_tensor *v, at_tensor *dst)
 {
-	int B = (int)out->dims[0], H = (int)out->dims[1], T = (int)out->dims[2],
-	    D = (int)out->dims[3];
-	out->attrs = attn->attrs;
-	if (a->concat || a->proj) {
-		uint64_t cd[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)H * D};
-		at_tensor cat;
-		if (at_tensor_init(&cat, "out", AT_F32, 3, cd) < 0)
-			cli_die("out of memory");
-		at_merge_heads(cat.data, out->data, B, T, H, D);
-		cat.attrs = out->attrs;
-		at_tensor_free(out);
-		*out = cat;
-	}
-	if (a->proj) {
-		int C = a->model.cfg.d_model;
-		int layer = proj_layer(f, a, attn, H * D);
-		at_tensor y;
-		if (at_tensor_init(&y, "y", AT_F32, 3, out->dims) < 0)
-			cli_die("out of memory");
-		at_matmul(y.data, out->data, a->wo.data, B * T, C, C, 0, 1.0f);
-		y.attrs = out->attrs;
-		at_attr_setf(&y.attrs, "layer", "%d", layer);
-		at_tensor_free(out);
-		*out = y;
-	}
-	at_filter_write(w, out);
-	at_tensor_free(out);
+	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
+	    D = (int)v->dims[3];
+	int layer = a->proj ? proj_layer(f, a, attn, H * D) : 0;
+	uint64_t cd[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)H * D};
+	int merged = a->concat || a->proj;
+	if (at_tensor_init(dst, a->proj ? "y" : "out", AT_F32, merged ? 3 : 4,
+			   merged ? cd : v->dims) < 0)
+		cli_die("out of memory");
+	dst->attrs = attn->attrs;
+	if (a->proj)
+		at_attr_setf(&dst->attrs, "layer", "%d", layer);
 }
 
 static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	attend_ctx *a = f->ctx;
-	at_tensor *attn = &in[0], *v = &in[1];
+	at_tensor *attn = &in[0], *v = &in[1], dst;
 	attend_check(f, attn, v);
-	if (a->dev == AT_DEV_CUDA) {
-		attend_cuda(f, a, attn, v, w);
-		return;
-	}
-	at_tensor out;
-	if (at_tensor_init(&out, "out", AT_F32, 4, v->dims) < 0)
-		cli_die("out of memory");
-	at_attend_forward(out.data, attn->data, v->data,
-			  (int)(v->dims[0] * v->dims[1]), (int)v->dims[2],
-			  (int)v->dims[3]);
-	attend_finish(f, a, &out, attn, w);
+	attend_output(f, a, attn, v, &dst);
+	stage_check(at_stage_attend(&a->exec, dst.data, attn->data, v->data,
+				    (int)v->dims[0], (int)v->dims[1],
+				    (int)v->dims[2], (int)v->dims[3], a->concat,
+				    a->proj ? a->wo.data : NULL));
+	at_filter_write(w, &dst);
+	at_tensor_free(&dst);
 }
 
-/* On the CPU, attn arriving after v: each head's probabilities are used
- * as soon as they have arrived, so attend works while the stages upstream
- * still do, and holds one head of attn instead of all of them.  The
- * numbers are those of attend_run: the same arithmetic, head by head. */
+/* Where the stage streams, attn arriving after v: each head's
+ * probabilities are used as soon as they have arrived, so attend works
+ * while the stages upstream still do, and holds one head of attn instead
+ * of all of them.  The numbers are those of attend_run: the same
+ * arithmetic, head by head. */
 static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 			      at_reader *r, const at_header *h, at_writer *w)
 {
@@ -181,32 +134,43 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 	at_tensor attn, *v = &in[1];
 	/* no heads, nothing to gain: the usual path (it allocates nothing
 	 * for an empty attn, however large its T) */
-	if (slot != 0 || a->dev == AT_DEV_CUDA || v->dims[0] * v->dims[1] == 0)
+	if (slot != 0 || !at_stage_streams(&a->exec) ||
+	    v->dims[0] * v->dims[1] == 0)
 		return 1;
 	at_tensor_from_header(&attn, h);
 	attend_check(f, &attn, v);
-	if (a->proj) /* its errors before any work */
-		proj_layer(f, a, &attn, (int)(v->dims[1] * v->dims[3]));
-	int T = (int)v->dims[2], D = (int)v->dims[3];
-	size_t heads = (size_t)(v->dims[0] * v->dims[1]),
-	       head_bytes = (size_t)T * T * sizeof(float);
-	at_tensor out;
+	at_tensor dst, out;
+	attend_output(f, a, &attn, v, &dst); /* its errors before any work */
+	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
+	    D = (int)v->dims[3];
+	size_t head_bytes = (size_t)T * T * sizeof(float);
+	int joined = a->concat || a->proj;
 	float *head = malloc(head_bytes ? head_bytes : 1);
-	if (at_tensor_init(&out, "out", AT_F32, 4, v->dims) < 0 || !head)
+	if (!head || (joined && at_tensor_init(&out, "out", AT_F32, 4,
+					       v->dims) < 0))
 		cli_die("out of memory");
+	float *heads = joined ? out.data : dst.data;
 	at_payload_in pin;
 	at_filter_payload_begin(f, r, h, &pin);
 	at_filter_serial(1);
-	for (size_t i = 0; i < heads; i++) {
+	for (size_t i = 0; i < (size_t)B * H; i++) {
 		if (at_payload_read(&pin, head, head_bytes) < 0)
 			cli_fail(r->err);
-		at_attend_forward((float *)out.data + i * T * D, head,
-				  (const float *)v->data + i * T * D, 1, T, D);
+		stage_check(at_stage_attend_heads(heads + i * T * D, head,
+						  (const float *)v->data + i * T * D,
+						  1, T, D));
 	}
 	at_filter_serial(0);
 	at_payload_end(&pin);
 	free(head);
-	attend_finish(f, a, &out, &attn, w);
+	if (joined) {
+		stage_check(at_stage_attend_join(dst.data, out.data, B, H, T, D,
+						 a->concat,
+						 a->proj ? a->wo.data : NULL));
+		at_tensor_free(&out);
+	}
+	at_filter_write(w, &dst);
+	at_tensor_free(&dst);
 	return 0;
 }
 
@@ -214,35 +178,19 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-attend", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"concat", no_argument, 0, OPT_CONCAT},
-		{"proj", no_argument, 0, OPT_PROJ},
-		{"tf32", no_argument, 0, OPT_TF32},
-		{"layer", required_argument, 0, 'l'},
-		{0}};
 	attend_ctx a = {.layer = -1};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
-				  longopts, NULL)) != -1) {
-		if (opt == OPT_CONCAT)
-			a.concat = 1;
-		else if (opt == OPT_PROJ)
-			a.proj = 1;
-		else if (opt == 'l')
-			a.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
-		else if (opt == OPT_TF32)
-			a.tf32 = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_FLAG("concat", 0, &a.concat),
+		CLI_FLAG("proj", 0, &a.proj),
+		CLI_FLAG("tf32", 0, &a.exec.tf32),
+		CLI_INT("layer", 'l', &a.layer, 0, 1 << 20),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (a.concat && a.proj)
 		cli_usage_error("--concat and --proj exclude each other "
 				"(--proj includes the concatenation)");
-	a.dev = stage_device(&c, 1);
+	a.exec.dev = stage_device(&c, 1);
 	if (a.proj) {
 		char err[600];
 		stage_open_model(&c, &a.model);
@@ -258,7 +206,7 @@ int main(int argc, char **argv)
 	at_filter f = {.inputs = {"attn", "v"}, .n_inputs = 2, .run = attend_run,
 		       .stream_last = attend_stream_last,
 		       .prepare = attend_prepare, .ctx = &a};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	at_tensor_free(&a.wo);
 	at_model_close(&a.model);
 	return 0;

@@ -44,10 +44,11 @@ static int layer_number(const char **p)
 	return (int)l;
 }
 
-/* Adds the ranges of one -l argument: "N", "A-B", "A-", "all", comma
- * separated.  Bad syntax is a usage error. */
-static void parse_layers(block_ctx *b, const char *arg)
+/* Adds the ranges of one -l argument to the block_ctx at ctx: "N", "A-B",
+ * "A-", "all", comma separated.  Bad syntax is a usage error. */
+static void parse_layers(void *ctx, const char *arg, const char *what)
 {
+	block_ctx *b = ctx;
 	const char *p = arg;
 	for (;;) {
 		range r;
@@ -140,23 +141,13 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-block", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"layer", required_argument, 0, 'l'},
-		{"layers", required_argument, 0, 'l'},
-		{0}};
 	block_ctx b = {0};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
-				  longopts, NULL)) != -1) {
-		if (opt == 'l')
-			parse_layers(&b, optarg);
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_CALL_ARG("layer", 'l', parse_layers, &b),
+		CLI_ALIAS("layers", 'l'),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (b.n_ranges == 0)
 		b.ranges[b.n_ranges++] = (range){0, 0};
 	stage_device(&c, 0);
@@ -167,7 +158,7 @@ int main(int argc, char **argv)
 	load_blocks(&b);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = block_run,
 		       .ctx = &b};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	for (int i = 0; i < b.n_blocks; i++)
 		at_block_free(&b.blocks[i]);
 	free(b.blocks);

@@ -21,8 +21,6 @@ static const char usage[] =
 	"usage: andrea-diff [-q] [--rtol RTOL] [--atol ATOL] [--equal-nan]\n"
 	"                   [--threads N] A B\n";
 
-enum { OPT_RTOL = CLI_FIRST_OWN, OPT_ATOL, OPT_EQUAL_NAN };
-
 static int quiet;
 
 /* Prints one report line unless -q. */
@@ -38,14 +36,14 @@ static void report(const char *fmt, ...)
 	putchar('\n');
 }
 
-/* A tolerance: a finite number >= 0. */
-static double tolerance(const char *arg, const char *what)
+/* A tolerance into the double at ctx: a finite number >= 0. */
+static void tolerance(void *ctx, const char *arg, const char *what)
 {
 	double d = cli_double(arg, what);
 	if (!(d >= 0) || isinf(d))
 		cli_usage_error("%s '%s': expected a finite number >= 0", what,
 				arg);
-	return d;
+	*(double *)ctx = d;
 }
 
 /* Reads the next header of r; 1 with h filled, 0 at the end of r. */
@@ -169,42 +167,20 @@ int main(int argc, char **argv)
 	cli_common c;
 	cli_init("andrea-diff", &c);
 	cli_failure_status = 2; /* 1 means "different" here */
-	static const struct option longopts[] = {
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, CLI_VERSION},
-		{"quiet", no_argument, 0, 'q'},
-		{"silent", no_argument, 0, 'q'},
-		{"rtol", required_argument, 0, OPT_RTOL},
-		{"atol", required_argument, 0, OPT_ATOL},
-		{"equal-nan", no_argument, 0, OPT_EQUAL_NAN},
-		{"threads", required_argument, 0, CLI_THREADS},
-		{0}};
 	at_tol tol = AT_TOL_DEFAULT;
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'q':
-			quiet = 1;
-			break;
-		case OPT_RTOL:
-			tol.rtol = tolerance(optarg, "--rtol");
-			break;
-		case OPT_ATOL:
-			tol.atol = tolerance(optarg, "--atol");
-			break;
-		case OPT_EQUAL_NAN:
-			tol.equal_nan = 1;
-			break;
-		default:
-			if (!cli_common_opt(&c, opt, optarg, usage))
-				cli_bad_option(argv);
-		}
-	}
-	if (argc - optind != 2)
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_BASIC),
+		CLI_FLAG("quiet", 'q', &quiet),
+		CLI_ALIAS("silent", 'q'),
+		CLI_CALL_ARG("rtol", 0, tolerance, &tol.rtol),
+		CLI_CALL_ARG("atol", 0, tolerance, &tol.atol),
+		CLI_FLAG("equal-nan", 0, &tol.equal_nan),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
+	if (operand.n != 2)
 		cli_usage_error("expected two operands A and B, got %d (see %s "
-				"--help)", argc - optind, cli_prog);
-	const char *path_a = argv[optind], *path_b = argv[optind + 1];
+				"--help)", operand.n, cli_prog);
+	const char *path_a = operand.v[0], *path_b = operand.v[1];
 	if (strcmp(path_a, "-") == 0 && strcmp(path_b, "-") == 0)
 		cli_usage_error("A and B cannot both be standard input");
 

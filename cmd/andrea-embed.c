@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
 
@@ -20,13 +19,11 @@ static const char usage[] =
 	"                    [-z LEVEL] [--threads N]\n"
 	"                    [--no-shuffle] [FILE]\n";
 
-enum { OPT_TEXT = CLI_FIRST_OWN, OPT_TOKENS, OPT_BOS };
-
 typedef struct {
 	at_model model;
 	at_tensor wte, wpe; /* loaded before any output is written */
 	int bos;
-	at_device dev;
+	at_exec exec;
 } embed_ctx;
 
 /* Makes tokens [B,T] (a [T] record becomes [1,T]), prepends BOS to every
@@ -63,17 +60,9 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 		at_filter_die(f, 0, "no tokens to embed (T = 0)");
 	if (B == 0)
 		at_filter_die(f, 0, "no sequences to embed (B = 0)");
-	if (cfg->ctx > 0 && T > (uint64_t)cfg->ctx)
-		at_filter_die(f, 0, "T=%llu exceeds the model's context of %d",
-			      (unsigned long long)T, cfg->ctx);
-	const int32_t *id = tok->data;
-	for (uint64_t i = 0; i < B * T; i++)
-		if (id[i] < 0 || id[i] >= cfg->vocab)
-			at_filter_die(f, 0, "token %d at [%llu,%llu] is not in "
-				      "0..%d (V=%d)", id[i],
-				      (unsigned long long)(i / T),
-				      (unsigned long long)(i % T), cfg->vocab - 1,
-				      cfg->vocab);
+	char err[200];
+	if (at_tokens_check(cfg, tok->data, B, T, err, sizeof err) < 0)
+		at_filter_die(f, 0, "%s", err);
 }
 
 static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
@@ -87,13 +76,8 @@ static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
 	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)C};
 	if (at_tensor_init(&x, "x", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
-	if (e->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_embed_host(x.data, tok->data, e->wte.data,
-						    e->wpe.data, e->model.cfg.vocab,
-						    B, T, C));
-	else
-		at_embed_forward(x.data, tok->data, e->wte.data, e->wpe.data, B,
-				 T, C);
+	stage_check(at_stage_embed(&e->exec, x.data, tok->data, e->wte.data,
+				   e->wpe.data, e->model.cfg.vocab, B, T, C));
 	at_filter_write(w, tok);
 	at_filter_write(w, &x);
 	at_tensor_free(&x);
@@ -103,36 +87,22 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-embed", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"text", no_argument, 0, OPT_TEXT},
-		{"tokens", required_argument, 0, OPT_TOKENS},
-		{"bos", no_argument, 0, OPT_BOS},
-		{0}};
 	embed_ctx e = {0};
 	int text = 0;
 	const char *list = NULL;
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT,
-				  longopts, NULL)) != -1) {
-		if (opt == OPT_TEXT)
-			text = 1;
-		else if (opt == OPT_TOKENS)
-			list = optarg;
-		else if (opt == OPT_BOS)
-			e.bos = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_FLAG("text", 0, &text),
+		CLI_STRING("tokens", 0, &list),
+		CLI_FLAG("bos", 0, &e.bos),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (text && list)
 		cli_usage_error("--text and --tokens exclude each other");
-	if (list && argc - optind == 1)
+	if (list && operand.n == 1)
 		cli_usage_error("--tokens takes no input FILE");
-	const char *path = argc - optind == 1 ? argv[optind] : NULL;
-	e.dev = stage_device(&c, 1);
+	const char *path = operand.v[0];
+	e.exec.dev = stage_device(&c, 1);
 	stage_open_model(&c, &e.model);
 	at_config *cfg = &e.model.cfg;
 	if (!cfg->vocab || !cfg->d_model || !cfg->ctx)

@@ -23,9 +23,6 @@ static const char usage[] =
 	"                       [--top-k K] [--seed S] [--device DEV]\n"
 	"                       [--threads N]\n";
 
-enum { OPT_PROMPT = CLI_FIRST_OWN, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED,
-       OPT_MODEL_SEED };
-
 typedef struct {
 	at_model model;
 	at_tensor wte, wpe;
@@ -76,62 +73,46 @@ static void forward(const gen_model *g, const int32_t *tokens, int T,
 	free(x);
 }
 
+/* --temperature F into the double at ctx: from 0 to 1e30. */
+static void temperature_opt(void *ctx, const char *arg, const char *what)
+{
+	double *t = ctx;
+	*t = cli_double(arg, what);
+	if (*t < 0 || *t > 1e30)
+		cli_usage_error("%s '%s': expected a number from 0 to 1e30", what,
+				arg);
+}
+
+/* --model-seed S: the default model's seed, into the cli_common at ctx
+ * (--seed is the sampler's here). */
+static void model_seed_opt(void *ctx, const char *arg, const char *what)
+{
+	cli_common *c = ctx;
+	c->seed = (uint64_t)cli_long(arg, 0, LONG_MAX, what);
+	c->seed_given = 1;
+}
+
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-generate", &c);
-	static const struct option longopts[] = {
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, CLI_VERSION},
-		{"threads", required_argument, 0, CLI_THREADS},
-		{"device", required_argument, 0, CLI_DEVICE},
-		{"model", required_argument, 0, 'm'},
-		{"heads", required_argument, 0, CLI_HEADS},
-		{"model-seed", required_argument, 0, OPT_MODEL_SEED},
-		{"prompt", required_argument, 0, OPT_PROMPT},
-		{"temperature", required_argument, 0, OPT_TEMPERATURE},
-		{"top-k", required_argument, 0, OPT_TOP_K},
-		{"seed", required_argument, 0, OPT_SEED},
-		{0}};
 	const char *prompt = "";
-	long n_new = 256, top_k = 0;
+	long n_new = 256, top_k = 0, seed = AT_DEFAULT_SEED;
 	double temperature = 1.0;
-	uint64_t seed = AT_DEFAULT_SEED;
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "hm:n:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case OPT_PROMPT:
-			prompt = optarg;
-			break;
-		case 'n':
-			n_new = cli_long(optarg, 0, 1L << 24, "-n");
-			break;
-		case OPT_TEMPERATURE:
-			temperature = cli_double(optarg, "--temperature");
-			if (temperature < 0 || temperature > 1e30)
-				cli_usage_error("--temperature '%s': expected a "
-						"number from 0 to 1e30", optarg);
-			break;
-		case OPT_TOP_K:
-			top_k = cli_long(optarg, 0, INT_MAX, "--top-k");
-			break;
-		case OPT_SEED:
-			seed = (uint64_t)cli_long(optarg, 0, LONG_MAX, "--seed");
-			break;
-		case OPT_MODEL_SEED:
-			c.seed = (uint64_t)cli_long(optarg, 0, LONG_MAX,
-						    "--model-seed");
-			c.seed_given = 1;
-			break;
-		default:
-			if (!cli_common_opt(&c, opt, optarg, usage))
-				cli_bad_option(argv);
-		}
-	}
-	if (argc > optind)
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_BASIC | CLI_USE_DEVICE | CLI_USE_MODEL_FILE |
+			 CLI_USE_HEADS),
+		CLI_CALL_ARG("model-seed", 0, model_seed_opt, &c),
+		CLI_STRING("prompt", 0, &prompt),
+		CLI_LONG(NULL, 'n', &n_new, 0, 1L << 24),
+		CLI_CALL_ARG("temperature", 0, temperature_opt, &temperature),
+		CLI_LONG("top-k", 0, &top_k, 0, INT_MAX),
+		CLI_LONG("seed", 0, &seed, 0, LONG_MAX),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
+	if (operand.n)
 		cli_usage_error("'%s': no operands are taken; give the prompt "
-				"with --prompt (see %s --help)", argv[optind],
+				"with --prompt (see %s --help)", operand.v[0],
 				cli_prog);
 	if (c.model && c.seed_given)
 		cli_usage_error("--model-seed applies to the default model only, "
@@ -157,7 +138,7 @@ int main(int argc, char **argv)
 		/* a sliding window: the last ctx tokens, at positions 0.. */
 		size_t T = len < (size_t)cfg->ctx ? len : (size_t)cfg->ctx;
 		forward(&g, seq + len - T, (int)T, logits);
-		double u = at_sample_uniform(seed, (uint64_t)step);
+		double u = at_sample_uniform((uint64_t)seed, (uint64_t)step);
 		int tok = at_sample(logits, cfg->vocab, temperature, (int)top_k,
 				    u, scratch);
 		if (tok < 0)

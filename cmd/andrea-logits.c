@@ -15,8 +15,6 @@ static const char usage[] =
 	"                     [--keep] [--device DEV] [-z LEVEL]\n"
 	"                     [--threads N] [--no-shuffle] [FILE]\n";
 
-enum { OPT_LAST = CLI_FIRST_OWN };
-
 typedef struct {
 	at_model model;
 	at_head head; /* loaded before any output */
@@ -67,24 +65,13 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-logits", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG,
-		{"model", required_argument, 0, 'm'},
-		{"seed", required_argument, 0, CLI_SEED},
-		{"last", no_argument, 0, OPT_LAST},
-		{0}};
 	logits_ctx l = {0};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT,
-				  longopts, NULL)) != -1) {
-		if (opt == OPT_LAST)
-			l.last = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL_FILE |
+			 CLI_USE_SEED),
+		CLI_FLAG("last", 0, &l.last),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	stage_device(&c, 0);
 	stage_open_model(&c, &l.model);
 	if (!l.model.cfg.d_model || !l.model.cfg.vocab)
@@ -95,7 +82,7 @@ int main(int argc, char **argv)
 		cli_die("%s", err);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = logits_run,
 		       .ctx = &l};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	at_head_free(&l.head);
 	at_model_close(&l.model);
 	return 0;

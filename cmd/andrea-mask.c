@@ -2,8 +2,7 @@
 #include <math.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -11,11 +10,10 @@ static const char usage[] =
 	"                   [-z LEVEL] [--threads N]\n"
 	"                   [--no-shuffle] [FILE]\n";
 
-enum { OPT_FILL = CLI_FIRST_OWN };
-
 typedef struct {
 	float fill;
-	at_device dev;
+	at_exec exec;
+	int T;      /* of the record being streamed */
 } mask_ctx;
 
 /* Checks that s (data unused) is f32 [...,T,T], returns T and adds the
@@ -35,64 +33,54 @@ static void mask_run(at_filter *f, at_tensor *in, at_writer *w)
 	const mask_ctx *mc = f->ctx;
 	at_tensor *s = &in[0];
 	int T = mask_check(f, s, mc->fill);
-	int BH = T ? (int)(at_numel(s) / ((uint64_t)T * T)) : 0;
-	if (mc->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_mask_host(s->data, BH, T, mc->fill));
-	else
-		at_mask_causal(s->data, BH, T, mc->fill);
+	stage_check(at_stage_mask(&mc->exec, s->data, 0, at_numel(s), T,
+				  mc->fill));
 	at_filter_write(w, s);
 }
 
-/* The CPU path, chunk by chunk as the scores arrive. */
-typedef struct {
-	int T;
-	float fill;
-} mask_span;
-
+/* Where the stage streams, chunk by chunk as the scores arrive. */
 static void mask_piece(void *ctx, float *buf, size_t n, uint64_t first)
 {
-	const mask_span *m = ctx;
-	at_mask_causal_span(buf, first, n, m->T, m->fill);
+	const mask_ctx *mc = ctx;
+	stage_check(at_stage_mask(&mc->exec, buf, first, n, mc->T, mc->fill));
 }
 
 static void mask_stream(at_filter *f, at_reader *r, const at_header *h,
 			at_writer *w)
 {
-	const mask_ctx *mc = f->ctx;
+	mask_ctx *mc = f->ctx;
 	at_tensor out;
 	at_tensor_from_header(&out, h);
-	mask_span m = {mask_check(f, &out, mc->fill), mc->fill};
-	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, &m);
+	mc->T = mask_check(f, &out, mc->fill);
+	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, mc);
+}
+
+/* --fill F into the float at ctx: a number that float32 holds, or an
+ * infinity. */
+static void fill_opt(void *ctx, const char *arg, const char *what)
+{
+	float *fill = ctx;
+	double d = cli_double(arg, what);
+	*fill = (float)d;
+	if (isinf(*fill) && !isinf(d))
+		cli_usage_error("--fill %s: beyond float32's range (use -inf)",
+				arg);
 }
 
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-mask", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG,
-		{"fill", required_argument, 0, OPT_FILL},
-		{0}};
 	mask_ctx mc = {.fill = -INFINITY};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
-		if (opt == OPT_FILL) {
-			double d = cli_double(optarg, "--fill");
-			mc.fill = (float)d;
-			if (isinf(mc.fill) && !isinf(d))
-				cli_usage_error("--fill %s: beyond float32's range "
-						"(use -inf)", optarg);
-		}
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	mc.dev = stage_device(&c, 1);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE),
+		CLI_CALL_ARG("fill", 0, fill_opt, &mc.fill),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	mc.exec.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = mask_run,
-		       .stream = mc.dev == AT_DEV_CUDA ? NULL : mask_stream,
+		       .stream = at_stage_streams(&mc.exec) ? mask_stream : NULL,
 		       .ctx = &mc};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	return 0;
 }

@@ -34,12 +34,23 @@ static void apply_attrs(at_tensor *t, char **attrs, int n)
 	}
 }
 
+/* The -a arguments, in the order given. */
+typedef struct {
+	char **v;
+	int n;
+} attr_list;
+
+/* Keeps one -a argument in the attr_list at ctx. */
+static void add_attr(void *ctx, const char *arg, const char *what)
+{
+	attr_list *l = ctx;
+	l->v[l->n++] = (char *)arg;
+}
+
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-pack", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, {"attr", required_argument, 0, 'a'}, {0}};
 	/* static: a usage error exits with these still in use, and a
 	 * leak checker must see them as held, not lost */
 	static char **attrs;
@@ -47,16 +58,13 @@ int main(int argc, char **argv)
 	attrs = calloc((size_t)argc, sizeof *attrs);
 	if (!attrs)
 		cli_die("out of memory");
-	int nattrs = 0, opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT "a:", longopts,
-				  NULL)) != -1) {
-		if (opt == 'a')
-			attrs[nattrs++] = optarg;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	int n = argc - optind;
+	attr_list al = {attrs, 0};
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON),
+		CLI_CALL_ARG("attr", 'a', add_attr, &al),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
+	int n = operand.n, nattrs = al.n;
 	if (n == 0)
 		cli_usage_error("no NAME=FILE.npy operand (see %s --help)", cli_prog);
 
@@ -64,7 +72,7 @@ int main(int argc, char **argv)
 	if (!t)
 		cli_die("out of memory");
 	for (int i = 0; i < n; i++) {
-		const char *arg = argv[optind + i];
+		const char *arg = operand.v[i];
 		const char *eq = strchr(arg, '=');
 		if (!eq || !at_name_valid(arg, (size_t)(eq - arg)))
 			cli_usage_error("'%s': expected NAME=FILE.npy with a name of "

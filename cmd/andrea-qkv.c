@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -18,13 +17,10 @@ static const char usage[] =
 	"                  [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
 	"                  [--no-shuffle] [FILE]\n";
 
-enum { OPT_NO_NORM = CLI_FIRST_OWN, OPT_HEAD, OPT_TF32 };
-
 typedef struct {
 	at_model model;
 	int layer, norm, head; /* head -1: all heads */
-	at_device dev;
-	int tf32;              /* --tf32: TF32 products on the GPU */
+	at_exec exec;          /* the device; --tf32: TF32 products on the GPU */
 	/* loaded before any output: LN1, and Wq, Wk, Wv side by side as one
 	 * [C, 3*cols] matrix (cols = C, or head's D columns with --head), so
 	 * the three projections are one matrix product */
@@ -97,14 +93,9 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 		if (at_tensor_init(&out[m], which[m], AT_F32, 4, dims) < 0)
 			cli_die("out of memory");
 	const float *ln_w = q->norm ? q->ln_w.data : NULL;
-	if (q->dev == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_qkv_host(out[0].data, out[1].data,
-						  out[2].data, x->data, ln_w,
-						  q->ln_b.data, q->wqkv, B, T, C,
-						  heads, D, q->tf32));
-	else if (at_qkv_forward(out[0].data, out[1].data, out[2].data, x->data,
-				ln_w, q->ln_b.data, q->wqkv, B, T, C, heads, D) < 0)
-		cli_die("out of memory");
+	stage_check(at_stage_qkv(&q->exec, out[0].data, out[1].data, out[2].data,
+				 x->data, ln_w, q->ln_b.data, q->wqkv, B, T, C,
+				 heads, D));
 	/* v first: andrea-attend, which needs v whole before it can use the
 	 * probabilities made from q and k, then uses them as they arrive */
 	static const int order[] = {2, 0, 1};
@@ -120,32 +111,16 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-qkv", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG, CLI_MODEL_LONG,
-		{"layer", required_argument, 0, 'l'},
-		{"no-norm", no_argument, 0, OPT_NO_NORM},
-		{"head", required_argument, 0, OPT_HEAD},
-		{"tf32", no_argument, 0, OPT_TF32},
-		{0}};
 	qkv_ctx q = {.layer = 0, .norm = 1, .head = -1};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT CLI_STAGE_SHORT "l:",
-				  longopts, NULL)) != -1) {
-		if (opt == 'l')
-			q.layer = (int)cli_long(optarg, 0, 1 << 20, "-l/--layer");
-		else if (opt == OPT_NO_NORM)
-			q.norm = 0;
-		else if (opt == OPT_HEAD)
-			q.head = (int)cli_long(optarg, 0, 1 << 20, "--head");
-		else if (opt == OPT_TF32)
-			q.tf32 = 1;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	q.dev = stage_device(&c, 1);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
+		CLI_INT("layer", 'l', &q.layer, 0, 1 << 20),
+		CLI_UNFLAG("no-norm", 0, &q.norm),
+		CLI_INT("head", 0, &q.head, 0, 1 << 20),
+		CLI_FLAG("tf32", 0, &q.exec.tf32),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	q.exec.dev = stage_device(&c, 1);
 	stage_open_model(&c, &q.model);
 	char err[600];
 	if (at_model_need_heads(&q.model, err, sizeof err) < 0 ||
@@ -156,7 +131,7 @@ int main(int argc, char **argv)
 			q.model.cfg.n_head, q.model.cfg.n_head - 1);
 	load_params(&q);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = qkv_run, .ctx = &q};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	free(q.wqkv);
 	at_tensor_free(&q.ln_w);
 	at_tensor_free(&q.ln_b);

@@ -5,8 +5,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -16,15 +15,18 @@ static const char usage[] =
 
 enum { OPT_SCALE = CLI_FIRST_OWN, OPT_NO_SCALE, OPT_TF32 };
 
-/* Scores computed and written at a time on the CPU: one head at T=1024. */
-#define BLOCK_BYTES (4u << 20)
-
 typedef struct {
 	int fixed;   /* --scale or --no-scale given */
 	double scale;
-	at_device dev;
-	int tf32;    /* --tf32: TF32 products on the GPU */
+	at_exec exec; /* the device; --tf32: TF32 products on the GPU */
 } scores_ctx;
+
+/* The scores as at_stage_scores computes them: into the record. */
+static int put_scores(void *w, const void *p, size_t n)
+{
+	at_filter_put(w, p, n);
+	return 0;
+}
 
 static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 {
@@ -54,68 +56,42 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	snprintf(out.name, sizeof out.name, "scores");
 	out.attrs = q->attrs;
 	at_attr_setf(&out.attrs, "scale", "%.9g", (float)scale);
-	if (s->dev == AT_DEV_CUDA) {
-		if (!(out.data = malloc(at_nbytes(&out) + 1)))
-			cli_die("out of memory");
-		stage_cuda_check(at_cuda_scores_host(out.data, q->data, k->data, BH,
-						     T, D, (float)scale, s->tf32));
-		at_filter_write(w, &out);
-		at_tensor_free(&out);
-		return;
-	}
-	/* on the CPU, written a block of rows at a time as computed, so
+	/* written as computed (on the CPU a block of rows at a time), so
 	 * that the stages downstream start at once */
-	int rows = T && (size_t)T * sizeof(float) < BLOCK_BYTES
-			   ? (int)(BLOCK_BYTES / ((size_t)T * sizeof(float))) : 1;
-	float *buf = malloc((size_t)(rows < T ? rows : T) * T * sizeof *buf + 1);
-	if (!buf)
-		cli_die("out of memory");
 	at_filter_begin(w, &out);
-	at_filter_serial(1);
-	size_t qs = (size_t)T * D;
-	for (int i = 0; i < BH; i++)
-		for (int r0 = 0; r0 < T; r0 += rows) {
-			int n = T - r0 < rows ? T - r0 : rows;
-			at_matmul(buf, (const float *)q->data + i * qs + (size_t)r0 * D,
-				  (const float *)k->data + i * qs, n, D, T, 1,
-				  (float)scale);
-			at_filter_put(w, buf, (size_t)n * T * sizeof *buf);
-		}
+	at_filter_serial(at_stage_streams(&s->exec));
+	stage_check(at_stage_scores(&s->exec, q->data, k->data, BH, T, D,
+				    (float)scale, put_scores, w));
 	at_filter_serial(0);
 	at_filter_end(w);
-	free(buf);
+}
+
+/* --scale S, or --no-scale (arg NULL, a scale of 1), into the
+ * scores_ctx at ctx: one of them, once. */
+static void scale_opt(void *ctx, const char *arg, const char *what)
+{
+	scores_ctx *s = ctx;
+	if (s->fixed)
+		cli_usage_error("give --scale or --no-scale once");
+	s->fixed = 1;
+	s->scale = arg ? cli_double(arg, what) : 1.0;
 }
 
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-scores", &c);
-	static const struct option longopts[] = {
-		CLI_COMMON_LONG, CLI_STAGE_LONG,
-		{"scale", required_argument, 0, OPT_SCALE},
-		{"no-scale", no_argument, 0, OPT_NO_SCALE},
-		{"tf32", no_argument, 0, OPT_TF32},
-		{0}};
 	scores_ctx s = {0};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
-		if (opt == OPT_TF32) {
-			s.tf32 = 1;
-		} else if (opt == OPT_SCALE || opt == OPT_NO_SCALE) {
-			if (s.fixed)
-				cli_usage_error("give --scale or --no-scale once");
-			s.fixed = 1;
-			s.scale = opt == OPT_SCALE ? cli_double(optarg, "--scale") : 1.0;
-		} else if (!cli_common_opt(&c, opt, optarg, usage)) {
-			cli_bad_option(argv);
-		}
-	}
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	s.dev = stage_device(&c, 1);
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE),
+		CLI_CALL_ARG("scale", 0, scale_opt, &s),
+		CLI_CALL("no-scale", 0, scale_opt, &s),
+		CLI_FLAG("tf32", 0, &s.exec.tf32),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	s.exec.dev = stage_device(&c, 1);
 	at_filter f = {.inputs = {"q", "k"}, .n_inputs = 2, .run = scores_run,
 		       .ctx = &s};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+	at_filter_main(&c, &f, operand.v[0]);
 	return 0;
 }

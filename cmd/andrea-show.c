@@ -20,14 +20,6 @@ static const char usage[] =
 	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
 	"                   [--name NAME] [--threads N] [FILE ...]\n";
 
-enum {
-	OPT_FULL = CLI_FIRST_OWN,
-	OPT_ASCII,
-	OPT_PNG,
-	OPT_SELECT,
-	OPT_NAME,
-};
-
 typedef enum { SHOW_SUMMARY, SHOW_PRINT, SHOW_ASCII, SHOW_PNG } show_mode;
 
 typedef struct {
@@ -233,57 +225,53 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	}
 }
 
-/* Reads the options into c and o; misuse exits 2. */
-static void parse_args(int argc, char **argv, cli_common *c, show_opts *o)
+/* --png FILE into the show_opts at ctx. */
+static void png_opt(void *ctx, const char *arg, const char *what)
 {
-	static const struct option longopts[] = {
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, CLI_VERSION},
-		{"threads", required_argument, 0, CLI_THREADS},
-		{"print", no_argument, 0, 'p'},
-		{"full", no_argument, 0, OPT_FULL},
-		{"ascii", no_argument, 0, OPT_ASCII},
-		{"png", required_argument, 0, OPT_PNG},
-		{"select", required_argument, 0, OPT_SELECT},
-		{"name", required_argument, 0, OPT_NAME},
-		{0}};
-	int print = 0, ascii = 0, opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "hp", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'p':
-			print = 1;
-			break;
-		case OPT_FULL:
-			print = o->full = 1;
-			break;
-		case OPT_ASCII:
-			ascii = 1;
-			break;
-		case OPT_PNG:
-			if (!*optarg)
-				cli_usage_error("--png: expected a file name");
-			o->png = optarg;
-			break;
-		case OPT_SELECT:
-			o->select_text = optarg;
-			o->nsel = hm_parse_select(optarg, o->sel, AT_MAX_RANK);
-			if (o->nsel < 0)
-				cli_usage_error("--select '%s': expected indices "
-						"I,J,... (at most %d)", optarg,
-						AT_MAX_RANK);
-			break;
-		case OPT_NAME:
-			if (!at_name_valid(optarg, strlen(optarg)))
-				cli_usage_error("--name '%s': not a record name "
-						"(1-255 bytes, no whitespace)", optarg);
-			o->name = optarg;
-			break;
-		default:
-			if (!cli_common_opt(c, opt, optarg, usage))
-				cli_bad_option(argv);
-		}
-	}
+	show_opts *o = ctx;
+	if (!*arg)
+		cli_usage_error("--png: expected a file name");
+	o->png = arg;
+}
+
+/* --select I,J,... into the show_opts at ctx. */
+static void select_opt(void *ctx, const char *arg, const char *what)
+{
+	show_opts *o = ctx;
+	o->select_text = arg;
+	o->nsel = hm_parse_select(arg, o->sel, AT_MAX_RANK);
+	if (o->nsel < 0)
+		cli_usage_error("--select '%s': expected indices I,J,... (at "
+				"most %d)", arg, AT_MAX_RANK);
+}
+
+/* --name NAME into the show_opts at ctx. */
+static void name_opt(void *ctx, const char *arg, const char *what)
+{
+	show_opts *o = ctx;
+	if (!at_name_valid(arg, strlen(arg)))
+		cli_usage_error("--name '%s': not a record name (1-255 bytes, no "
+				"whitespace)", arg);
+	o->name = arg;
+}
+
+/* Reads the options into c and o and returns the operands, the input
+ * files; misuse exits 2. */
+static cli_operands parse_args(int argc, char **argv, cli_common *c,
+			       show_opts *o)
+{
+	int print = 0, ascii = 0;
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_BASIC),
+		CLI_FLAG("print", 'p', &print),
+		CLI_FLAG("full", 0, &o->full),
+		CLI_FLAG("ascii", 0, &ascii),
+		CLI_CALL_ARG("png", 0, png_opt, o),
+		CLI_CALL_ARG("select", 0, select_opt, o),
+		CLI_CALL_ARG("name", 0, name_opt, o),
+		CLI_END};
+	cli_operands operand = cli_parse(c, opts, usage, CLI_ANY, argc, argv);
+	print |= o->full; /* --full prints in full */
 	if (print + ascii + (o->png != NULL) > 1)
 		cli_usage_error("-p/--full, --ascii and --png exclude each other");
 	o->mode = print ? SHOW_PRINT : ascii ? SHOW_ASCII :
@@ -294,6 +282,7 @@ static void parse_args(int argc, char **argv, cli_common *c, show_opts *o)
 	if (o->png)
 		cli_die("--png: this andrea-show was built without libpng");
 #endif
+	return operand;
 }
 
 int main(int argc, char **argv)
@@ -301,13 +290,13 @@ int main(int argc, char **argv)
 	cli_common c;
 	cli_init("andrea-show", &c);
 	show_opts o = {.columns = term_columns()};
-	parse_args(argc, argv, &c, &o);
+	cli_operands operand = parse_args(argc, argv, &c, &o);
 
-	int nfiles = argc - optind, shown = 0;
+	int nfiles = operand.n, shown = 0;
 	at_tensor keep = {0}; /* the record --png draws */
 	for (int f = 0; f < (nfiles ? nfiles : 1); f++) {
 		at_reader r;
-		cli_open_input(&c, &r, nfiles ? argv[optind + f] : "-");
+		cli_open_input(&c, &r, nfiles ? operand.v[f] : "-");
 		at_header h;
 		int rc;
 		while ((rc = at_read_header(&r, &h)) == 1) {

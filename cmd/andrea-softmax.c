@@ -2,8 +2,7 @@
 #include <stdio.h>
 
 #include "cli/filter.h"
-#include "ops/ops.h"
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 #include "cli/stage.h"
 
 static const char usage[] =
@@ -26,19 +25,22 @@ static void softmax_run(at_filter *f, at_tensor *in, at_writer *w)
 	if (at_tensor_init(&out, "attn", AT_F32, s->rank, s->dims) < 0)
 		cli_die("out of memory");
 	size_t rows = n ? (size_t)(at_numel(s) / (uint64_t)n) : 0;
-	if (*(at_device *)f->ctx == AT_DEV_CUDA)
-		stage_cuda_check(at_cuda_softmax_host(out.data, s->data, rows, n));
-	else
-		at_softmax_rows(out.data, s->data, rows, n);
+	stage_check(at_stage_softmax(f->ctx, out.data, s->data, rows, n));
 	out.attrs = s->attrs;
 	at_filter_write(w, &out);
 	at_tensor_free(&out);
 }
 
-/* The CPU path, whole rows at a time as the scores arrive. */
+/* Where the stage streams, whole rows at a time as the scores arrive. */
+typedef struct {
+	const at_exec *exec;
+	int n;
+} softmax_rows;
+
 static void softmax_piece(void *ctx, float *buf, size_t rows, uint64_t first)
 {
-	at_softmax_rows(buf, buf, rows, *(const int *)ctx);
+	const softmax_rows *sr = ctx;
+	stage_check(at_stage_softmax(sr->exec, buf, buf, rows, sr->n));
 }
 
 static void softmax_stream(at_filter *f, at_reader *r, const at_header *h,
@@ -50,25 +52,20 @@ static void softmax_stream(at_filter *f, at_reader *r, const at_header *h,
 	snprintf(out.name, sizeof out.name, "attn");
 	/* an empty row length leaves nothing to read: any unit will do */
 	size_t unit = (n ? (size_t)n : 1) * sizeof(float);
-	at_filter_stream(f, r, h, w, &out, unit, softmax_piece, &n);
+	softmax_rows sr = {f->ctx, n};
+	at_filter_stream(f, r, h, w, &out, unit, softmax_piece, &sr);
 }
 
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-softmax", &c);
-	static const struct option longopts[] = {CLI_COMMON_LONG, CLI_STAGE_LONG, {0}};
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1)
-		if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	if (argc - optind > 1)
-		cli_usage_error("too many operands (see %s --help)", cli_prog);
-	at_device dev = stage_device(&c, 1);
+	cli_opt opts[] = {CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE), CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	at_exec exec = {.dev = stage_device(&c, 1)};
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = softmax_run,
-		       .stream = dev == AT_DEV_CUDA ? NULL : softmax_stream,
-		       .ctx = &dev};
-	at_filter_main(&c, &f, argc > optind ? argv[optind] : NULL);
+		       .stream = at_stage_streams(&exec) ? softmax_stream : NULL,
+		       .ctx = &exec};
+	at_filter_main(&c, &f, operand.v[0]);
 	return 0;
 }

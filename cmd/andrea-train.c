@@ -19,11 +19,11 @@
 #include "cli/cli.h"
 #include "ops/device.h"
 #include "ops/ops.h"
-#include "ops/ops_cuda.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
+#include "train/activations.h"
+#include "train/engine.h"
 #include "train/train.h"
-#include "train/train_cuda.h"
 
 static const char usage[] =
 	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
@@ -308,13 +308,20 @@ static void check_config_agrees(const options *o, const at_config *cfg,
 	at_config want = o->over;
 	if (o->preset)
 		config_from_options(o, &want);
-	const int *w = &want.n_layer, *have = &cfg->n_layer;
-	static const char *const names[] = {"n_layer", "n_head", "d_model",
-					    "ctx", "vocab"};
-	for (int i = 0; i < 5; i++)
-		if (w[i] && w[i] != have[i])
+	const struct {
+		const char *name;
+		int want, have;
+	} f[] = {
+		{"n_layer", want.n_layer, cfg->n_layer},
+		{"n_head", want.n_head, cfg->n_head},
+		{"d_model", want.d_model, cfg->d_model},
+		{"ctx", want.ctx, cfg->ctx},
+		{"vocab", want.vocab, cfg->vocab},
+	};
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		if (f[i].want && f[i].want != f[i].have)
 			cli_die("the command line asks for %s=%d, but %s has %s=%d",
-				names[i], w[i], what, names[i], have[i]);
+				f[i].name, f[i].want, what, f[i].name, f[i].have);
 }
 
 /* Opens -m MODEL into a training model (config from the file). */
@@ -379,63 +386,8 @@ static void tokens_from_stream(const options *o, const char *path,
 	}
 }
 
-/* Writes buf as a new f32 record of the given shape and attributes. */
-static void put(at_writer *w, const char *name, const float *buf, int rank,
-		const uint64_t *dims, const at_attrs *attrs)
-{
-	at_tensor t;
-	memset(&t, 0, sizeof t);
-	t.dtype = AT_F32;
-	t.rank = rank;
-	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-	snprintf(t.name, sizeof t.name, "%s", name);
-	if (attrs)
-		t.attrs = *attrs;
-	t.data = (void *)buf;
-	if (at_write_tensor(w, &t) < 0)
-		cli_fail(w->err);
-}
-
-/* The activations of the last forward pass, named as the stages name
- * theirs (DESIGN.md), layer by layer. */
-static void write_activations(tr_model *m, at_tensor *tok, at_writer *w)
-{
-	tr_acts *a = &m->a;
-	uint64_t B = tok->dims[0], T = tok->dims[1];
-	uint64_t C = m->cfg.d_model, H = m->cfg.n_head, D = C / H;
-	size_t lc = (size_t)a->B * a->T * C, ltt = (size_t)a->B * H * a->T * a->T;
-	uint64_t btc[3] = {B, T, C}, bhtd[4] = {B, H, T, D}, bhtt[4] = {B, H, T, T};
-	if (at_write_tensor(w, tok) < 0)
-		cli_fail(w->err);
-	put(w, "x", a->resid, 3, btc, NULL);
-	float scale = (float)(1.0 / sqrt((double)D));
-	for (int l = 0; l < m->cfg.n_layer; l++) {
-		at_attrs at = {0};
-		at_attr_setf(&at, "layer", "%d", l);
-		at_attr_set(&at, "norm", "ln1");
-		at_attr_setf(&at, "n_head", "%d", (int)H);
-		put(w, "q", a->q + l * lc, 4, bhtd, &at);
-		put(w, "k", a->k + l * lc, 4, bhtd, &at);
-		put(w, "v", a->v + l * lc, 4, bhtd, &at);
-		/* the scores are not cached: recompute them with the same ops */
-		at_scores_forward(a->scratch, a->q + l * lc, a->k + l * lc,
-				  (int)(B * H), (int)T, (int)D, scale);
-		at_mask_causal(a->scratch, (int)(B * H), (int)T, -INFINITY);
-		at_attr_setf(&at, "scale", "%.9g", scale);
-		at_attr_set(&at, "mask", "causal");
-		at_attr_setf(&at, "fill", "%.9g", -INFINITY);
-		put(w, "scores", a->scratch, 4, bhtt, &at);
-		put(w, "attn", a->att + l * ltt, 4, bhtt, &at);
-		put(w, "out", a->out + l * lc, 4, bhtd, &at);
-		put(w, "y", a->y + l * lc, 3, btc, &at);
-		at_attrs xa = {0};
-		at_attr_setf(&xa, "layer", "%d", l);
-		put(w, "x", a->resid + (l + 1) * lc, 3, btc, &xa);
-	}
-	uint64_t btv[3] = {B, T, (uint64_t)m->cfg.vocab};
-	put(w, "logits", a->logits, 3, btv, NULL);
-}
-
+/* --forward: the model, the input's tokens, then every activation of the
+ * forward pass to the output (activations.h). */
 static int forward_main(options *o, int argc, char **argv)
 {
 	tr_model m;
@@ -456,26 +408,13 @@ static int forward_main(options *o, int argc, char **argv)
 		at_tokens_from_text(path, &tok);
 	else
 		tokens_from_stream(o, path, &tok);
-	uint64_t B = tok.dims[0], T = tok.dims[1];
-	if (B == 0 || T == 0)
-		cli_die("no tokens to run (B=%llu, T=%llu)", (unsigned long long)B,
-			(unsigned long long)T);
-	if (T > (uint64_t)m.cfg.ctx)
-		cli_die("T=%llu exceeds the model's context of %d",
-			(unsigned long long)T, m.cfg.ctx);
-	const int32_t *id = tok.data;
-	for (uint64_t i = 0; i < B * T; i++)
-		if (id[i] < 0 || id[i] >= m.cfg.vocab)
-			cli_die("token %d at [%llu,%llu] is not in 0..%d (V=%d)",
-				id[i], (unsigned long long)(i / T),
-				(unsigned long long)(i % T), m.cfg.vocab - 1,
-				m.cfg.vocab);
-	if (B * T > (1u << 24) || tr_acts_alloc(&m, (int)B, (int)T) < 0)
-		cli_die("out of memory");
-	tr_forward(&m, tok.data, NULL, (int)B, (int)T);
+	char err[200];
+	if (tr_activations_forward(&m, &tok, err, sizeof err) < 0)
+		cli_die("%s", err);
 	at_writer w;
 	cli_open_output(&o->c, &w);
-	write_activations(&m, &tok, &w);
+	if (tr_activations_write(&m, &tok, &w) < 0)
+		cli_fail(w.err);
 	cli_finish_output(&w);
 	at_tensor_free(&tok);
 	tr_model_free(&m);
@@ -491,33 +430,27 @@ typedef struct {
 	tr_data data;
 	tr_state st;
 	float *mom1, *mom2;
-	int32_t *in, *tg;
+	tr_engine *eng;  /* where the steps compute, once the data is loaded */
+	char err[1024];  /* the reason of a failed engine call */
 	char ckpt[4200];
 	FILE *log;
 	int progress;
 	double last_val; /* the latest held-out loss, NAN before one */
 	double t0, train_time;
 	long steps_run;
-	tr_cuda *dev;    /* the GPU engine, or NULL on the CPU */
-	int slot;        /* the GPU batch slot holding this step's batch */
 } trainer;
 
-/* Ends the run after a failed GPU call with its one-line reason; running
- * out of device memory names the batch size to reduce. */
-static void gpu_fail(const trainer *tr)
+/* Ends the run when rc, the result of an engine call, is a failure, with
+ * its one-line reason; running out of device memory names the batch size
+ * to reduce. */
+static void engine_check(const trainer *tr, int rc)
 {
-	const char *e = at_cuda_error();
-	if (strstr(e, "out of memory"))
-		cli_die("%s: reduce --batch (now %d; %d positions each)", e,
+	if (rc == TR_ENGINE_NOMEM)
+		cli_die("%s: reduce --batch (now %d; %d positions each)", tr->err,
 			tr->st.batch, tr->st.seq);
-	cli_die("%s", e);
+	if (rc < 0)
+		cli_die("%s", tr->err);
 }
-
-#define GPU(tr, call)                   \
-	do {                            \
-		if ((call) < 0)         \
-			gpu_fail(tr);   \
-	} while (0)
 
 /* Defaults of the options not given (andrea-train(1) lists them). */
 static void defaults(options *o)
@@ -624,9 +557,10 @@ static void save(trainer *tr, int ckpt)
 {
 	options *o = tr->o;
 	at_writer w;
-	if (tr->dev)
-		GPU(tr, tr_cuda_download(tr->dev, tr->m.p, NULL, tr->mom1,
-					 tr->mom2));
+	if (tr->eng)
+		engine_check(tr, tr_engine_pull(tr->eng, TR_PULL_PARAMS |
+						TR_PULL_MOMENTS, tr->err,
+						sizeof tr->err));
 	if (ckpt && at_writer_open(&w, tr->ckpt, &o->c.wopts) < 0)
 		cli_fail(w.err);
 	if (ckpt && (tr_checkpoint_write(&w, &tr->m, tr->mom1, tr->mom2,
@@ -646,32 +580,20 @@ static void save(trainer *tr, int ckpt)
 /* The mean loss over the held-out batches. */
 static double evaluate(trainer *tr)
 {
-	int B = tr->st.batch, T = tr->st.seq;
-	long n = tr->o->eval_batches;
-	double sum = 0.0;
-	if (tr->dev) { /* slot 2: the next training batch waits in another */
-		for (long i = 0; i < n; i++) {
-			int32_t *in, *tg;
-			double loss;
-			tr_cuda_batch(tr->dev, 2, &in, &tg);
-			tr_data_val_batch(&tr->data, (int)i, (int)n, B, T, in, tg);
-			GPU(tr, tr_cuda_forward(tr->dev, 2, 0));
-			GPU(tr, tr_cuda_finish(tr->dev, &loss, NULL));
-			sum += loss;
-		}
-		return sum / n;
-	}
-	for (long i = 0; i < n; i++) {
-		tr_data_val_batch(&tr->data, (int)i, (int)n, B, T, tr->in, tr->tg);
-		sum += tr_forward(&tr->m, tr->in, tr->tg, B, T);
-	}
-	return sum / n;
+	double loss;
+	engine_check(tr, tr_engine_eval(tr->eng, tr->o->eval_batches, &loss,
+					tr->err, sizeof tr->err));
+	return loss;
 }
 
 /* The first step's gradients, before clipping, with its batch and loss. */
 static void dump_grads(trainer *tr, double loss)
 {
 	int B = tr->st.batch, T = tr->st.seq;
+	const int32_t *in, *tg;
+	engine_check(tr, tr_engine_pull(tr->eng, TR_PULL_GRADS, tr->err,
+					sizeof tr->err));
+	tr_engine_batch(tr->eng, &in, &tg);
 	at_writer w;
 	if (at_writer_open(&w, tr->o->dump_grads, &tr->o->c.wopts) < 0)
 		cli_fail(w.err);
@@ -681,9 +603,9 @@ static void dump_grads(trainer *tr, double loss)
 		cli_die("out of memory");
 	int32_t *d = t.data;
 	for (int b = 0; b < B; b++) {
-		memcpy(d + (size_t)b * (T + 1), tr->in + (size_t)b * T,
+		memcpy(d + (size_t)b * (T + 1), in + (size_t)b * T,
 		       (size_t)T * sizeof *d);
-		d[(size_t)b * (T + 1) + T] = tr->tg[(size_t)b * T + T - 1];
+		d[(size_t)b * (T + 1) + T] = tg[(size_t)b * T + T - 1];
 	}
 	at_attr_setf(&t.attrs, "loss", "%.17g", loss);
 	at_attr_setf(&t.attrs, "step", "%ld", tr->st.step);
@@ -708,13 +630,19 @@ static void duration(char *buf, size_t len, double s)
 		snprintf(buf, len, "%lds", t);
 }
 
+/* The training throughput so far. */
+static double tokens_per_s(const trainer *tr)
+{
+	return tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
+	       tr->st.seq / tr->train_time : 0.0;
+}
+
 /* The progress line and the log record of one step. */
 static void report(trainer *tr, double loss, double val, double lr,
 		   double norm)
 {
 	long s = tr->st.step, end = tr->o->stop_at;
-	double tps = tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
-				   tr->st.seq / tr->train_time : 0.0;
+	double tps = tokens_per_s(tr);
 	if (tr->progress) {
 		char eta[32], vbuf[32] = "";
 		duration(eta, sizeof eta, tr->steps_run ?
@@ -734,99 +662,43 @@ static void report(trainer *tr, double loss, double val, double lr,
 		fprintf(tr->log, ", \"lr\": %.6g, \"grad_norm\": %.6g, "
 			"\"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, norm,
 			tps, now() - tr->t0);
-		if (tr->dev) {
-			size_t buf, peak;
-			tr_cuda_memory(tr->dev, &buf, &peak);
+		size_t buf, peak;
+		if (tr_engine_memory(tr->eng, &buf, &peak))
 			fprintf(tr->log, ", \"device_buffers\": %zu, "
 				"\"device_peak\": %zu", buf, peak);
-		}
 		fputs("}\n", tr->log);
 		if (fflush(tr->log) != 0)
 			cli_die("%s: write error: %s", tr->o->log, strerror(errno));
 	}
 }
 
-/* Draws the training batch of step s into GPU slot `slot` and indexes it. */
-static void draw_gpu_batch(trainer *tr, int slot, long s)
-{
-	int32_t *in, *tg;
-	tr_cuda_batch(tr->dev, slot, &in, &tg);
-	tr_data_train_batch(&tr->data, tr->st.seed, s, tr->st.batch,
-			    tr->st.seq, in, tg);
-	tr_cuda_prepare(tr->dev, slot);
-}
-
-/* The step on the GPU: the batch waits in tr->slot; while the device
- * works, the host draws the next one into the other slot. */
-static double step_gpu(trainer *tr, double *lr_out, double *norm_out)
-{
-	tr_state *st = &tr->st;
-	double loss, norm;
-	tr_cuda_batch(tr->dev, tr->slot, &tr->in, &tr->tg);
-	GPU(tr, tr_cuda_forward(tr->dev, tr->slot, 1));
-	if (tr->o->dump_grads && tr->steps_run == 0) {
-		GPU(tr, tr_cuda_finish(tr->dev, &loss, &norm));
-		GPU(tr, tr_cuda_download(tr->dev, NULL, tr->m.g, NULL, NULL));
-		dump_grads(tr, loss);
-	}
-	double lr = tr_lr_at(&st->h, st->step);
-	GPU(tr, tr_cuda_update(tr->dev, &st->h, lr, st->step + 1));
-	if (st->step + 1 < tr->o->stop_at)
-		draw_gpu_batch(tr, 1 - tr->slot, st->step + 1);
-	GPU(tr, tr_cuda_finish(tr->dev, &loss, &norm));
-	tr->slot = 1 - tr->slot;
-	st->step++;
-	*lr_out = lr;
-	*norm_out = norm;
-	return loss;
-}
-
-/* One optimisation step: batch, forward, backward, clip, update. */
+/* One optimisation step: batch, forward, backward, clip, update; the
+ * first one's gradients go to --dump-grads. */
 static double step(trainer *tr, double *lr_out, double *norm_out)
 {
-	tr_state *st = &tr->st;
-	if (tr->dev)
-		return step_gpu(tr, lr_out, norm_out);
-	int B = st->batch, T = st->seq;
-	tr_data_train_batch(&tr->data, st->seed, st->step, B, T, tr->in, tr->tg);
-	double loss = tr_forward(&tr->m, tr->in, tr->tg, B, T);
-	tr_backward(&tr->m, tr->in, tr->tg, B, T);
+	tr_step_out r;
+	engine_check(tr, tr_engine_step(tr->eng, &tr->st, tr->o->stop_at, &r,
+					tr->err, sizeof tr->err));
 	if (tr->o->dump_grads && tr->steps_run == 0)
-		dump_grads(tr, loss);
-	double norm = tr_grad_norm(tr->m.g, tr->m.total);
-	double scale = st->h.clip > 0 && norm > st->h.clip ? st->h.clip / norm : 1.0;
-	double lr = tr_lr_at(&st->h, st->step);
-	tr_adamw_update(&tr->m, tr->mom1, tr->mom2, &st->h, lr, st->step + 1, scale);
-	st->step++;
-	*lr_out = lr;
-	*norm_out = norm;
-	return loss;
+		dump_grads(tr, r.loss);
+	tr->st.step++;
+	*lr_out = r.lr;
+	*norm_out = r.norm;
+	return r.loss;
 }
 
-/* Makes the GPU engine for the run (parameters and moments go over). */
-static void start_gpu(trainer *tr)
-{
-	tr_state *st = &tr->st;
-	tr->dev = tr_cuda_new(&tr->m, tr->mom1, tr->mom2, st->batch, st->seq,
-			      tr->o->precision);
-	if (!tr->dev)
-		gpu_fail(tr);
-	if (st->step < tr->o->stop_at)
-		draw_gpu_batch(tr, 0, st->step);
-}
-
-/* The closing line of a GPU run: throughput and device memory. */
-static void gpu_summary(trainer *tr)
+/* The closing line of a run on a device: throughput and device memory. */
+static void device_summary(trainer *tr)
 {
 	size_t buf, peak;
-	tr_cuda_memory(tr->dev, &buf, &peak);
-	double tps = tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
-				   tr->st.seq / tr->train_time : 0.0;
-	fprintf(stderr, "%s: %ld steps on %s (%s%s): %.0f tokens/s, peak device "
+	if (!tr_engine_memory(tr->eng, &buf, &peak))
+		return;
+	char where[600];
+	tr_engine_describe(tr->eng, where, sizeof where);
+	fprintf(stderr, "%s: %ld steps on %s: %.0f tokens/s, peak device "
 		"memory %.2f GiB (buffers %.2f GiB)\n", cli_prog, tr->steps_run,
-		tr_cuda_device_name(), tr_precision_name(tr->o->precision),
-		tr_cuda_gelu_fused(tr->dev) ? ", GELU fused" : "", tps,
-		peak / 1073741824.0, buf / 1073741824.0);
+		where, tokens_per_s(tr), peak / 1073741824.0,
+		buf / 1073741824.0);
 }
 
 static int train_main(options *o, at_device device)
@@ -865,17 +737,9 @@ static int train_main(options *o, at_device device)
 			"on", o->data, tr.ckpt);
 	st->data_size = tr.data.size;
 	st->data_crc = tr.data.crc;
-	size_t bt = (size_t)st->batch * st->seq;
-	if (bt > (1u << 26))
-		cli_die("out of memory (batch %d x %d positions)", st->batch,
-			st->seq);
-	if (device == AT_DEV_CUDA)
-		start_gpu(&tr);
-	else if (tr_acts_alloc(&tr.m, st->batch, st->seq) < 0 ||
-		 !(tr.in = malloc(bt * sizeof *tr.in)) ||
-		 !(tr.tg = malloc(bt * sizeof *tr.tg)))
-		cli_die("out of memory (batch %d x %d positions)", st->batch,
-			st->seq);
+	engine_check(&tr, tr_engine_new(&tr.eng, &tr.m, tr.mom1, tr.mom2,
+					&tr.data, st->batch, st->seq, device,
+					o->precision, tr.err, sizeof tr.err));
 	if (o->log && !(tr.log = fopen(o->log, o->resume ? "a" : "w")))
 		cli_die("%s: %s", o->log, strerror(errno));
 	tr.progress = o->progress || isatty(STDERR_FILENO);
@@ -905,19 +769,14 @@ static int train_main(options *o, at_device device)
 	save(&tr, st->step > 0);
 	if (tr.progress && tr.steps_run)
 		fputc('\n', stderr);
-	if (tr.dev) {
-		gpu_summary(&tr);
-		tr_cuda_free(tr.dev);
-		tr.in = tr.tg = NULL; /* pinned buffers of the engine */
-	}
+	device_summary(&tr);
+	tr_engine_free(tr.eng);
 	if (tr.log && fclose(tr.log) != 0)
 		cli_die("%s: write error: %s", o->log, strerror(errno));
 	tr_data_free(&tr.data);
 	tr_model_free(&tr.m);
 	free(tr.mom1);
 	free(tr.mom2);
-	free(tr.in);
-	free(tr.tg);
 	if (stop_signal) {
 		fprintf(stderr, "%s: stopped by signal %d after step %ld; saved "
 			"%s and %s\n", cli_prog, (int)stop_signal, st->step,
@@ -938,7 +797,7 @@ int main(int argc, char **argv)
 	check_mode(&o, argc);
 	/* --forward computes on the CPU only; training on either */
 	at_device dev = stage_device(&o.c, !o.forward);
-	if (o.precision != TR_FP32 && dev != AT_DEV_CUDA)
+	if (!tr_engine_precision_ok(dev, o.precision))
 		cli_die("--precision %s needs the GPU (--device cuda): the CPU "
 			"computes in fp32", tr_precision_name(o.precision));
 	set_threads(&o);

@@ -39,29 +39,20 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-unpack", &c);
-	static const struct option longopts[] = {
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, CLI_VERSION},
-		{"directory", required_argument, 0, 'd'},
-		{"threads", required_argument, 0, CLI_THREADS},
-		{0}};
 	const char *dir = ".";
-	int opt;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "hd:", longopts, NULL)) != -1) {
-		if (opt == 'd')
-			dir = optarg;
-		else if (!cli_common_opt(&c, opt, optarg, usage))
-			cli_bad_option(argv);
-	}
+	cli_opt opts[] = {
+		CLI_USES(CLI_USE_BASIC),
+		CLI_STRING("directory", 'd', &dir),
+		CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
 	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
 		cli_die("%s: %s", dir, strerror(errno));
 
 	written_set seen = {0};
-	int nfiles = argc - optind;
+	int nfiles = operand.n;
 	for (int f = 0; f < (nfiles ? nfiles : 1); f++) {
 		at_reader r;
-		cli_open_input(&c, &r, nfiles ? argv[optind + f] : "-");
+		cli_open_input(&c, &r, nfiles ? operand.v[f] : "-");
 		at_header h;
 		int rc;
 		while ((rc = at_read_header(&r, &h)) == 1) {

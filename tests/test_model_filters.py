@@ -23,7 +23,7 @@ def rand(rng, *shape):
 
 
 def full_model(tmp, rng, L, H, C, V, ctx, config=True, drop=(), name="model.ats"):
-    """A model file with every parameter of DESIGN.md, random; parameters
+    """A model file with every parameter of andrea-model(5), random; parameters
     named in drop are left out.  Returns (path, params)."""
     F = 4 * C
     p = {"wte": 0.3 * rng.standard_normal((V, C)),

@@ -1,6 +1,6 @@
 """andrea-train against a float64 NumPy model of the ANDREA architecture.
 
-The NumPy forward pass below is written from DESIGN.md alone.  Gradients
+The NumPy forward pass below is written from andrea-model(5) alone.  Gradients
 are checked against central differences of it; the trained model's loss,
 the seeded initialisation, resuming, checkpoints, signals and the command
 line are checked through the executable.  Everything runs on the CPU with

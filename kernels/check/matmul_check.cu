@@ -1,8 +1,8 @@
 // matmul_check.cu - the cuBLAS products against the CPU: at_cu_gemm (the
-// one wrapper, gemm.cuh) against at_matmul and a loop in double, both ways
-// through cuBLAS (the stage ops' and the training engine's, bf16 too), and
-// at_cuda_scores_forward and at_cuda_attend_forward against
-// at_scores_forward and at_attend_forward.
+// one GPU wrapper, gemm.cuh) against at_gemm (the CPU one) and a loop in
+// double, both ways through cuBLAS (the stage ops' and the training
+// engine's, bf16 too), and at_cuda_scores_forward and
+// at_cuda_attend_forward against at_scores_forward and at_attend_forward.
 #include <cuda_bf16.h>
 
 #include "harness.cuh"
@@ -14,7 +14,8 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 {
 	std::vector<float> a = h_randn((size_t)M * K), b = h_randn((size_t)K * N);
 	std::vector<float> ref((size_t)M * N);
-	at_matmul(ref.data(), a.data(), b.data(), M, K, N, trans_b, alpha);
+	at_gemm(0, trans_b, M, N, K, alpha, a.data(), K, b.data(),
+		trans_b ? K : N, 0.0f, ref.data(), N);
 	float *da = h_upload(a), *db = h_upload(b), *dout = h_dev(ref.size());
 	at_cu_gemm_mode g = {nullptr, AT_GEMM_FP32};
 	H_OP(at_cu_gemm(&g, 0, trans_b, M, N, K, alpha, da, 0, db, 0, 0.0f, dout,

@@ -4,7 +4,7 @@
 // in one kernel (DGELU).  This saves the separate GELU kernels' pass over
 // the [B*T, 4C] activations each way.
 //
-// cuBLASLt's GELU is the tanh approximation, the model's (DESIGN.md).  Its
+// cuBLASLt's GELU is the tanh approximation, the model's (andrea-model(5)).  Its
 // auxiliary buffer has the type of the product's output, so pre is an mm
 // buffer here (bf16 in bf16 mode), where the unfused path keeps it fp32.
 // Both products have fixed shapes for a run, so their descriptors and

@@ -1,7 +1,7 @@
 // train_kernels.cuh - the device ops of the training engine
 // (kernels/train_*.cu), shared by train_engine.cu.
 //
-// Row-major, shape letters as in DESIGN.md.  "mm" buffers are operands of
+// Row-major, shape letters as in docs/ARCHITECTURE.md.  "mm" buffers are operands of
 // matrix products only: float in fp32/tf32 mode, bf16 in bf16 mode; a
 // kernel that writes one is instantiated for both (template OUT).  Every
 // function launches on the default stream and returns 0, or -1 with the

@@ -1,6 +1,6 @@
 /* cli.h - what every andrea executable shares on the command line.
  *
- * Conventions (DESIGN.md): -h/--help prints the synopsis of the man page,
+ * Conventions (andrea(7), docs/ARCHITECTURE.md): -h/--help prints the synopsis of the man page,
  * --version the version; errors are one line on stderr naming the program;
  * exit 0 success, 1 failure, 2 misuse of the command line; binary output
  * never goes to a terminal without -f; a closed downstream pipe ends the
@@ -97,5 +97,8 @@ void cli_finish_text(void);
 
 /* Opens an input; failures exit 1. */
 void cli_open_input(cli_common *c, at_reader *r, const char *path);
+
+/* The option table and its parser, cli_parse: every main's command line */
+#include "cli/opts.h"
 
 #endif

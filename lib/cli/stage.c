@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "ops/ops_cuda.h"
+#include "ops/stages.h"
 
 void stage_open_model(const cli_common *c, at_model *m)
 {
@@ -49,10 +49,10 @@ at_device stage_device(const cli_common *c, int has_cuda)
 	return dev;
 }
 
-void stage_cuda_check(int rc)
+void stage_check(int rc)
 {
 	if (rc < 0)
-		cli_die("%s", at_cuda_error());
+		cli_die("%s", at_stage_error());
 }
 
 int stage_layer_attr(const at_tensor *t, int fallback)

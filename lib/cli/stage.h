@@ -16,9 +16,9 @@ void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
 /* Resolves --device.  has_cuda says whether this stage has a CUDA path;
  * auto then falls back to the CPU, an explicit cuda is an error. */
 at_device stage_device(const cli_common *c, int has_cuda);
-/* Ends the program with at_cuda_error() when rc, the result of one of the
- * at_cuda_*_host calls of ops_cuda.h, is negative. */
-void stage_cuda_check(int rc);
+/* Ends the program with at_stage_error() when rc, the result of one of the
+ * at_stage_* calls of ops/stages.h, is negative. */
+void stage_check(int rc);
 /* Layer index from an attribute, or fallback when absent. */
 int stage_layer_attr(const at_tensor *t, int fallback);
 

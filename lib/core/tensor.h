@@ -1,7 +1,7 @@
 /* tensor.h - the in-memory tensor every andrea tool passes around.
  *
  * A tensor is a named, row-major array of rank 0..8 with a small set of
- * key=value attributes.  Shape letters follow DESIGN.md (B T C H D V L F).
+ * key=value attributes.  Shape letters follow docs/ARCHITECTURE.md (B T C H D V L F).
  */
 #ifndef ANDREA_TENSOR_H
 #define ANDREA_TENSOR_H

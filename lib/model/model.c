@@ -203,6 +203,25 @@ int at_model_check_layer(const at_model *m, int layer, char *err,
 	return 0;
 }
 
+int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
+		    uint64_t T, char *err, size_t errlen)
+{
+	if (cfg->ctx > 0 && T > (uint64_t)cfg->ctx) {
+		snprintf(err, errlen, "T=%llu exceeds the model's context of %d",
+			 (unsigned long long)T, cfg->ctx);
+		return -1;
+	}
+	for (uint64_t i = 0; i < B * T; i++)
+		if (id[i] < 0 || id[i] >= cfg->vocab) {
+			snprintf(err, errlen, "token %d at [%llu,%llu] is not in "
+				 "0..%d (V=%d)", id[i], (unsigned long long)(i / T),
+				 (unsigned long long)(i % T), cfg->vocab - 1,
+				 cfg->vocab);
+			return -1;
+		}
+	return 0;
+}
+
 /* LayerNorm weights (the only "*.weight" names) start at 1 and their biases
  * at 0; every matrix is drawn from N(0, 0.02^2). */
 static void seeded_param(const at_model *m, const char *name, at_tensor *t)

@@ -1,6 +1,6 @@
 /* model.h - ANDREA model parameters: from a model file or the seeded default.
  *
- * A model file is a stream of named parameters (DESIGN.md lists the names)
+ * A model file is a stream of named parameters (andrea-model(5) lists the names)
  * plus, optionally, a `config` record whose attributes hold n_layer, n_head,
  * d_model, ctx and vocab.  A tool loads only the parameters it asks for, so
  * a file holding just those (say, one made with andrea-pack) is a valid
@@ -63,6 +63,11 @@ int at_model_param(const at_model *m, const char *name, int rank,
 int at_model_need_heads(const at_model *m, char *err, size_t errlen);
 int at_model_check_layer(const at_model *m, int layer, char *err,
 			 size_t errlen);
+/* Checks tokens [B,T] for a model of cfg: T within the context (when the
+ * config knows it) and every id in 0..V-1.  Returns 0, or -1 with err
+ * ("token 300 at [0,4] is not in 0..256 (V=257)"). */
+int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
+		    uint64_t T, char *err, size_t errlen);
 
 /* The config as attributes of a `config` record, and back. */
 void at_config_to_attrs(const at_config *c, at_attrs *a);

@@ -1,6 +1,6 @@
-/* ops_attention.c - embedding, LayerNorm, head reshapes and the attention
+/* attention.c - embedding, LayerNorm, head reshapes and the attention
  * core (scores, causal mask, attend) on the CPU; softmax is in
- * ops_softmax.c. */
+ * softmax.c. */
 #include "ops/ops.h"
 
 #include <math.h>
@@ -57,6 +57,25 @@ void at_layernorm_forward(float *out, const float *in, const float *w,
 	}
 }
 
+/* Plain sums, apart from at_layernorm_forward's simd ones (whose order may
+ * differ): the statistics the trainer's backward has always used. */
+void at_layernorm_stats(float *mean, float *rstd, const float *in, int N,
+			int C, float eps)
+{
+#pragma omp parallel for schedule(static)
+	for (int n = 0; n < N; n++) {
+		const float *x = in + (size_t)n * C;
+		double sum = 0.0, sq = 0.0;
+		for (int c = 0; c < C; c++)
+			sum += x[c];
+		double mu = sum / C;
+		for (int c = 0; c < C; c++)
+			sq += (x[c] - mu) * (x[c] - mu);
+		mean[n] = (float)mu;
+		rstd[n] = (float)(1.0 / sqrt(sq / C + eps));
+	}
+}
+
 void at_split_heads_ld(float *out, const float *in, size_t ld, int B, int T,
 		       int H, int D)
 {
@@ -99,8 +118,8 @@ int at_qkv_forward(float *q, float *k, float *v, const float *x,
 	}
 	if (ln_w)
 		at_layernorm_forward(normed, x, ln_w, ln_b, (int)rows, C, AT_LN_EPS);
-	at_matmul(proj, ln_w ? normed : x, wqkv, (int)rows, C, 3 * (int)cols, 0,
-		  1.0f);
+	at_gemm(0, 0, (int)rows, 3 * (int)cols, C, 1.0f, ln_w ? normed : x, C,
+		wqkv, 3 * (int)cols, 0.0f, proj, 3 * (int)cols);
 	float *out[3] = {q, k, v};
 	for (int m = 0; m < 3; m++)
 		at_split_heads_ld(out[m], proj + m * cols, 3 * cols, B, T, heads, D);
@@ -114,7 +133,13 @@ void at_scores_forward(float *s, const float *q, const float *k, int BH,
 {
 	size_t qs = (size_t)T * D, ss = (size_t)T * T;
 	for (int i = 0; i < BH; i++)
-		at_matmul(s + i * ss, q + i * qs, k + i * qs, T, D, T, 1, scale);
+		at_scores_rows(s + i * ss, q + i * qs, k + i * qs, T, T, D, scale);
+}
+
+void at_scores_rows(float *s, const float *q, const float *k, int n, int T,
+		    int D, float scale)
+{
+	at_gemm(0, 1, n, T, D, scale, q, D, k, D, 0.0f, s, T);
 }
 
 void at_mask_causal(float *s, int BH, int T, float fill)
@@ -173,14 +198,14 @@ void at_attend_forward(float *o, const float *a, const float *v, int BH,
 		const float *ai = a + i * as, *vi = v + i * vs;
 		float *oi = o + i * vs;
 		if (T < 2 * CAUSAL_BLOCK || !upper_is_zero(ai, T)) {
-			at_matmul(oi, ai, vi, T, T, D, 0, 1.0f);
+			at_gemm(0, 0, T, D, T, 1.0f, ai, T, vi, D, 0.0f, oi, D);
 			continue;
 		}
 		/* rows [r0, r1) need only columns [0, r1) */
 		for (int r0 = 0; r0 < T; r0 += CAUSAL_BLOCK) {
 			int r1 = r0 + CAUSAL_BLOCK < T ? r0 + CAUSAL_BLOCK : T;
-			at_matmul_ld(oi + (size_t)r0 * D, D, ai + (size_t)r0 * T, T,
-				     vi, D, r1 - r0, r1, D, 0, 1.0f);
+			at_gemm(0, 0, r1 - r0, D, r1, 1.0f, ai + (size_t)r0 * T, T,
+				vi, D, 0.0f, oi + (size_t)r0 * D, D);
 		}
 	}
 }

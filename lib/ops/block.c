@@ -1,12 +1,11 @@
-/* block.c - one transformer block and the model's head, forward on the
- * CPU, built from the ops of ops.h. */
+/* block.c - one transformer block and the model's head loaded from a
+ * model, and their forward on the CPU through prenorm.h. */
 #include "ops/block.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/prenorm.h"
 
 /* Loads `prefix``name` with the given shape into t; on failure frees
  * nothing (the caller does) and fills err. */
@@ -54,70 +53,37 @@ int at_block_load(at_block *b, const at_model *m, int layer, char *err,
 	return 0;
 }
 
-/* x += (concat over heads of causal softmax(Q K^T / sqrt D) V) . Wo with
- * Q, K, V from LN1(x).  h and t are [N,C] scratch. */
-static int attention(const at_block *b, float *x, int B, int T, float *h,
-		     float *t)
+int at_block_forward(const at_block *b, float *x, int B, int T)
 {
-	int C = b->C, H = b->H, D = C / H, BH = B * H;
-	size_t N = (size_t)B * T, nc = N * C;
+	int C = b->C, H = b->H;
+	size_t nc = (size_t)B * T * C, ntt = (size_t)B * H * T * T;
+	at_block_w w = {.ln1_w = b->ln1_w.data, .ln1_b = b->ln1_b.data,
+			.wq = b->wq.data, .wk = b->wk.data, .wv = b->wv.data,
+			.wo = b->wo.data, .ln2_w = b->ln2_w.data,
+			.ln2_b = b->ln2_b.data, .fc = b->fc.data,
+			.proj = b->proj.data};
+	/* nothing kept: buffers shared as far as at_block_run allows, the
+	 * MLP's [B*T,F] in the scores where they are large enough */
+	float *h = malloc(nc * sizeof *h + 1), *t = malloc(nc * sizeof *t + 1);
 	float *q = malloc(nc * sizeof *q + 1), *k = malloc(nc * sizeof *k + 1);
-	float *v = malloc(nc * sizeof *v + 1);
-	float *s = malloc((size_t)BH * T * T * sizeof *s + 1);
+	float *v = malloc(nc * sizeof *v + 1), *s = malloc(ntt * sizeof *s + 1);
+	float *f = ntt >= 4 * nc ? s : malloc(4 * nc * sizeof *f + 1);
 	int rc = -1;
-	if (!q || !k || !v || !s)
-		goto out;
-	at_layernorm_forward(h, x, b->ln1_w.data, b->ln1_b.data, (int)N, C,
-			     AT_LN_EPS);
-	const at_tensor *w[3] = {&b->wq, &b->wk, &b->wv};
-	float *dst[3] = {q, k, v};
-	for (int m = 0; m < 3; m++) {
-		at_matmul(t, h, w[m]->data, (int)N, C, C, 0, 1.0f);
-		at_split_heads(dst[m], t, B, T, H, D);
+	if (h && t && q && k && v && s && f) {
+		at_block_acts a = {.ln1 = h, .ln2 = h, .y = h, .q = q, .k = k,
+				   .v = v, .out = q, .scores = s, .att = s,
+				   .fc = f, .gelu = f, .tmp = t};
+		at_block_run(&w, &a, x, x, B, T, C, H);
+		rc = 0;
 	}
-	/* the scale andrea-scores uses: 1/sqrt(D) in double, then rounded */
-	at_scores_forward(s, q, k, BH, T, D, (float)(1.0 / sqrt((double)D)));
-	at_mask_causal(s, BH, T, -INFINITY);
-	at_softmax_rows(s, s, (size_t)BH * T, T);
-	at_attend_forward(q, s, v, BH, T, D); /* q now holds the head outputs */
-	at_merge_heads(t, q, B, T, H, D);
-	at_matmul(h, t, b->wo.data, (int)N, C, C, 0, 1.0f);
-	at_add_inplace(x, h, nc);
-	rc = 0;
-out:
+	free(h);
+	free(t);
 	free(q);
 	free(k);
 	free(v);
+	if (f != s)
+		free(f);
 	free(s);
-	return rc;
-}
-
-/* x += GELU(LN2(x) . fc) . proj.  h is [N,C] scratch. */
-static int mlp(const at_block *b, float *x, int N, float *h)
-{
-	int C = b->C, F = 4 * C;
-	float *f = malloc((size_t)N * F * sizeof *f + 1);
-	if (!f)
-		return -1;
-	at_layernorm_forward(h, x, b->ln2_w.data, b->ln2_b.data, N, C, AT_LN_EPS);
-	at_matmul(f, h, b->fc.data, N, C, F, 0, 1.0f);
-	at_gelu_forward(f, f, (size_t)N * F);
-	at_matmul(h, f, b->proj.data, N, F, C, 0, 1.0f);
-	at_add_inplace(x, h, (size_t)N * C);
-	free(f);
-	return 0;
-}
-
-int at_block_forward(const at_block *b, float *x, int B, int T)
-{
-	size_t nc = (size_t)B * T * b->C;
-	float *h = malloc(nc * sizeof *h + 1), *t = malloc(nc * sizeof *t + 1);
-	int rc = -1;
-	if (h && t && attention(b, x, B, T, h, t) == 0 &&
-	    mlp(b, x, B * T, h) == 0)
-		rc = 0;
-	free(h);
-	free(t);
 	return rc;
 }
 
@@ -148,9 +114,8 @@ int at_head_forward(const at_head *h, float *logits, const float *x, int N)
 	float *n = malloc((size_t)N * h->C * sizeof *n + 1);
 	if (!n)
 		return -1;
-	at_layernorm_forward(n, x, h->lnf_w.data, h->lnf_b.data, N, h->C,
-			     AT_LN_EPS);
-	at_matmul(logits, n, h->lm_head.data, N, h->C, h->V, 0, 1.0f);
+	at_head_run(h->lnf_w.data, h->lnf_b.data, h->lm_head.data, n, NULL, NULL,
+		    logits, x, N, h->C, h->V);
 	free(n);
 	return 0;
 }

@@ -5,9 +5,10 @@
  *
  *	x += Attn(LN1(x));  x += GELU(LN2(x) . fc) . proj
  *
- * through the same ops (ops.h) as the stage filters, so its numbers are
- * the ones andrea-qkv | andrea-scores | ... | andrea-attend --proj give.
- * andrea-block and andrea-generate share it.
+ * through prenorm.h, the forward the trainer runs too, built from the same
+ * ops (ops.h) as the stage filters, so its numbers are the ones
+ * andrea-qkv | andrea-scores | ... | andrea-attend --proj give.
+ * andrea-block, andrea-logits and andrea-generate share it.
  */
 #ifndef ANDREA_BLOCK_H
 #define ANDREA_BLOCK_H

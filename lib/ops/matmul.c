@@ -1,4 +1,5 @@
-/* ops_matmul.c - matrix products: CBLAS where built with it, else C. */
+/* matmul.c - the one CPU matrix product: CBLAS where built with it, else
+ * C; and the thread count the ops and OpenBLAS share. */
 #include "ops/ops.h"
 
 #ifdef _OPENMP
@@ -22,56 +23,66 @@ int at_ops_threads(int n)
 	return before;
 }
 
-void at_matmul(float *out, const float *a, const float *b, int M, int K,
-	       int N, int trans_b, float alpha)
-{
-	at_matmul_ld(out, N, a, K, b, trans_b ? K : N, M, K, N, trans_b, alpha);
-}
-
 #ifdef ANDREA_CBLAS
-void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
-		  int ldb, int M, int K, int N, int trans_b, float alpha)
+static void gemm(int ta, int tb, int M, int N, int K, float alpha,
+		 const float *A, int lda, const float *B, int ldb, float beta,
+		 float *C, int ldc)
 {
-	if (M == 0 || N == 0)
-		return;
-	if (K == 0) { /* BLAS leaves out alone when K is 0 */
-		for (int i = 0; i < M; i++)
-			for (int j = 0; j < N; j++)
-				out[(size_t)i * ldo + j] = 0.0f;
-		return;
-	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans,
-		    trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, a, lda,
-		    b, ldb, 0.0f, out, ldo);
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+		    tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+		    ldb, beta, C, ldc);
 }
 #else
-/* The fallback keeps the i-k-j order so the inner loop streams rows of b
- * and out; transposed b uses dot products instead. */
-void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
-		  int ldb, int M, int K, int N, int trans_b, float alpha)
+/* The plain C product, parallel over the rows of C; each element sums its
+ * K terms in order.  Without op(B) transposed (and beta 0) the i-k-j order
+ * streams rows of B and C; otherwise one dot product per element. */
+static void gemm(int ta, int tb, int M, int N, int K, float alpha,
+		 const float *A, int lda, const float *B, int ldb, float beta,
+		 float *C, int ldc)
 {
 #pragma omp parallel for schedule(static)
 	for (int i = 0; i < M; i++) {
-		float *o = out + (size_t)i * ldo;
-		const float *ar = a + (size_t)i * lda;
-		if (trans_b) {
-			for (int j = 0; j < N; j++) {
-				const float *br = b + (size_t)j * ldb;
-				float acc = 0.0f;
-				for (int k = 0; k < K; k++)
-					acc += ar[k] * br[k];
-				o[j] = alpha * acc;
+		float *c = C + (size_t)i * ldc;
+		/* a_ik = a[k * sa]; b_kj = b[k * sb] from b at column j */
+		const float *a = ta ? A + i : A + (size_t)i * lda;
+		size_t sa = ta ? (size_t)lda : 1, sb = tb ? 1 : (size_t)ldb;
+		if (!tb && beta == 0.0f) {
+			for (int j = 0; j < N; j++)
+				c[j] = 0.0f;
+			for (int k = 0; k < K; k++) {
+				float ak = a[k * sa];
+				const float *b = B + k * sb;
+				for (int j = 0; j < N; j++)
+					c[j] += ak * b[j];
 			}
+			if (alpha != 1.0f)
+				for (int j = 0; j < N; j++)
+					c[j] *= alpha;
 			continue;
 		}
-		for (int j = 0; j < N; j++)
-			o[j] = 0.0f;
-		for (int k = 0; k < K; k++) {
-			float av = alpha * ar[k];
-			const float *br = b + (size_t)k * ldb;
-			for (int j = 0; j < N; j++)
-				o[j] += av * br[j];
+		for (int j = 0; j < N; j++) {
+			const float *b = tb ? B + (size_t)j * ldb : B + j;
+			float acc = 0.0f;
+			for (int k = 0; k < K; k++)
+				acc += a[k * sa] * b[k * sb];
+			c[j] = beta == 0.0f ? alpha * acc : alpha * acc + beta * c[j];
 		}
 	}
 }
 #endif
+
+void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (M == 0 || N == 0)
+		return;
+	if (K == 0) { /* OpenBLAS may leave C alone when K is 0 */
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				float *c = &C[(size_t)i * ldc + j];
+				*c = beta == 0.0f ? 0.0f : beta * *c;
+			}
+		return;
+	}
+	gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

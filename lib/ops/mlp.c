@@ -1,4 +1,4 @@
-/* ops_mlp.c - the MLP's elementwise ops and the residual add. */
+/* mlp.c - the MLP's elementwise ops and the residual add. */
 #include "ops/ops.h"
 
 #include <math.h>

@@ -1,6 +1,7 @@
-/* ops.h - the CPU forward ops of one attention block.
+/* ops.h - the CPU forward ops of one attention block, and the one CPU
+ * matrix product.
  *
- * Row-major float32 everywhere; shape letters as in DESIGN.md.  Matrix
+ * Row-major float32 everywhere; shape letters as in docs/ARCHITECTURE.md.  Matrix
  * products go through CBLAS (OpenBLAS) when the build has it, else through
  * a plain C loop; the other ops are OpenMP loops.
  */
@@ -10,14 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* out[M,N] = alpha * a[M,K] . b, where b is [K,N], or [N,K] used
- * transposed when trans_b. */
-void at_matmul(float *out, const float *a, const float *b, int M, int K,
-	       int N, int trans_b, float alpha);
-/* The same on sub-matrices: rows of out, a and b are ldo, lda and ldb
- * floats apart. */
-void at_matmul_ld(float *out, int ldo, const float *a, int lda, const float *b,
-		  int ldb, int M, int K, int N, int trans_b, float alpha);
+/* C[M,N] = alpha op(A) op(B) + beta C, BLAS's sgemm on row-major
+ * matrices: op(A) [M,K] is A, or A stored [K,M] used transposed when ta;
+ * op(B) [K,N] is B, or B stored [N,K] when tb; rows of A, B and C are
+ * lda, ldb and ldc floats apart.  beta 0 ignores what C held (NaN
+ * included).  The one CPU matrix product: every op, stage and the
+ * trainer use it. */
+void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+	     int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* Sets the threads of the OpenMP loops and of OpenBLAS to n; returns the
  * count before. */
@@ -30,6 +31,11 @@ void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 /* out[N,C] = (in - mean) / sqrt(var + eps) * w + b per row, biased var. */
 void at_layernorm_forward(float *out, const float *in, const float *w,
 			  const float *b, int N, int C, float eps);
+
+/* mean[N] and rstd[N] = 1 / sqrt(var + eps) of the rows of in[N,C], as
+ * at_layernorm_forward normalises them: what LayerNorm's backward needs. */
+void at_layernorm_stats(float *mean, float *rstd, const float *in, int N,
+			int C, float eps);
 
 /* [B,T,H*D] -> [B,H,T,D] (split) and back (merge). */
 void at_split_heads(float *out, const float *in, int B, int T, int H, int D);
@@ -49,6 +55,10 @@ int at_qkv_forward(float *q, float *k, float *v, const float *x,
 /* s[BH,T,T] = scale * q[BH,T,D] . k[BH,T,D]^T */
 void at_scores_forward(float *s, const float *q, const float *k, int BH,
 		       int T, int D, float scale);
+/* The same for n query rows of one head: s[n,T] = scale * q[n,D] . k[T,D]^T
+ * (a block of a head's rows, as andrea-scores writes them). */
+void at_scores_rows(float *s, const float *q, const float *k, int n, int T,
+		    int D, float scale);
 /* Sets s[., i, j] = fill for every j > i, touching nothing else. */
 void at_mask_causal(float *s, int BH, int T, float fill);
 /* The same on a span of a [..., T, T] tensor: s[0, n) holds its elements

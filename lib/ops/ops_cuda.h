@@ -1,15 +1,15 @@
 /* ops_cuda.h - the CUDA forward ops of kernels/, callable from C.
  *
  * Two layers, both with the semantics of the CPU ops in ops.h (row-major
- * float32, shape letters as in DESIGN.md):
+ * float32, shape letters as in docs/ARCHITECTURE.md):
  *
  *  - at_cuda_<op> take device pointers and launch on the default stream
  *    without waiting; the kernel harnesses (kernels/check/) and bench/gpu
  *    call them;
  *  - at_cuda_<stage>_host take host pointers: they copy the inputs to the
  *    device, run the stage there (weights and intermediates stay on the
- *    device), copy the outputs back and wait.  The stage commands call
- *    these.
+ *    device), copy the outputs back and wait.  The one dispatch point of
+ *    each stage, at_stage_* in ops/stages.c, calls these.
  *
  * Every function returns 0, or -1 with a one-line reason in at_cuda_error(),
  * such as "CUDA: out of memory allocating 4.0 GiB for scores".  tf32 != 0

@@ -1,4 +1,4 @@
-/* ops_softmax.c - the stable row softmax, with an exp the compiler can
+/* softmax.c - the stable row softmax, with an exp the compiler can
  * vectorise.
  *
  * expf from libm is called one element at a time and dominates the cost

@@ -1,4 +1,4 @@
-/* train_adamw.c - the learning-rate schedule, gradient clipping and the
+/* adamw.c - the learning-rate schedule, gradient clipping and the
  * AdamW update. */
 #include "train/train.h"
 

@@ -1,4 +1,4 @@
-/* train_backward.c - the backward pass: the gradient of the mean
+/* backward.c - the backward pass: the gradient of the mean
  * cross-entropy with respect to every parameter, from the activations the
  * last tr_forward cached. */
 #include "train/train.h"
@@ -26,19 +26,21 @@ static void block_backward(tr_model *m, int l, int B, int T)
 	float *g = m->g, *dr = a->d_resid;
 
 	/* x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj */
-	tr_gemm(1, 0, F, C, BT, 1.0f, gelu, dr, 0.0f, g + o->proj);
-	tr_gemm(0, 1, BT, F, C, 1.0f, dr, p + o->proj, 0.0f, a->d_fc);
+	at_gemm(1, 0, F, C, BT, 1.0f, gelu, F, dr, C, 0.0f, g + o->proj, C);
+	at_gemm(0, 1, BT, F, C, 1.0f, dr, C, p + o->proj, C, 0.0f, a->d_fc, F);
 	tr_gelu_backward(a->d_fc, fc, a->d_fc, (size_t)BT * F);
-	tr_gemm(1, 0, C, F, BT, 1.0f, ln2, a->d_fc, 0.0f, g + o->fc);
-	tr_gemm(0, 1, BT, C, F, 1.0f, a->d_fc, p + o->fc, 0.0f, a->d_ln);
+	at_gemm(1, 0, C, F, BT, 1.0f, ln2, C, a->d_fc, F, 0.0f, g + o->fc, F);
+	at_gemm(0, 1, BT, C, F, 1.0f, a->d_fc, F, p + o->fc, F, 0.0f,
+		a->d_ln, C);
 	tr_layernorm_backward(dr, g + o->ln2w, g + o->ln2b, a->d_ln, xmid,
 			      p + o->ln2w, a->ln2_mean + lr, a->ln2_rstd + lr,
 			      BT, C);
 
 	/* x_mid = x_in + concat(heads).Wo */
 	at_merge_heads(a->d_tmp, a->out + l * lc, B, T, H, D);
-	tr_gemm(1, 0, C, C, BT, 1.0f, a->d_tmp, dr, 0.0f, g + o->wo);
-	tr_gemm(0, 1, BT, C, C, 1.0f, dr, p + o->wo, 0.0f, a->d_merged);
+	at_gemm(1, 0, C, C, BT, 1.0f, a->d_tmp, C, dr, C, 0.0f, g + o->wo, C);
+	at_gemm(0, 1, BT, C, C, 1.0f, dr, C, p + o->wo, C, 0.0f,
+		a->d_merged, C);
 	at_split_heads(a->d_tmp, a->d_merged, B, T, H, D);
 	tr_attention_backward(a->d_q, a->d_k, a->d_v, a->d_att, a->d_tmp,
 			      a->att + l * ltt, a->q + l * lc, a->k + l * lc,
@@ -48,9 +50,10 @@ static void block_backward(tr_model *m, int l, int B, int T)
 	size_t w[3] = {o->wq, o->wk, o->wv};
 	for (int i = 0; i < 3; i++) {
 		at_merge_heads(a->d_merged, dh[i], B, T, H, D);
-		tr_gemm(1, 0, C, C, BT, 1.0f, ln1, a->d_merged, 0.0f, g + w[i]);
-		tr_gemm(0, 1, BT, C, C, 1.0f, a->d_merged, p + w[i],
-			i ? 1.0f : 0.0f, a->d_ln);
+		at_gemm(1, 0, C, C, BT, 1.0f, ln1, C, a->d_merged, C, 0.0f,
+			g + w[i], C);
+		at_gemm(0, 1, BT, C, C, 1.0f, a->d_merged, C, p + w[i], C,
+			i ? 1.0f : 0.0f, a->d_ln, C);
 	}
 	tr_layernorm_backward(dr, g + o->ln1w, g + o->ln1b, a->d_ln, xin,
 			      p + o->ln1w, a->ln1_mean + lr, a->ln1_rstd + lr,
@@ -66,8 +69,10 @@ void tr_backward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 	size_t lc = (size_t)a->B * a->T * C;
 	float *dlogits = a->probs; /* overwritten in place */
 	tr_crossentropy_backward(dlogits, a->probs, targets, BT, V);
-	tr_gemm(1, 0, C, V, BT, 1.0f, a->lnf, dlogits, 0.0f, m->g + m->lm_head);
-	tr_gemm(0, 1, BT, C, V, 1.0f, dlogits, m->p + m->lm_head, 0.0f, a->d_ln);
+	at_gemm(1, 0, C, V, BT, 1.0f, a->lnf, C, dlogits, V, 0.0f,
+		m->g + m->lm_head, V);
+	at_gemm(0, 1, BT, C, V, 1.0f, dlogits, V, m->p + m->lm_head, V, 0.0f,
+		a->d_ln, C);
 	memset(a->d_resid, 0, (size_t)BT * C * sizeof *a->d_resid);
 	tr_layernorm_backward(a->d_resid, m->g + m->lnfw, m->g + m->lnfb,
 			      a->d_ln, a->resid + L * lc, m->p + m->lnfw,

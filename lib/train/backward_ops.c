@@ -1,5 +1,5 @@
-/* train_ops.c - the backward ops of the training engine (and the row
- * statistics of LayerNorm and the cross-entropy they need).
+/* backward_ops.c - the backward ops of the training engine (and the
+ * cross-entropy they start from).
  *
  * Every reduction runs in a fixed order that does not depend on the number
  * of threads, so a run repeats bit for bit: loops are split over
@@ -11,56 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef ANDREA_CBLAS
-#include <cblas.h>
-#endif
-
-#ifdef ANDREA_CBLAS
-void tr_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-	     const float *B, float beta, float *C)
-{
-	if (M == 0 || N == 0)
-		return;
-	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-		    tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-		    ta ? M : K, B, tb ? K : N, beta, C, N);
-}
-#else
-/* The plain C product: one dot product per output, k in order. */
-void tr_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-	     const float *B, float beta, float *C)
-{
-#pragma omp parallel for schedule(static)
-	for (int i = 0; i < M; i++)
-		for (int j = 0; j < N; j++) {
-			float acc = 0.0f;
-			for (int k = 0; k < K; k++) {
-				float a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k];
-				float b = tb ? B[(size_t)j * K + k] : B[(size_t)k * N + j];
-				acc += a * b;
-			}
-			float *c = &C[(size_t)i * N + j];
-			*c = alpha * acc + (beta == 0.0f ? 0.0f : beta * *c);
-		}
-}
-#endif
-
-void tr_layernorm_stats(float *mean, float *rstd, const float *in, int N,
-			int C, float eps)
-{
-#pragma omp parallel for schedule(static)
-	for (int n = 0; n < N; n++) {
-		const float *x = in + (size_t)n * C;
-		double sum = 0.0, sq = 0.0;
-		for (int c = 0; c < C; c++)
-			sum += x[c];
-		double mu = sum / C;
-		for (int c = 0; c < C; c++)
-			sq += (x[c] - mu) * (x[c] - mu);
-		mean[n] = (float)mu;
-		rstd[n] = (float)(1.0 / sqrt(sq / C + eps));
-	}
-}
+#include "ops/ops.h"
 
 void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 			   const float *in, const float *w, const float *mean,
@@ -138,8 +89,8 @@ void tr_attention_backward(float *dq, float *dk, float *dv, float *datt,
 		const float *a = att + i * ts, *go = dout + i * hs;
 		float *da = datt + i * ts;
 		/* dA = dO.V^T; dV = A^T.dO */
-		tr_gemm(0, 1, T, T, D, 1.0f, go, v + i * hs, 0.0f, da);
-		tr_gemm(1, 0, T, D, T, 1.0f, a, go, 0.0f, dv + i * hs);
+		at_gemm(0, 1, T, T, D, 1.0f, go, D, v + i * hs, D, 0.0f, da, T);
+		at_gemm(1, 0, T, D, T, 1.0f, a, T, go, D, 0.0f, dv + i * hs, D);
 	}
 	/* softmax backward in place: dS = A * (dA - rowsum(A * dA)); masked
 	 * entries have A = 0 and so get 0 */
@@ -159,8 +110,10 @@ void tr_attention_backward(float *dq, float *dk, float *dv, float *datt,
 	for (int i = 0; i < BH; i++) {
 		const float *ds = datt + i * ts;
 		/* S = scale Q.K^T: dQ = scale dS.K, dK = scale dS^T.Q */
-		tr_gemm(0, 0, T, D, T, scale, ds, k + i * hs, 0.0f, dq + i * hs);
-		tr_gemm(1, 0, T, D, T, scale, ds, q + i * hs, 0.0f, dk + i * hs);
+		at_gemm(0, 0, T, D, T, scale, ds, T, k + i * hs, D, 0.0f,
+			dq + i * hs, D);
+		at_gemm(1, 0, T, D, T, scale, ds, T, q + i * hs, D, 0.0f,
+			dk + i * hs, D);
 	}
 }
 

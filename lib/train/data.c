@@ -1,4 +1,4 @@
-/* train_data.c - training data: loading, the held-out split and the
+/* data.c - training data: loading, the held-out split and the
  * seeded batch sampler. */
 #include "train/train.h"
 

@@ -1,4 +1,4 @@
-/* train_model.c - the training engine's parameters and activation buffers,
+/* params.c - the training engine's parameters and activation buffers,
  * its seeded initialisation and model-file I/O. */
 #include "train/train.h"
 

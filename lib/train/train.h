@@ -1,10 +1,10 @@
 /* train.h - the training engine behind andrea-train.
  *
  * One flat float buffer holds every parameter of an ANDREA model in the
- * order of DESIGN.md (wte, wpe, the layers, lnf, lm_head); gradients and
- * the two AdamW moments share its layout.  The forward pass uses the same
- * ops as the stage filters (ops.h) and caches what the backward pass needs.
- * Shape letters as in DESIGN.md: B T C H D V L F.
+ * order of andrea-model(5) (wte, wpe, the layers, lnf, lm_head); gradients
+ * and the two AdamW moments share its layout.  The forward pass is the
+ * stages' own (ops/prenorm.h) and caches what the backward pass needs.
+ * Shape letters as in docs/ARCHITECTURE.md: B T C H D V L F.
  */
 #ifndef ANDREA_TRAIN_H
 #define ANDREA_TRAIN_H
@@ -94,15 +94,8 @@ double tr_forward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 void tr_backward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 		 int B, int T);
 
-/* Backward ops (train_ops.c).  Row-major float32; each overwrites its
+/* Backward ops (backward_ops.c).  Row-major float32; each overwrites its
  * outputs unless it says it accumulates. */
-/* C[M,N] = alpha op(A) op(B) + beta C, op(A) [M,K], op(B) [K,N]; A is
- * stored [K,M] when ta, B [N,K] when tb. */
-void tr_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-	     const float *B, float beta, float *C);
-/* Row statistics of the LayerNorm that at_layernorm_forward computes. */
-void tr_layernorm_stats(float *mean, float *rstd, const float *in, int N,
-			int C, float eps);
 /* dx[N,C] += LN backward of dout; dw, db [C] = the sums over rows. */
 void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 			   const float *in, const float *w, const float *mean,
@@ -127,7 +120,17 @@ double tr_crossentropy_forward(float *probs, float *losses, const float *logits,
 void tr_crossentropy_backward(float *dlogits, const float *probs,
 			      const int32_t *targets, int N, int V);
 
-/* AdamW and the schedule (train_adamw.c). */
+/* The precision of a run's products (precision.c): TR_FP32 everywhere;
+ * TR_TF32 and TR_BF16 on the GPU only (train_cuda.h says what each
+ * rounds). */
+enum { TR_FP32 = 0, TR_TF32 = 1, TR_BF16 = 2 };
+
+/* The precision named "fp32", "tf32" or "bf16"; -1 for another name. */
+int tr_precision_parse(const char *name);
+/* The name of a precision; "?" for another value. */
+const char *tr_precision_name(int precision);
+
+/* AdamW and the schedule (adamw.c). */
 typedef struct {
 	double lr, min_lr, beta1, beta2, eps, weight_decay, clip;
 	long warmup, steps;
@@ -143,7 +146,7 @@ double tr_grad_norm(const float *g, size_t n);
 void tr_adamw_update(tr_model *m, float *mom1, float *mom2, const tr_hparams *h,
 		     double lr, long t, double gscale);
 
-/* Training data (train_data.c): every token of the input in one array,
+/* Training data (data.c): every token of the input in one array,
  * the last part held out for evaluation. */
 typedef struct {
 	int32_t *tok;

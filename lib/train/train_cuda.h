@@ -8,12 +8,13 @@
  * buffers is the CPU engine's (train.h), so checkpoints and model files do
  * not depend on where a run computed.
  *
- * Precision: TR_FP32 computes every product in full fp32; TR_TF32 lets
- * cuBLAS round the operands of products to TF32; TR_BF16 feeds products
- * bf16 operands (bf16 copies of the fp32 master weights, bf16 activations
- * where they only feed products) and accumulates in fp32.  LayerNorm
- * statistics, softmax, the loss, the gradients and AdamW are fp32 (double
- * for the reductions of the loss and the norm) in every mode.
+ * Precision (the TR_ names of train.h): TR_FP32 computes every product in
+ * full fp32; TR_TF32 lets cuBLAS round the operands of products to TF32;
+ * TR_BF16 feeds products bf16 operands (bf16 copies of the fp32 master
+ * weights, bf16 activations where they only feed products) and accumulates
+ * in fp32.  LayerNorm statistics, softmax, the loss, the gradients and
+ * AdamW are fp32 (double for the reductions of the loss and the norm) in
+ * every mode.
  *
  * Every call launches on the default stream and returns without waiting,
  * except tr_cuda_finish and tr_cuda_download.  Every function returns 0,
@@ -27,13 +28,7 @@
 
 #include "train/train.h"
 
-enum { TR_FP32 = 0, TR_TF32 = 1, TR_BF16 = 2 };
-
 typedef struct tr_cuda tr_cuda;
-
-/* The name of a precision ("fp32", "tf32", "bf16"); -1 for another. */
-int tr_precision_parse(const char *name);
-const char *tr_precision_name(int precision);
 
 /* Copies m's parameters (and mom1, mom2; zeros where NULL) to the device
  * and makes every buffer of a step over B rows of T positions.  NULL on

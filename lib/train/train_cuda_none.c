@@ -1,25 +1,7 @@
-/* train_cuda_none.c - the precision names of train_cuda.h, and its entry
- * points in a build without CUDA, so that andrea-train links everywhere.
- * stage_device never picks the GPU in such a build, so the stubs are not
- * reached. */
+/* train_cuda_none.c - the entry points of train_cuda.h in a build without
+ * CUDA, so that andrea-train links everywhere.  stage_device never picks
+ * the GPU in such a build, so the stubs are not reached. */
 #include "train/train_cuda.h"
-
-#include <string.h>
-
-static const char *const names[] = {"fp32", "tf32", "bf16"};
-
-int tr_precision_parse(const char *name)
-{
-	for (int i = 0; i < 3; i++)
-		if (strcmp(name, names[i]) == 0)
-			return i;
-	return -1;
-}
-
-const char *tr_precision_name(int precision)
-{
-	return precision >= 0 && precision < 3 ? names[precision] : "?";
-}
 
 #ifndef ANDREA_CUDA
 tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,

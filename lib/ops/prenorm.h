@@ -1,0 +1,53 @@
+/* prenorm.h - the forward of one pre-norm transformer block and of the
+ * model's final LayerNorm and head, on weights given as plain pointers.
+ *
+ * The one CPU implementation: at_block_forward and at_head_forward
+ * (block.h, for andrea-block, andrea-logits and andrea-generate) run it
+ * without keeping anything, the trainer (train/forward.c) runs it keeping
+ * the activations its backward pass needs.  Built from the ops of ops.h,
+ * so its numbers are those of the stage filters.  Row-major float32;
+ * shape letters B T C H D V L F.
+ */
+#ifndef ANDREA_PRENORM_H
+#define ANDREA_PRENORM_H
+
+/* The weights of one block: ln1_w, ln1_b, ln2_w, ln2_b [C]; wq, wk, wv,
+ * wo [C,C]; fc [C,F]; proj [F,C]. */
+typedef struct {
+	const float *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc,
+		*proj;
+} at_block_w;
+
+/* Where one block's forward writes its activations, all row-major over
+ * the batch: kept by the trainer, scratch for everyone else.  Every
+ * pointer is needed except these may be NULL: the four LayerNorm
+ * statistics (then not computed) and xmid (then built in x_out).  Buffers
+ * may be shared where one is dead before the next is written: ln1, y and
+ * ln2; q and out; scores and att; fc and gelu, also with any of q, k, v,
+ * out, scores and att. */
+typedef struct {
+	float *ln1, *ln2;           /* [B*T,C] LN1(x_in), LN2(x_mid) */
+	float *ln1_mean, *ln1_rstd; /* [B*T] their row statistics, or NULL */
+	float *ln2_mean, *ln2_rstd;
+	float *q, *k, *v, *out;     /* [B,H,T,D]; out: the heads' A.V */
+	float *scores;              /* [B,H,T,T] Q.K^T / sqrt D, masked */
+	float *att;                 /* [B,H,T,T] its row softmax */
+	float *y;                   /* [B*T,C] merged heads . Wo */
+	float *xmid;                /* [B*T,C] x_in + y, or NULL */
+	float *fc, *gelu;           /* [B*T,F] before and after GELU */
+	float *tmp;                 /* [B*T,C] scratch */
+} at_block_acts;
+
+/* x_out = x_mid + GELU(LN2(x_mid) . fc) . proj with x_mid = x_in +
+ * Attn(LN1(x_in)), for x_in, x_out [B,T,C] (the same buffer or apart),
+ * C = H*D, writing every activation to a. */
+void at_block_run(const at_block_w *w, const at_block_acts *a,
+		  const float *x_in, float *x_out, int B, int T, int C, int H);
+
+/* logits[N,V] = LNf(x[N,C]) . lm_head [C,V], with LNf(x) written to ln
+ * [N,C] and, where mean and rstd are not NULL, its row statistics [N]. */
+void at_head_run(const float *lnf_w, const float *lnf_b, const float *lm_head,
+		 float *ln, float *mean, float *rstd, float *logits,
+		 const float *x, int N, int C, int V);
+
+#endif
