@@ -16,6 +16,7 @@
 extern "C" {
 #include "ops/ops_cuda.h"
 }
+#include "common/gemm.cuh"
 
 #define B 8
 #define H 12
@@ -138,13 +139,16 @@ int main(void)
 	stage("embed", [&] {
 		at_cuda_embed_forward(x, dtok, wte, wpe, B, T, C);
 	});
+	at_cu_gemm_mode fp32 = {nullptr, AT_GEMM_FP32}; // the stages' products, TF32 off
 	stage("qkv", [&] {
 		at_cuda_layernorm_forward(h, x, lnw, lnb, (int)BT, C, 1e-5f);
-		at_cuda_matmul(proj, h, wqkv, (int)BT, C, 3 * C, 0, 1.0f, 0);
+		at_cu_gemm(&fp32, 0, 0, (int)BT, 3 * C, C, 1.0f, h, 0, wqkv, 0,
+			   0.0f, proj, 0, 1, "qkv");
 		at_cuda_split_heads(qkv, proj, 3, B, T, H, D);
 	});
 	OP(at_cuda_layernorm_forward(h, x, lnw, lnb, (int)BT, C, 1e-5f));
-	OP(at_cuda_matmul(proj, h, wqkv, (int)BT, C, 3 * C, 0, 1.0f, 0));
+	OP(at_cu_gemm(&fp32, 0, 0, (int)BT, 3 * C, C, 1.0f, h, 0, wqkv, 0, 0.0f,
+		      proj, 0, 1, "qkv"));
 	OP(at_cuda_split_heads(qkv, proj, 3, B, T, H, D));
 	float scale = 1.0f / sqrtf((float)D);
 	stage("scores", [&] {
@@ -162,7 +166,8 @@ int main(void)
 	});
 	stage("proj", [&] {
 		at_cuda_merge_heads(cat, o, B, T, H, D);
-		at_cuda_matmul(y, cat, wo, (int)BT, C, C, 0, 1.0f, 0);
+		at_cu_gemm(&fp32, 0, 0, (int)BT, C, C, 1.0f, cat, 0, wo, 0, 0.0f,
+			   y, 0, 1, "proj");
 	});
 
 	// the reference bandwidth: a device-to-device copy of 1 GiB, counting

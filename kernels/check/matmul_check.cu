@@ -1,7 +1,15 @@
-// matmul_check.cu - the cuBLAS products (at_cuda_matmul, scores, attend)
-// against at_gemm, at_scores_forward and at_attend_forward, in fp32.
-#include "harness.cuh"
+// matmul_check.cu - the cuBLAS products against the CPU: at_cu_gemm (the
+// one GPU wrapper, gemm.cuh) against at_gemm (the CPU one) and a loop in
+// double, both ways through cuBLAS (the stage ops' and the training
+// engine's, bf16 too), and at_cuda_scores_forward and
+// at_cuda_attend_forward against at_scores_forward and at_attend_forward.
+#include <cuda_bf16.h>
 
+#include "harness.cuh"
+#include "common/cublas_lazy.cuh"
+#include "common/gemm.cuh"
+
+// The stage ops' products: out = alpha a . op(b), on the process's handle.
 static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 {
 	std::vector<float> a = h_randn((size_t)M * K), b = h_randn((size_t)K * N);
@@ -9,16 +17,20 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 	at_gemm(0, trans_b, M, N, K, alpha, a.data(), K, b.data(),
 		trans_b ? K : N, 0.0f, ref.data(), N);
 	float *da = h_upload(a), *db = h_upload(b), *dout = h_dev(ref.size());
-	H_OP(at_cuda_matmul(dout, da, db, M, K, N, trans_b, alpha, 0));
+	at_cu_gemm_mode g = {nullptr, AT_GEMM_FP32};
+	H_OP(at_cu_gemm(&g, 0, trans_b, M, N, K, alpha, da, 0, db, 0, 0.0f, dout,
+			0, 1, "the product"));
 	char what[128];
 	snprintf(what, sizeof what, "matmul M=%d K=%d N=%d%s alpha=%g", M, K, N,
 		 trans_b ? " b^T" : "", alpha);
 	h_compare(what, dout, ref.data(), ref.size(), 1e-5);
 	if (h_full && (size_t)M * N * K >= ((size_t)1 << 32)) {
 		for (int tf32 = 0; tf32 < 2; tf32++) {
+			at_cu_gemm_mode gt = {nullptr, tf32 ? AT_GEMM_TF32
+							    : AT_GEMM_FP32};
 			float ms = h_time_ms([&] {
-				at_cuda_matmul(dout, da, db, M, K, N, trans_b,
-					       alpha, tf32);
+				at_cu_gemm(&gt, 0, trans_b, M, N, K, alpha, da, 0,
+					   db, 0, 0.0f, dout, 0, 1, "the product");
 			});
 			printf("time matmul M=%d K=%d N=%d%s: %.4f ms, %.1f TFLOP/s\n",
 			       M, K, N, tf32 ? " tf32" : "", ms,
@@ -28,6 +40,69 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 	H_CUDA(cudaFree(da));
 	H_CUDA(cudaFree(db));
 	H_CUDA(cudaFree(dout));
+}
+
+// n values on the device as g's operands: float, or rounded to bf16 (v is
+// rounded in place, for the reference).
+static void *operands(std::vector<float> &v, int prec)
+{
+	if (prec != AT_GEMM_BF16)
+		return h_upload(v);
+	std::vector<__nv_bfloat16> w(v.size());
+	for (size_t i = 0; i < v.size(); i++) {
+		w[i] = __float2bfloat16(v[i]);
+		v[i] = __bfloat162float(w[i]);
+	}
+	void *p;
+	H_CUDA(cudaMalloc(&p, (w.size() + 1) * sizeof w[0]));
+	H_CUDA(cudaMemcpy(p, w.data(), w.size() * sizeof w[0],
+			  cudaMemcpyHostToDevice));
+	return p;
+}
+
+// Every form the training engine asks for: C_i = alpha op(A_i) op(B_i) +
+// beta C_i over a batch (A reused across it when reuse_a), against a loop
+// in double.  h NULL is the stage ops' way through cuBLAS.
+static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
+		       int N, int K, float alpha, float beta, int batch,
+		       int reuse_a)
+{
+	long long sA = reuse_a ? 0 : (long long)M * K, sB = (long long)K * N;
+	long long sC = (long long)M * N;
+	std::vector<float> a = h_randn((size_t)(reuse_a ? 1 : batch) * M * K);
+	std::vector<float> b = h_randn((size_t)batch * K * N);
+	std::vector<float> c = h_randn((size_t)batch * M * N), ref(c.size());
+	void *da = operands(a, prec), *db = operands(b, prec);
+	float *dc = h_upload(c);
+	auto A = [&](int i, int m, int k) { // op(A_i)[m,k]
+		return (double)a[i * sA + (ta ? (size_t)k * M + m : (size_t)m * K + k)];
+	};
+	auto B = [&](int i, int k, int n) { // op(B_i)[k,n]
+		return (double)b[i * sB + (tb ? (size_t)n * K + k : (size_t)k * N + n)];
+	};
+	for (int i = 0; i < batch; i++)
+		for (int m = 0; m < M; m++)
+			for (int n = 0; n < N; n++) {
+				double s = 0;
+				for (int k = 0; k < K; k++)
+					s += A(i, m, k) * B(i, k, n);
+				size_t o = i * sC + (size_t)m * N + n;
+				ref[o] = (float)(alpha * s + (double)beta * c[o]);
+			}
+	at_cu_gemm_mode g = {h, prec};
+	H_OP(at_cu_gemm(&g, ta, tb, M, N, K, alpha, da, sA, db, sB, beta, dc,
+			sC, batch, "the product"));
+	char what[160];
+	snprintf(what, sizeof what,
+		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s",
+		 h ? "own handle " : "", prec == AT_GEMM_BF16 ? "bf16" : "fp32",
+		 M, N, K, ta ? " A^T" : "", tb ? " B^T" : "", alpha, beta, batch,
+		 reuse_a ? " (one A)" : "");
+	h_compare(what, dc, ref.data(), ref.size(),
+		  prec == AT_GEMM_BF16 ? 1e-4 : 1e-5);
+	H_CUDA(cudaFree(da));
+	H_CUDA(cudaFree(db));
+	H_CUDA(cudaFree(dc));
 }
 
 static void check_scores(int BH, int T, int D, float scale)
@@ -85,6 +160,35 @@ int main(int argc, char **argv)
 		for (int t = 0; t < 2; t++)
 			check_matmul(s[0], s[1], s[2], t, t ? 0.5f : 1.0f);
 	check_matmul(5, 0, 3, 0, 1.0f); // K = 0: zeros
+	// the training engine's forms, on a handle of its own as the engine
+	// makes one, and the stage ops' way too
+	if (at_cublas_load() < 0) {
+		fprintf(stderr, "%s: %s\n", h_prog, at_cuda_error());
+		return 1;
+	}
+	cublasHandle_t own;
+	if (at_cublas.create(&own) != CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "%s: cannot create a cuBLAS handle\n", h_prog);
+		return 1;
+	}
+	static const int gm[][3] = {{1, 1, 1}, {17, 33, 5}, {33, 17, 64},
+				    {100, 96, 768}};
+	const struct { cublasHandle_t h; int prec; } way[] = {
+		{nullptr, AT_GEMM_FP32}, {own, AT_GEMM_FP32}, {own, AT_GEMM_BF16}};
+	for (auto &w : way)
+		for (int t = 0; t < 4; t++)
+			for (int i = 0; i < 4; i++) {
+				const int *s = gm[i];
+				check_gemm(w.h, w.prec, t & 1, t >> 1, s[0], s[1],
+					   s[2], i & 1 ? 0.5f : 1.0f,
+					   i & 2 ? 1.0f : 0.0f, i ? 3 : 1, i == 2);
+			}
+	for (auto &w : way) {
+		check_gemm(w.h, w.prec, 0, 0, 5, 3, 0, 1.0f, 0.0f, 2, 0); // zeros
+		// more than 65535 matrices: the batch goes in pieces
+		check_gemm(w.h, w.prec, 0, 1, 1, 2, 3, 1.0f, 0.0f, 70000, 0);
+	}
+	at_cublas.destroy(own);
 	if (h_full) {
 		check_matmul(8192, 768, 2304, 0, 1.0f); // the fused Q|K|V product
 		check_matmul(8192, 768, 768, 0, 1.0f);  // Wo

@@ -86,6 +86,14 @@ __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
 template <typename OUT>
 int at_cu_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
 			const float *w, const float *b, int N, int C, float eps);
+// heads.cu: in [B,T,G*H*D] -> out [G,B,H,T,D] (G = 3 splits a fused
+// q|k|v projection at once; the trainer's [G,B,T,H*D] is G = 1 over G*B
+// rows), and merge [B,H,T,D] -> [B,T,H*D]; out float or bf16.
+template <typename OUT>
+int at_cu_split_heads(OUT *out, const float *in, int G, int B, int T, int H,
+		      int D);
+template <typename OUT>
+int at_cu_merge_heads(OUT *out, const float *in, int B, int T, int H, int D);
 
 __device__ __forceinline__ float warp_sum(float v)
 {

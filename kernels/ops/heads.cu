@@ -1,12 +1,36 @@
-// heads.cu - the head transposes: split [B,T,G*H*D] into G tensors
-// [B,H,T,D] (G = 3 splits a fused q|k|v projection in one launch) and merge
-// [B,H,T,D] back into [B,T,H*D].  Each thread moves VEC consecutive floats
-// of one head row; reads and writes are both contiguous along D.
+// heads.cu - the head transposes, for the stages and the training engine:
+// split [B,T,G*H*D] into G tensors [B,H,T,D] (G = 3 splits a fused q|k|v
+// projection in one launch) and merge [B,H,T,D] back into [B,T,H*D], the
+// output float or bf16 (the trainer's product operands).  Each thread
+// moves VEC consecutive floats of one head row; reads and writes are both
+// contiguous along D.
 #include "common/cuda_util.cuh"
 
+// Four floats stored as float or bf16 (round to nearest even, as
+// store_as), at p aligned to four elements.
+__device__ __forceinline__ static void store4_as(float *p, float4 v)
+{
+	*(float4 *)p = v;
+}
+__device__ __forceinline__ static void store4_as(__nv_bfloat16 *p, float4 v)
+{
+	((__nv_bfloat162 *)p)[0] = __floats2bfloat162_rn(v.x, v.y);
+	((__nv_bfloat162 *)p)[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+
+// VEC (1 or 4) floats from src to dst.
+template <int VEC, typename OUT>
+__device__ __forceinline__ static void move(OUT *dst, const float *src)
+{
+	if (VEC == 4)
+		store4_as(dst, *(const float4 *)src);
+	else
+		store_as(dst, *src);
+}
+
 // i counts output vectors of out [G,B,H,T,D/VEC].
-template <int VEC>
-__global__ static void split_kernel(float *out, const float *in, int G, int B,
+template <int VEC, typename OUT>
+__global__ static void split_kernel(OUT *out, const float *in, int G, int B,
 				    int T, int H, int D, size_t n)
 {
 	int dv = D / VEC;
@@ -20,18 +44,14 @@ __global__ static void split_kernel(float *out, const float *in, int G, int B,
 		int h = (int)(r2 % H);
 		size_t gb = r2 / H;
 		size_t g = gb / B, b = gb % B;
-		const float *src = in + ((b * T + t) * G + g) * ld + (size_t)h * D + d;
-		float *dst = out + r * D + d;
-		if (VEC == 4)
-			*(float4 *)dst = *(const float4 *)src;
-		else
-			*dst = *src;
+		move<VEC>(out + r * D + d,
+			  in + ((b * T + t) * G + g) * ld + (size_t)h * D + d);
 	}
 }
 
 // i counts input vectors of in [B,H,T,D/VEC].
-template <int VEC>
-__global__ static void merge_kernel(float *out, const float *in, int T, int H,
+template <int VEC, typename OUT>
+__global__ static void merge_kernel(OUT *out, const float *in, int T, int H,
 				    int D, size_t n)
 {
 	int dv = D / VEC;
@@ -42,47 +62,68 @@ __global__ static void merge_kernel(float *out, const float *in, int T, int H,
 		int t = (int)(r % T);
 		int h = (int)((r / T) % H);
 		size_t b = r / ((size_t)T * H);
-		const float *src = in + r * D + d;
-		float *dst = out + ((b * T + t) * H + h) * (size_t)D + d;
-		if (VEC == 4)
-			*(float4 *)dst = *(const float4 *)src;
-		else
-			*dst = *src;
+		move<VEC>(out + ((b * T + t) * H + h) * (size_t)D + d,
+			  in + r * D + d);
 	}
 }
 
-static int vec4_ok(const float *a, const float *b, int D)
+// Whether four elements at a time stay aligned: D a multiple of 4 and
+// both buffers aligned to four of their elements.
+template <typename OUT> static int vec4_ok(const OUT *out, const float *in, int D)
 {
-	return D % 4 == 0 && ((uintptr_t)a | (uintptr_t)b) % 16 == 0;
+	return D % 4 == 0 && (uintptr_t)out % (4 * sizeof(OUT)) == 0 &&
+	       (uintptr_t)in % 16 == 0;
 }
 
-extern "C" int at_cuda_split_heads(float *out, const float *in, int G, int B,
-				   int T, int H, int D)
+template <typename OUT>
+int at_cu_split_heads(OUT *out, const float *in, int G, int B, int T, int H,
+		      int D)
 {
 	size_t n = (size_t)G * B * H * T * D;
 	if (n == 0)
 		return 0;
 	if (vec4_ok(out, in, D))
-		split_kernel<4><<<at_cu_blocks(n / 4, 256), 256>>>(out, in, G, B, T,
-								    H, D, n / 4);
+		split_kernel<4, OUT><<<at_cu_blocks(n / 4, 256), 256>>>(
+			out, in, G, B, T, H, D, n / 4);
 	else
-		split_kernel<1><<<at_cu_blocks(n, 256), 256>>>(out, in, G, B, T, H,
-								D, n);
+		split_kernel<1, OUT><<<at_cu_blocks(n, 256), 256>>>(
+			out, in, G, B, T, H, D, n);
 	CU_LAUNCHED("split-heads kernel");
 	return 0;
 }
 
-extern "C" int at_cuda_merge_heads(float *out, const float *in, int B, int T,
-				   int H, int D)
+template <typename OUT>
+int at_cu_merge_heads(OUT *out, const float *in, int B, int T, int H, int D)
 {
 	size_t n = (size_t)B * H * T * D;
 	if (n == 0)
 		return 0;
 	if (vec4_ok(out, in, D))
-		merge_kernel<4><<<at_cu_blocks(n / 4, 256), 256>>>(out, in, T, H, D,
-								    n / 4);
+		merge_kernel<4, OUT><<<at_cu_blocks(n / 4, 256), 256>>>(
+			out, in, T, H, D, n / 4);
 	else
-		merge_kernel<1><<<at_cu_blocks(n, 256), 256>>>(out, in, T, H, D, n);
+		merge_kernel<1, OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, T,
+								     H, D, n);
 	CU_LAUNCHED("merge-heads kernel");
 	return 0;
+}
+template int at_cu_split_heads<float>(float *, const float *, int, int, int,
+				      int, int);
+template int at_cu_split_heads<__nv_bfloat16>(__nv_bfloat16 *, const float *,
+					      int, int, int, int, int);
+template int at_cu_merge_heads<float>(float *, const float *, int, int, int,
+				      int);
+template int at_cu_merge_heads<__nv_bfloat16>(__nv_bfloat16 *, const float *,
+					      int, int, int, int);
+
+extern "C" int at_cuda_split_heads(float *out, const float *in, int G, int B,
+				   int T, int H, int D)
+{
+	return at_cu_split_heads<float>(out, in, G, B, T, H, D);
+}
+
+extern "C" int at_cuda_merge_heads(float *out, const float *in, int B, int T,
+				   int H, int D)
+{
+	return at_cu_merge_heads<float>(out, in, B, T, H, D);
 }

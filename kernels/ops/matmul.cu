@@ -1,66 +1,16 @@
-// matmul.cu - the matrix products through cuBLAS, and the host side of
+// matmul.cu - the attention's batched products, and the host side of
 // andrea-qkv, andrea-scores and andrea-attend.
 //
-// cuBLAS is column-major.  A row-major X[r,c] is the column-major X^T, so
-// out = a . op(b) is computed as out^T = op(b)^T . a^T: the operands swap
-// places and nothing is transposed in memory.  Matrix products run in
-// fp32 unless tf32 is asked for (at_cu_blas sets the math mode).
+// Every product goes through at_cu_gemm (common/gemm.cuh) on the process's
+// handle: full fp32 unless tf32 is asked for.
 #include "common/cuda_util.cuh"
-#include "common/cublas_lazy.cuh"
+#include "common/gemm.cuh"
 #include "model/arch.h"
 
-// cuBLAS grids once limited batches to 65535; larger ones go in pieces.
-#define MAX_BATCH 65535
-
-extern "C" int at_cuda_matmul(float *out, const float *a, const float *b,
-			      int M, int K, int N, int trans_b, float alpha,
-			      int tf32)
+// Products on the process's handle: TF32 when tf32, else full fp32.
+static at_cu_gemm_mode mode(int tf32)
 {
-	if (M == 0 || N == 0)
-		return 0;
-	if (K == 0) { // BLAS would leave out alone
-		CU_CHECK(cudaMemsetAsync(out, 0, (size_t)M * N * sizeof *out),
-			 "zeroing a product over K = 0");
-		return 0;
-	}
-	cublasHandle_t h = at_cu_blas(tf32);
-	if (!h)
-		return -1;
-	const float beta = 0.0f;
-	BLAS_CHECK(at_cublas.sgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-			       CUBLAS_OP_N, N, M, K, &alpha, b, trans_b ? K : N,
-			       a, K, &beta, out, N),
-		   "cublasSgemm");
-	return 0;
-}
-
-// out_i[M,N] = alpha * a_i[M,K] . op(b_i) for i < batch, row-major, with
-// the given element strides between consecutive matrices.
-static int batched(float *out, const float *a, const float *b, int M, int K,
-		   int N, int trans_b, float alpha, int batch, long long sa,
-		   long long sb, long long so, int tf32, const char *what)
-{
-	if (M == 0 || N == 0 || batch == 0)
-		return 0;
-	if (K == 0) {
-		CU_CHECK(cudaMemsetAsync(out, 0, (size_t)batch * so * sizeof *out),
-			 what);
-		return 0;
-	}
-	cublasHandle_t h = at_cu_blas(tf32);
-	if (!h)
-		return -1;
-	const float beta = 0.0f;
-	for (int i = 0; i < batch; i += MAX_BATCH) {
-		int n = batch - i < MAX_BATCH ? batch - i : MAX_BATCH;
-		BLAS_CHECK(at_cublas.sgemm_strided_batched(
-				   h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-				   CUBLAS_OP_N, N, M, K, &alpha, b + i * sb,
-				   trans_b ? K : N, sb, a + i * sa, K, sa, &beta,
-				   out + i * so, N, so, n),
-			   what);
-	}
-	return 0;
+	return at_cu_gemm_mode{nullptr, tf32 ? AT_GEMM_TF32 : AT_GEMM_FP32};
 }
 
 // s_i = scale * q_i . k_i^T: the scale rides in alpha.
@@ -68,17 +18,19 @@ extern "C" int at_cuda_scores_forward(float *s, const float *q, const float *k,
 				      int BH, int T, int D, float scale,
 				      int tf32)
 {
+	at_cu_gemm_mode g = mode(tf32);
 	long long qs = (long long)T * D, ss = (long long)T * T;
-	return batched(s, q, k, T, D, T, 1, scale, BH, qs, qs, ss, tf32,
-		       "cublasSgemmStridedBatched for scores");
+	return at_cu_gemm(&g, 0, 1, T, T, D, scale, q, qs, k, qs, 0.0f, s, ss,
+			  BH, "the scores product");
 }
 
 extern "C" int at_cuda_attend_forward(float *o, const float *a, const float *v,
 				      int BH, int T, int D, int tf32)
 {
+	at_cu_gemm_mode g = mode(tf32);
 	long long as = (long long)T * T, vs = (long long)T * D;
-	return batched(o, a, v, T, T, D, 0, 1.0f, BH, as, vs, vs, tf32,
-		       "cublasSgemmStridedBatched for out");
+	return at_cu_gemm(&g, 0, 0, T, D, T, 1.0f, a, as, v, vs, 0.0f, o, vs,
+			  BH, "the attention product");
 }
 
 static int upload(float *dst, const float *src, size_t n, const char *what)
@@ -122,9 +74,10 @@ extern "C" int at_cuda_qkv_host(float *q, float *k, float *v, const float *x,
 					      (int)rows, C, AT_LN_EPS))
 			return -1;
 	}
-	if (at_cuda_matmul(dproj.p, dx.p, dw.p, (int)rows, C, (int)(3 * cols), 0,
-			   1.0f, tf32) ||
-	    at_cuda_split_heads(dout.p, dproj.p, 3, B, T, H, D))
+	at_cu_gemm_mode g = mode(tf32);
+	if (at_cu_gemm(&g, 0, 0, (int)rows, (int)(3 * cols), C, 1.0f, dx.p, 0,
+		       dw.p, 0, 0.0f, dproj.p, 0, 1, "the q, k, v product") ||
+	    at_cu_split_heads<float>(dout.p, dproj.p, 3, B, T, H, D))
 		return -1;
 	return download(q, dout.p, n, "computing q") ||
 	       download(k, dout.p + n, n, "computing k") ||
@@ -164,14 +117,16 @@ extern "C" int at_cuda_attend_host(float *out, const float *attn,
 	float *res = dout.p;
 	if (merge || wo) {
 		if (dcat.alloc(nv, "the concatenated heads") ||
-		    at_cuda_merge_heads(dcat.p, dout.p, B, T, H, D))
+		    at_cu_merge_heads<float>(dcat.p, dout.p, B, T, H, D))
 			return -1;
 		res = dcat.p;
 	}
 	if (wo) {
+		at_cu_gemm_mode g = mode(tf32);
 		if (dwo.alloc((size_t)C * C, "Wo") || dy.alloc(nv, "y") ||
 		    upload(dwo.p, wo, (size_t)C * C, "copying Wo to the GPU") ||
-		    at_cuda_matmul(dy.p, dcat.p, dwo.p, B * T, C, C, 0, 1.0f, tf32))
+		    at_cu_gemm(&g, 0, 0, B * T, C, C, 1.0f, dcat.p, 0, dwo.p, 0,
+			       0.0f, dy.p, 0, 1, "the output projection"))
 			return -1;
 		res = dy.p;
 	}

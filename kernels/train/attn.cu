@@ -1,5 +1,5 @@
-// train_attn.cu - the head transposes and the causal softmax of the
-// training engine, forward and backward.
+// attn.cu - the causal softmax of the training engine, forward and
+// backward (the head transposes are the stages', kernels/ops/heads.cu).
 //
 // The softmax kernels take one warp per row.  Forward, mask + scale +
 // softmax in one kernel: an online maximum and sum over the row's keys
@@ -7,65 +7,6 @@
 // row, zeros beyond the diagonal.  Backward: one dot product over the
 // same keys, then one write of scale * a * (da - dot), also zeros beyond.
 #include "train/train_kernels.cuh"
-
-// Thread per element of out [GB,H,T,D]; writes are contiguous, reads
-// contiguous along D.
-template <typename OUT>
-__global__ static void split_kernel(OUT *out, const float *in, int T, int H,
-				    int D, size_t n)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		int d = (int)(i % D);
-		size_t r = i / D; // (gb * H + h) * T + t
-		int t = (int)(r % T);
-		int h = (int)((r / T) % H);
-		size_t gb = r / ((size_t)T * H);
-		store_as(out + i, in[((gb * T + t) * H + h) * D + d]);
-	}
-}
-
-// Thread per element of out [GB,T,H*D].
-template <typename OUT>
-__global__ static void merge_kernel(OUT *out, const float *in, int T, int H,
-				    int D, size_t n)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		int d = (int)(i % D);
-		size_t r = i / D; // (gb * T + t) * H + h
-		int h = (int)(r % H);
-		int t = (int)((r / H) % T);
-		size_t gb = r / ((size_t)H * T);
-		store_as(out + i, in[((gb * H + h) * T + t) * D + d]);
-	}
-}
-
-template <typename OUT>
-int tr_split_heads(OUT *out, const float *in, int GB, int T, int H, int D)
-{
-	size_t n = (size_t)GB * T * H * D;
-	if (n == 0)
-		return 0;
-	split_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, T, H, D, n);
-	CU_LAUNCHED("head split kernel");
-	return 0;
-}
-
-template <typename OUT>
-int tr_merge_heads(OUT *out, const float *in, int GB, int T, int H, int D)
-{
-	size_t n = (size_t)GB * T * H * D;
-	if (n == 0)
-		return 0;
-	merge_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, T, H, D, n);
-	CU_LAUNCHED("head merge kernel");
-	return 0;
-}
-template int tr_split_heads<float>(float *, const float *, int, int, int, int);
-template int tr_split_heads<bf16>(bf16 *, const float *, int, int, int, int);
-template int tr_merge_heads<float>(float *, const float *, int, int, int, int);
-template int tr_merge_heads<bf16>(bf16 *, const float *, int, int, int, int);
 
 __global__ static void softmax_fwd_kernel(float *s, bf16 *s16, size_t rows,
 					  int T, float scale)

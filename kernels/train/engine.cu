@@ -32,7 +32,7 @@ struct tr_cuda {
 	size_t total;
 	tr_layer_off *layer; // host copy of the layout
 	size_t wte, wpe, lnfw, lnfb, lm_head;
-	tr_blas blas;
+	at_cu_gemm_mode blas;
 	tr_gelu_mm *gelu_mm;             // NULL: the GELU is a kernel apart
 	void *bufs[MAX_BUFS]; // every device allocation, for freeing
 	int nbufs;
@@ -383,7 +383,7 @@ static int block_forward(tr_cuda *d, int l)
 	int D = C / H, F = 4 * C, BT = B * T, BH = B * H;
 	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
 	size_t CC = (size_t)C * C;
-	const tr_blas *bl = &d->blas;
+	const at_cu_gemm_mode *bl = &d->blas;
 	float *xin = d->resid + l * BTC, *xout = d->resid + (l + 1) * BTC;
 	float *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
@@ -398,33 +398,35 @@ static int block_forward(tr_cuda *d, int l)
 
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln1, d->ln1_mean + lr, d->ln1_rstd + lr,
 		    xin, d->p + o->ln1w, d->p + o->ln1b, BT, C, AT_LN_EPS));
-	TRY(tr_mm(bl, 0, 0, BT, C, C, 1.0f, ln1, 0, W(d, o->wq), CC, 0.0f,
-		  d->buf3, BTC, 3, "the q, k, v products"));
-	TRY(MM_CALL(d, tr_split_heads, q, d->buf3, 3 * B, T, H, D));
-	TRY(tr_mm(bl, 0, 1, T, T, D, 1.0f, q, TD, k, TD, 0.0f, att, TT, BH,
-		  "the scores product"));
+	TRY(at_cu_gemm(bl, 0, 0, BT, C, C, 1.0f, ln1, 0, W(d, o->wq), CC, 0.0f,
+		       d->buf3, BTC, 3, "the q, k, v products"));
+	TRY(MM_CALL(d, at_cu_split_heads, q, d->buf3, 1, 3 * B, T, H, D));
+	TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, q, TD, k, TD, 0.0f, att, TT, BH,
+		       "the scores product"));
 	TRY(tr_softmax_causal_fwd(att, att16, (size_t)BH * T, T, scale));
-	TRY(tr_mm(bl, 0, 0, T, D, T, 1.0f, att16 ? (void *)att16 : (void *)att,
-		  TT, v, TD, 0.0f, d->buf3, TD, BH, "the attention product"));
-	TRY(MM_CALL(d, tr_merge_heads, merged, d->buf3, B, T, H, D));
+	TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f,
+		       att16 ? (void *)att16 : (void *)att, TT, v, TD, 0.0f,
+		       d->buf3, TD, BH, "the attention product"));
+	TRY(MM_CALL(d, at_cu_merge_heads, merged, d->buf3, B, T, H, D));
 	CU_CHECK(cudaMemcpyAsync(xm, xin, BTC * sizeof *xm,
 				 cudaMemcpyDeviceToDevice), "the residual copy");
-	TRY(tr_mm(bl, 0, 0, BT, C, C, 1.0f, merged, 0, W(d, o->wo), 0, 1.0f, xm,
-		  0, 1, "the output projection"));
+	TRY(at_cu_gemm(bl, 0, 0, BT, C, C, 1.0f, merged, 0, W(d, o->wo), 0,
+		       1.0f, xm, 0, 1, "the output projection"));
 
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln2, d->ln2_mean + lr, d->ln2_rstd + lr,
 		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C, AT_LN_EPS));
 	if (d->gelu_mm) {
 		TRY(tr_gelu_mm_fwd(d->gelu_mm, ln2, W(d, o->fc), gelu, fc));
 	} else {
-		TRY(tr_mm(bl, 0, 0, BT, F, C, 1.0f, ln2, 0, W(d, o->fc), 0,
-			  0.0f, (float *)fc, 0, 1, "the MLP's first product"));
+		TRY(at_cu_gemm(bl, 0, 0, BT, F, C, 1.0f, ln2, 0, W(d, o->fc), 0,
+			       0.0f, (float *)fc, 0, 1,
+			       "the MLP's first product"));
 		TRY(MM_CALL(d, tr_gelu_fwd, gelu, (float *)fc, (size_t)BT * F));
 	}
 	CU_CHECK(cudaMemcpyAsync(xout, xm, BTC * sizeof *xm,
 				 cudaMemcpyDeviceToDevice), "the residual copy");
-	TRY(tr_mm(bl, 0, 0, BT, C, F, 1.0f, gelu, 0, W(d, o->proj), 0, 1.0f,
-		  xout, 0, 1, "the MLP's second product"));
+	TRY(at_cu_gemm(bl, 0, 0, BT, C, F, 1.0f, gelu, 0, W(d, o->proj), 0,
+		       1.0f, xout, 0, 1, "the MLP's second product"));
 	return 0;
 }
 
@@ -448,7 +450,7 @@ static int block_backward(tr_cuda *d, int l)
 	int D = C / H, F = 4 * C, BT = B * T, BH = B * H;
 	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
 	size_t CC = (size_t)C * C;
-	const tr_blas *bl = &d->blas;
+	const at_cu_gemm_mode *bl = &d->blas;
 	int bf = d->prec == TR_BF16, rc = 0;
 	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
@@ -467,21 +469,23 @@ static int block_backward(tr_cuda *d, int l)
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
 	const void *drm = resid_grad_mm(d, &rc);
 	TRY(rc);
-	TRY(tr_mm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f, g + o->proj,
-		  0, 1, "the MLP's second product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f,
+		       g + o->proj, 0, 1,
+		       "the MLP's second product, backward"));
 	if (d->gelu_mm) {
 		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
 	} else {
-		TRY(tr_mm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj), 0,
-			  0.0f, d->d_fc, 0, 1,
-			  "the MLP's second product, backward"));
+		TRY(at_cu_gemm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj),
+			       0, 0.0f, d->d_fc, 0, 1,
+			       "the MLP's second product, backward"));
 		TRY(MM_CALL(d, tr_gelu_bwd, dfc_mm, (const float *)fc, d->d_fc,
 			    (size_t)BT * F));
 	}
-	TRY(tr_mm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f, g + o->fc,
-		  0, 1, "the MLP's first product, backward"));
-	TRY(tr_mm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0, 0.0f,
-		  d->d_ln, 0, 1, "the MLP's first product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
+		       g + o->fc, 0, 1, "the MLP's first product, backward"));
+	TRY(at_cu_gemm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
+		       0.0f, d->d_ln, 0, 1,
+		       "the MLP's first product, backward"));
 	TRY(tr_layernorm_bwd(dr, g + o->ln2w, g + o->ln2b, d->d_ln, xm,
 			     d->p + o->ln2w, d->ln2_mean + lr, d->ln2_rstd + lr,
 			     BT, C, d->ln_part));
@@ -489,30 +493,33 @@ static int block_backward(tr_cuda *d, int l)
 	// x_mid = x_in + concat(heads).Wo
 	drm = resid_grad_mm(d, &rc);
 	TRY(rc);
-	TRY(tr_mm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f, g + o->wo,
-		  0, 1, "the output projection, backward"));
-	TRY(tr_mm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0, 0.0f,
-		  d->d_merged, 0, 1, "the output projection, backward"));
-	TRY(MM_CALL(d, tr_split_heads, d->d_out, d->d_merged, B, T, H, D));
+	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
+		       g + o->wo, 0, 1, "the output projection, backward"));
+	TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0, 0.0f,
+		       d->d_merged, 0, 1, "the output projection, backward"));
+	TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
+		    H, D));
 	// dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q (scale in dS)
 	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
-	TRY(tr_mm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f, d->d_att,
-		  TT, BH, "the attention product, backward"));
-	TRY(tr_mm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD, 0.0f, dv,
-		  TD, BH, "the attention product, backward"));
+	TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
+		       d->d_att, TT, BH, "the attention product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD, 0.0f,
+		       dv, TD, BH, "the attention product, backward"));
 	TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
 		    (size_t)BH * T, T, scale));
-	TRY(tr_mm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f, dq, TD, BH,
-		  "the scores product, backward"));
-	TRY(tr_mm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f, dk, TD, BH,
-		  "the scores product, backward"));
-	TRY(MM_CALL(d, tr_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D));
-	TRY(tr_mm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
-		  g + o->wq, CC, 3, "the q, k, v products, backward"));
+	TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f, dq, TD,
+		       BH, "the scores product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f, dk, TD,
+		       BH, "the scores product, backward"));
+	TRY(MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D));
+	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
+		       g + o->wq, CC, 3, "the q, k, v products, backward"));
 	for (int i = 0; i < 3; i++)
-		TRY(tr_mm(bl, 0, 1, BT, C, C, 1.0f, mm_at(d, d->d_qkv, i * BTC),
-			  0, W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f, d->d_ln,
-			  0, 1, "the q, k, v products, backward"));
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f,
+			       mm_at(d, d->d_qkv, i * BTC), 0,
+			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
+			       d->d_ln, 0, 1,
+			       "the q, k, v products, backward"));
 	TRY(tr_layernorm_bwd(dr, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
 			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
 			     BT, C, d->ln_part));
@@ -524,13 +531,13 @@ static int backward(tr_cuda *d)
 	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
-	const tr_blas *bl = &d->blas;
+	const at_cu_gemm_mode *bl = &d->blas;
 	void *dl = d->prec == TR_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
 	float *g = d->g;
-	TRY(tr_mm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
-		  g + d->lm_head, 0, 1, "the head product, backward"));
-	TRY(tr_mm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head), 0, 0.0f,
-		  d->d_ln, 0, 1, "the head product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
+		       g + d->lm_head, 0, 1, "the head product, backward"));
+	TRY(at_cu_gemm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head), 0,
+		       0.0f, d->d_ln, 0, 1, "the head product, backward"));
 	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float)),
 		 "zeroing the residual gradient");
 	TRY(tr_layernorm_bwd(d->d_resid, g + d->lnfw, g + d->lnfb, d->d_ln,
@@ -571,8 +578,9 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
 		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C,
 		    AT_LN_EPS));
-	TRY(tr_mm(&d->blas, 0, 0, BT, V, C, 1.0f, d->lnf, 0, W(d, d->lm_head), 0,
-		  0.0f, d->logits, 0, 1, "the head product"));
+	TRY(at_cu_gemm(&d->blas, 0, 0, BT, V, C, 1.0f, d->lnf, 0,
+		       W(d, d->lm_head), 0, 0.0f, d->logits, 0, 1,
+		       "the head product"));
 	float inv = 1.0f / BT;
 	if (!backward_too)
 		TRY(tr_crossentropy<float>(NULL, d->losses, d->logits, d->tg, BT,

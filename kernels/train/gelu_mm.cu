@@ -37,7 +37,7 @@ struct tr_gelu_mm {
 
 // Row-major out[M,N] = A[M,K] . B, B stored [K,N] (or [N,K] when tb), is
 // column-major out^T = B^T A^T: cuBLASLt's A is our B and its B our A, as
-// in train_gemm.cu.  Returns 1 when cuBLASLt has an algorithm for it.
+// in common/gemm.cu.  Returns 1 when cuBLASLt has an algorithm for it.
 static int make_plan(tr_gelu_mm *g, plan *p, int prec, int tb,
 		     cublasLtEpilogue_t epi)
 {

@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 
 #include "common/cuda_util.cuh"
+#include "common/gemm.cuh"
 
 extern "C" {
 #include "train/train_cuda.h"
@@ -20,20 +21,15 @@ extern "C" {
 typedef __nv_bfloat16 bf16;
 
 
-// ---- train_gemm.cu: products through cuBLAS ----
+// ---- products: at_cu_gemm (common/gemm.cuh) on the engine's own handle,
+// in an at_cu_gemm_mode whose prec is the run's (TR_* = AT_GEMM_*) ----
 
-struct tr_blas {
-	cublasHandle_t h;
-	int prec;      // TR_FP32, TR_TF32 or TR_BF16
-};
+static_assert((int)TR_FP32 == AT_GEMM_FP32 && (int)TR_TF32 == AT_GEMM_TF32 &&
+		      (int)TR_BF16 == AT_GEMM_BF16,
+	      "train_cuda.h's precisions are gemm.cuh's");
 
-// C_i[M,N] = alpha op(A_i) op(B_i) + beta C_i for i < batch, A stored
-// [K,M] when ta (else [M,K]), B stored [N,K] when tb (else [K,N]); sA, sB,
-// sC are the element strides between consecutive matrices (0 reuses one).
-// A and B are mm buffers; C is float.
-int tr_mm(const tr_blas *b, int ta, int tb, int M, int N, int K, float alpha,
-	  const void *A, long long sA, const void *B, long long sB, float beta,
-	  float *C, long long sC, int batch, const char *what);
+// ---- bf16.cu: the operands' conversion ----
+
 // dst[n] = bf16(src[n]).
 int tr_to_bf16(bf16 *dst, const float *src, size_t n);
 
@@ -65,13 +61,10 @@ int tr_layernorm_bwd(float *dx, float *dw, float *db, const float *dout,
 		     const float *in, const float *w, const float *mean,
 		     const float *rstd, int N, int C, float *scratch);
 
-// ---- train_attn.cu: heads and the causal softmax ----
+// ---- attn.cu: the causal softmax ----
 
-// in [GB,T,H*D] -> out [GB,H,T,D], and back.
-template <typename OUT>
-int tr_split_heads(OUT *out, const float *in, int GB, int T, int H, int D);
-template <typename OUT>
-int tr_merge_heads(OUT *out, const float *in, int GB, int T, int H, int D);
+// The head transposes are at_cu_split_heads and at_cu_merge_heads
+// (cuda_util.cuh, kernels/ops/heads.cu).
 // In place on s [rows, T] (row r is query r % T): s = softmax of
 // scale * s over the keys j <= r % T, 0 beyond; s16 (if not NULL) gets a
 // bf16 copy.

@@ -33,14 +33,15 @@ int at_cuda_embed_forward(float *x, const int32_t *tokens, const float *wte,
 int at_cuda_layernorm_forward(float *out, const float *in, const float *w,
 			      const float *b, int N, int C, float eps);
 /* kernels/ops/heads.cu: in [B,T,G*H*D] -> out [G,B,H,T,D] (G = 3 splits a
- * fused q|k|v projection at once); merge is [B,H,T,D] -> [B,T,H*D]. */
+ * fused q|k|v projection at once); merge is [B,H,T,D] -> [B,T,H*D].  The
+ * fp32 instances of at_cu_split_heads and at_cu_merge_heads, which the
+ * training engine also calls with bf16 output. */
 int at_cuda_split_heads(float *out, const float *in, int G, int B, int T,
 			int H, int D);
 int at_cuda_merge_heads(float *out, const float *in, int B, int T, int H,
 			int D);
-/* kernels/ops/matmul.cu (cuBLAS) */
-int at_cuda_matmul(float *out, const float *a, const float *b, int M, int K,
-		   int N, int trans_b, float alpha, int tf32);
+/* kernels/ops/matmul.cu (cuBLAS, through the one product wrapper of
+ * kernels/common/gemm.cuh, which C++ callers use for plain products) */
 int at_cuda_scores_forward(float *s, const float *q, const float *k, int BH,
 			   int T, int D, float scale, int tf32);
 int at_cuda_attend_forward(float *o, const float *a, const float *v, int BH,

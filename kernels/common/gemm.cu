@@ -1,0 +1,107 @@
+// gemm.cu - at_cu_gemm (gemm.cuh): the one matrix-product wrapper, over
+// cuBLAS loaded lazily (cublas_lazy.cuh).
+#include "common/cuda_util.cuh"
+#include "common/cublas_lazy.cuh"
+#include "common/gemm.cuh"
+
+// cuBLAS grids once limited batches to 65535; larger ones go in pieces.
+#define MAX_BATCH 65535
+
+// C_i = 0 for i < batch: one memset where the matrices lie end to end.
+static int zero(float *C, int M, int N, long long sC, int batch,
+		const char *what)
+{
+	size_t mn = (size_t)M * N;
+	if (batch == 1 || sC == (long long)mn) {
+		CU_CHECK(cudaMemsetAsync(C, 0, (size_t)batch * mn * sizeof *C),
+			 what);
+		return 0;
+	}
+	for (int i = 0; i < (sC ? batch : 1); i++)
+		CU_CHECK(cudaMemsetAsync(C + i * sC, 0, mn * sizeof *C), what);
+	return 0;
+}
+
+// The stage ops' way: cublasSgemm(StridedBatched) on the process's handle,
+// the math mode choosing fp32 or TF32.
+static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
+		 cublasOperation_t opb, int M, int N, int K, float alpha,
+		 const float *A, int lda, long long sA, const float *B,
+		 int ldb, long long sB, float beta, float *C, long long sC,
+		 int batch, const char *what)
+{
+	if (g->prec == AT_GEMM_BF16)
+		return at_cu_failf("%s: bf16 products need a handle of their own",
+				   what);
+	cublasHandle_t h = at_cu_blas(g->prec == AT_GEMM_TF32);
+	if (!h)
+		return -1;
+	if (batch == 1) {
+		BLAS_CHECK(at_cublas.sgemm(h, opb, opa, N, M, K, &alpha, B, ldb,
+					   A, lda, &beta, C, N),
+			   what);
+		return 0;
+	}
+	for (int i = 0; i < batch; i += MAX_BATCH) {
+		int n = batch - i < MAX_BATCH ? batch - i : MAX_BATCH;
+		BLAS_CHECK(at_cublas.sgemm_strided_batched(
+				   h, opb, opa, N, M, K, &alpha, B + i * sB, ldb,
+				   sB, A + i * sA, lda, sA, &beta, C + i * sC, N,
+				   sC, n),
+			   what);
+	}
+	return 0;
+}
+
+// The training engine's way: cublasGemmEx(StridedBatched) on g->h, the
+// compute type choosing fp32 or TF32, the operand type bf16 or float.
+static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
+		   cublasOperation_t opb, int M, int N, int K, float alpha,
+		   const void *A, int lda, long long sA, const void *B, int ldb,
+		   long long sB, float beta, float *C, long long sC, int batch,
+		   const char *what)
+{
+	cudaDataType_t ty = g->prec == AT_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cublasComputeType_t ct = g->prec == AT_GEMM_TF32 ?
+		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+	size_t es = g->prec == AT_GEMM_BF16 ? 2 : 4; // bytes per operand
+	if (batch == 1) {
+		BLAS_CHECK(at_cublas.gemm_ex(g->h, opb, opa, N, M, K, &alpha, B,
+					     ty, ldb, A, ty, lda, &beta, C,
+					     CUDA_R_32F, N, ct,
+					     CUBLAS_GEMM_DEFAULT),
+			   what);
+		return 0;
+	}
+	for (int i = 0; i < batch; i += MAX_BATCH) {
+		int n = batch - i < MAX_BATCH ? batch - i : MAX_BATCH;
+		BLAS_CHECK(at_cublas.gemm_strided_batched_ex(
+				   g->h, opb, opa, N, M, K, &alpha,
+				   (const char *)B + i * sB * es, ty, ldb, sB,
+				   (const char *)A + i * sA * es, ty, lda, sA,
+				   &beta, C + i * sC, CUDA_R_32F, N, sC, n, ct,
+				   CUBLAS_GEMM_DEFAULT),
+			   what);
+	}
+	return 0;
+}
+
+int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
+	       int K, float alpha, const void *A, long long sA, const void *B,
+	       long long sB, float beta, float *C, long long sC, int batch,
+	       const char *what)
+{
+	if (M == 0 || N == 0 || batch == 0)
+		return 0;
+	if (K == 0 && beta == 0.0f)
+		return zero(C, M, N, sC, batch, what);
+	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	int lda = ta ? M : K, ldb = tb ? K : N;
+	if (!g->h)
+		return sgemm(g, opa, opb, M, N, K, alpha, (const float *)A, lda,
+			     sA, (const float *)B, ldb, sB, beta, C, sC, batch,
+			     what);
+	return gemm_ex(g, opa, opb, M, N, K, alpha, A, lda, sA, B, ldb, sB,
+		       beta, C, sC, batch, what);
+}

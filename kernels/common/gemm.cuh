@@ -1,0 +1,48 @@
+// gemm.cuh - the one matrix-product wrapper of the kernels: the stage ops
+// (kernels/ops/matmul.cu), the training engine (kernels/train/) and the
+// harness (kernels/check/matmul_check.cu) call it with one argument order.
+//
+// Row-major products on column-major cuBLAS: a row-major X[r,c] is the
+// column-major X^T, so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T;
+// the operands swap places and nothing moves in memory.
+//
+// Two ways through cuBLAS, each its callers' since before the wrapper was
+// shared, so that no result changes:
+//  - no handle (the stage ops): cublasSgemm and cublasSgemmStridedBatched
+//    on the process's handle (at_cu_blas), whose math mode gives full fp32
+//    (AT_GEMM_FP32) or TF32 tensor cores (AT_GEMM_TF32);
+//  - the caller's handle (the training engine's own, default math mode):
+//    cublasGemmEx and cublasGemmStridedBatchedEx with the compute type
+//    CUBLAS_COMPUTE_32F (fp32, no tensor-core rounding) or
+//    CUBLAS_COMPUTE_32F_FAST_TF32, or bf16 operands (AT_GEMM_BF16)
+//    accumulated in fp32.
+// The result is fp32 in every mode.
+#ifndef ANDREA_GEMM_CUH
+#define ANDREA_GEMM_CUH
+
+#include <cublas_v2.h>
+
+// The precisions of a product; the values are train_cuda.h's TR_FP32,
+// TR_TF32 and TR_BF16.
+enum { AT_GEMM_FP32 = 0, AT_GEMM_TF32 = 1, AT_GEMM_BF16 = 2 };
+
+// How products are computed: on which handle, in which precision.
+struct at_cu_gemm_mode {
+	cublasHandle_t h; // NULL: the process's handle and cublasSgemm
+	int prec;         // AT_GEMM_*; AT_GEMM_BF16 only with a handle
+};
+
+// C_i[M,N] = alpha op(A_i) op(B_i) + beta C_i for i < batch, row-major, A
+// stored [K,M] when ta (else [M,K]), B stored [N,K] when tb (else [K,N]);
+// sA, sB, sC are the element strides between consecutive matrices (0
+// reuses one).  A and B are float, or bf16 in AT_GEMM_BF16; C is float.
+// batch 1 is one plain product, more a strided batched one (in pieces of
+// at most 65535).  K = 0 with beta = 0 zeroes C, which BLAS would leave
+// alone.  what names the product in the error.  Launches on the default
+// stream; returns 0, or -1 with the reason in at_cuda_error().
+int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
+	       int K, float alpha, const void *A, long long sA, const void *B,
+	       long long sB, float beta, float *C, long long sC, int batch,
+	       const char *what);
+
+#endif
