@@ -1,4 +1,4 @@
-// train_adamw.cu - the global gradient norm and the whole AdamW update in
+// adamw.cu - the global gradient norm and the whole AdamW update in
 // one kernel.
 //
 // The norm: NORM_BLOCKS blocks each sum a fixed strided share of g^2 in

@@ -1,4 +1,4 @@
-// train_engine.cu - the training engine on the GPU (lib/train/train_cuda.h): its
+// engine.cu - the training engine on the GPU (lib/train/train_cuda.h): its
 // buffers, the forward and backward passes of a whole model, the update.
 //
 // The passes mirror lib/train/forward.c and lib/train/backward.c op for

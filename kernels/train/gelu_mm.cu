@@ -1,4 +1,4 @@
-// train_gelu_mm.cu - the MLP's first product with the GELU in cuBLASLt's
+// gelu_mm.cu - the MLP's first product with the GELU in cuBLASLt's
 // epilogue: forward pre = A.B, out = GELU(pre) in one kernel (GELU_AUX
 // keeps pre for the backward), and backward dpre = (dout.W^T) * GELU'(pre)
 // in one kernel (DGELU).  This saves the separate GELU kernels' pass over

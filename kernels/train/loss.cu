@@ -1,4 +1,4 @@
-// train_loss.cu - softmax + cross-entropy (and its gradient) in one kernel,
+// loss.cu - softmax + cross-entropy (and its gradient) in one kernel,
 // the mean of the losses, GELU forward and backward, and the gradient of
 // the embedding tables.
 #include "train/train_kernels.cuh"

@@ -1,4 +1,4 @@
-// train_norm.cu - LayerNorm backward for the training engine (the forward
+// norm.cu - LayerNorm backward for the training engine (the forward
 // pass, shared with the stages, is layernorm.cu).
 //
 // Backward: one warp per row for dx, then the sums over rows for dw and db

@@ -1,5 +1,5 @@
 // train_kernels.cuh - the device ops of the training engine
-// (kernels/train_*.cu), shared by train_engine.cu.
+// (kernels/train/*.cu), shared by engine.cu.
 //
 // Row-major, shape letters as in docs/ARCHITECTURE.md.  "mm" buffers are operands of
 // matrix products only: float in fp32/tf32 mode, bf16 in bf16 mode; a
@@ -33,7 +33,7 @@ static_assert((int)TR_FP32 == AT_GEMM_FP32 && (int)TR_TF32 == AT_GEMM_TF32 &&
 // dst[n] = bf16(src[n]).
 int tr_to_bf16(bf16 *dst, const float *src, size_t n);
 
-// ---- train_gelu_mm.cu: the MLP's first product with GELU fused ----
+// ---- gelu_mm.cu: the MLP's first product with GELU fused ----
 
 typedef struct tr_gelu_mm tr_gelu_mm;
 // Plans the fused products for A [M,K] and outputs [M,N] in precision
@@ -49,7 +49,7 @@ int tr_gelu_mm_fwd(tr_gelu_mm *g, const void *A, const void *B, void *out,
 int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 		   const void *pre, void *dpre);
 
-// ---- train_norm.cu: LayerNorm ----
+// ---- norm.cu: LayerNorm ----
 
 // The forward pass is at_cu_layernorm_fwd (cuda_util.cuh), keeping each
 // row's mean and 1/sqrt(var + eps) for the backward pass.
@@ -76,7 +76,7 @@ template <typename OUT>
 int tr_softmax_causal_bwd(OUT *ds, const float *da, const float *a,
 			  size_t rows, int T, float scale);
 
-// ---- train_loss.cu: the loss, GELU, the embedding's gradient ----
+// ---- loss.cu: the loss, GELU, the embedding's gradient ----
 
 // losses[n] = cross-entropy of logits row n against targets[n]; with
 // dlogits (float or bf16, may alias logits when float) also
@@ -96,7 +96,7 @@ int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n);
 int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
 		 const int *pos, int B, int T, int C, int V);
 
-// ---- train_adamw.cu: the norm and the update ----
+// ---- adamw.cu: the norm and the update ----
 
 // One contiguous piece of one parameter: the update's unit of work.
 // The sum of v over the block in a fixed tree order (so runs repeat bit
