@@ -1,4 +1,4 @@
-/* train_cuda.h - the training engine on a CUDA GPU (kernels/train/*.cu).
+/* train_cuda.h - the training engine on a CUDA GPU (the files of kernels/train/).
  *
  * The device holds the parameters, gradients, both AdamW moments and every
  * activation of a step; the host sends a batch (double-buffered in pinned
