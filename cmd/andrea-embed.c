@@ -35,11 +35,7 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 	if (tok->dtype != AT_I32 || tok->rank < 1 || tok->rank > 2)
 		at_filter_die(f, 0, "expected i32 [B,T] or [T], got %s rank %d",
 			      at_dtype_name(tok->dtype), tok->rank);
-	if (tok->rank == 1) {
-		tok->rank = 2;
-		tok->dims[1] = tok->dims[0];
-		tok->dims[0] = 1;
-	}
+	at_tokens_as_batch(tok);
 	uint64_t B = tok->dims[0], T = tok->dims[1];
 	if (e->bos) {
 		uint64_t dims[2] = {B, T + 1};

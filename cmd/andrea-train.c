@@ -227,13 +227,7 @@ static void tokens_from_stream(const options *o, const char *path,
 	at_reader r;
 	at_header h;
 	cli_open_input((cli_common *)&o->c, &r, path);
-	int rc;
-	while ((rc = at_read_header(&r, &h)) == 1) {
-		if (strcmp(h.name, "tokens") == 0)
-			break;
-		if (at_skip_payload(&r, &h) < 0)
-			cli_fail(r.err);
-	}
+	int rc = at_find_record(&r, "tokens", &h);
 	if (rc < 0)
 		cli_fail(r.err);
 	if (rc == 0)
@@ -244,11 +238,7 @@ static void tokens_from_stream(const options *o, const char *path,
 	if (at_read_payload(&r, &h, t) < 0)
 		cli_fail(r.err);
 	at_reader_close(&r);
-	if (t->rank == 1) {
-		t->rank = 2;
-		t->dims[1] = t->dims[0];
-		t->dims[0] = 1;
-	}
+	at_tokens_as_batch(t);
 }
 
 /* --forward: the model, the tokens of path (NULL: stdin) or --tokens,
@@ -454,7 +444,6 @@ static double evaluate(trainer *tr)
 /* The first step's gradients, before clipping, with its batch and loss. */
 static void dump_grads(trainer *tr, double loss)
 {
-	int B = tr->st.batch, T = tr->st.seq;
 	const int32_t *in, *tg;
 	engine_check(tr, tr_engine_pull(tr->eng, TR_PULL_GRADS, tr->err,
 					sizeof tr->err));
@@ -462,25 +451,11 @@ static void dump_grads(trainer *tr, double loss)
 	at_writer w;
 	if (at_writer_open(&w, tr->o->dump_grads, &tr->o->c.wopts) < 0)
 		cli_fail(w.err);
-	at_tensor t;
-	uint64_t dims[2] = {(uint64_t)B, (uint64_t)T + 1};
-	if (at_tensor_init(&t, "tokens", AT_I32, 2, dims) < 0)
-		cli_die("out of memory");
-	int32_t *d = t.data;
-	for (int b = 0; b < B; b++) {
-		memcpy(d + (size_t)b * (T + 1), in + (size_t)b * T,
-		       (size_t)T * sizeof *d);
-		d[(size_t)b * (T + 1) + T] = tg[(size_t)b * T + T - 1];
-	}
-	at_attr_setf(&t.attrs, "loss", "%.17g", loss);
-	at_attr_setf(&t.attrs, "step", "%ld", tr->st.step);
-	if (at_write_tensor(&w, &t) < 0 ||
-	    tr_model_write(&tr->m, &w, 0, "", tr->m.g) < 0 ||
-	    at_writer_finish(&w) < 0) {
+	if (tr_grads_write(&w, &tr->m, in, tg, tr->st.batch, tr->st.seq, loss,
+			   tr->st.step) < 0 || at_writer_finish(&w) < 0) {
 		at_writer_abort(&w);
 		cli_fail(w.err);
 	}
-	at_tensor_free(&t);
 }
 
 /* "1h02m", "3m04s" or "12s". */

@@ -203,6 +203,15 @@ int at_model_check_layer(const at_model *m, int layer, char *err,
 	return 0;
 }
 
+void at_tokens_as_batch(at_tensor *t)
+{
+	if (t->rank == 1) {
+		t->rank = 2;
+		t->dims[1] = t->dims[0];
+		t->dims[0] = 1;
+	}
+}
+
 int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
 		    uint64_t T, char *err, size_t errlen)
 {

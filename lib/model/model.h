@@ -63,6 +63,8 @@ int at_model_param(const at_model *m, const char *name, int rank,
 int at_model_need_heads(const at_model *m, char *err, size_t errlen);
 int at_model_check_layer(const at_model *m, int layer, char *err,
 			 size_t errlen);
+/* Makes a tokens tensor of rank 1, [T], the batch of one row [1,T]. */
+void at_tokens_as_batch(at_tensor *t);
 /* Checks tokens [B,T] for a model of cfg: T within the context (when the
  * config knows it) and every id in 0..V-1.  Returns 0, or -1 with err
  * ("token 300 at [0,4] is not in 0..256 (V=257)"). */

@@ -119,6 +119,10 @@ int at_read_header(at_reader *r, at_header *h);
  * anything is allocated or read. */
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t);
 int at_skip_payload(at_reader *r, const at_header *h);
+/* Reads on to the first record named `name`, skipping the others: 1 with
+ * its header in h (the payload still to read), 0 when the input ends
+ * without one, -1 on error (r->err). */
+int at_find_record(at_reader *r, const char *name, at_header *h);
 /* t gets h's name, dtype, shape and attributes, and no data. */
 void at_tensor_from_header(at_tensor *t, const at_header *h);
 

@@ -21,6 +21,29 @@ static void attr_record(at_tensor *t, const char *name)
 	t->data = &none;
 }
 
+int tr_grads_write(at_writer *w, const tr_model *m, const int32_t *inputs,
+		   const int32_t *targets, int B, int T, double loss, long step)
+{
+	at_tensor t;
+	uint64_t dims[2] = {(uint64_t)B, (uint64_t)T + 1};
+	if (at_tensor_init(&t, "tokens", AT_I32, 2, dims) < 0) {
+		snprintf(w->err, sizeof w->err, "out of memory");
+		return -1;
+	}
+	int32_t *d = t.data;
+	for (int b = 0; b < B; b++) {
+		memcpy(d + (size_t)b * (T + 1), inputs + (size_t)b * T,
+		       (size_t)T * sizeof *d);
+		d[(size_t)b * (T + 1) + T] = targets[(size_t)b * T + T - 1];
+	}
+	at_attr_setf(&t.attrs, "loss", "%.17g", loss);
+	at_attr_setf(&t.attrs, "step", "%ld", step);
+	int rc = at_write_tensor(w, &t) < 0 ||
+		 tr_model_write(m, w, 0, "", m->g) < 0 ? -1 : 0;
+	at_tensor_free(&t);
+	return rc;
+}
+
 int tr_checkpoint_write(at_writer *w, const tr_model *m, const float *mom1,
 			const float *mom2, const tr_state *st)
 {

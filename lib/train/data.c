@@ -38,13 +38,8 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 		snprintf(err, errlen, "%s", r.err);
 		return -1;
 	}
-	int rc;
-	while ((rc = at_read_header(&r, &h)) == 1) {
-		if (strcmp(h.name, "tokens") != 0) {
-			if (at_skip_payload(&r, &h) < 0)
-				break;
-			continue;
-		}
+	int rc = at_find_record(&r, "tokens", &h);
+	if (rc == 1) {
 		if (h.dtype != AT_I32) {
 			snprintf(err, errlen, "%s: record %d 'tokens': %s, expected i32",
 				 path, h.index, at_dtype_name(h.dtype));
@@ -52,13 +47,14 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 			return -1;
 		}
 		at_tensor t;
-		if (at_read_payload(&r, &h, &t) < 0)
-			break;
-		d->n = (size_t)at_numel(&t);
-		d->tok = t.data; /* take the buffer over */
-		at_reader_close(&r);
-		d->from_stream = 1;
-		return 0;
+		if (at_read_payload(&r, &h, &t) == 0) {
+			d->n = (size_t)at_numel(&t);
+			d->tok = t.data; /* take the buffer over */
+			at_reader_close(&r);
+			d->from_stream = 1;
+			return 0;
+		}
+		rc = -1;
 	}
 	if (rc == 0)
 		snprintf(err, errlen, "%s: no 'tokens' record in the stream", path);

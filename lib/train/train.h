@@ -183,6 +183,13 @@ typedef struct {
 	tr_hparams h;
 } tr_state;
 
+/* Writes the gradients of one step (--dump-grads): a `tokens` record
+ * [B,T+1] of the batch's windows (inputs and the last target) with the
+ * step's loss and number as attributes, then g in the parameter layout,
+ * to w (not finished).  Returns 0, or -1 with the reason in w->err. */
+int tr_grads_write(struct at_writer *w, const tr_model *m,
+		   const int32_t *inputs, const int32_t *targets, int B, int T,
+		   double loss, long step);
 /* Writes the checkpoint stream: a `train_state` record (the state in its
  * attributes), the `config` record, the parameters, then the AdamW
  * moments as adam.m.NAME and adam.v.NAME. */
