@@ -139,7 +139,7 @@ int main(void)
 	stage("embed", [&] {
 		at_cuda_embed_forward(x, dtok, wte, wpe, B, T, C);
 	});
-	at_cu_gemm_mode fp32 = {nullptr, AT_GEMM_FP32}; // the stages' products, TF32 off
+	at_cu_gemm_mode fp32 = {nullptr, AT_PREC_FP32}; // the stages' products, TF32 off
 	stage("qkv", [&] {
 		at_cuda_layernorm_forward(h, x, lnw, lnb, (int)BT, C, 1e-5f);
 		at_cu_gemm(&fp32, 0, 0, (int)BT, 3 * C, C, 1.0f, h, 0, wqkv, 0,

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/block.h"
 #include "cli/filter.h"
 #include "cli/stage.h"
+#include "ops/weights.h"
 
 static const char usage[] =
 	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
@@ -27,8 +27,12 @@ typedef struct {
 	range ranges[MAX_RANGES];
 	int n_ranges;
 	at_model model;
-	at_block *blocks; /* in the order they run */
+	at_loaded weights;   /* the layers named, each once */
+	int *order;          /* the layers in the order they run */
 	int n_blocks;
+	at_device dev;
+	int precision;
+	at_fwd *engine;
 } block_ctx;
 
 /* Parses a non-negative layer number at *p, advancing it; -1 if none. */
@@ -84,7 +88,7 @@ bad:
 
 /* Expands the ranges against the model, checks every layer and loads
  * all their parameters, so that nothing is written before all is known
- * to be there. */
+ * to be there; then puts them where the blocks will run. */
 static void load_blocks(block_ctx *b)
 {
 	char err[700];
@@ -103,18 +107,22 @@ static void load_blocks(block_ctx *b)
 			cli_die("-l: more than %d blocks to run", MAX_LAYERS);
 		b->ranges[i].hi = hi;
 	}
-	if (!(b->blocks = calloc((size_t)n, sizeof *b->blocks)))
+	unsigned char *want = calloc((size_t)n_layer + 1, 1);
+	if (!want || !(b->order = calloc((size_t)n, sizeof *b->order)))
 		cli_die("out of memory");
 	for (int i = 0; i < b->n_ranges; i++)
 		for (int l = b->ranges[i].lo; l <= b->ranges[i].hi; l++) {
 			if (at_model_check_layer(&b->model, l, err, sizeof err) < 0)
 				cli_die("%s", err);
-			/* a layer named twice is loaded twice: simple, and rare */
-			if (at_block_load(&b->blocks[b->n_blocks], &b->model, l, err,
-					  sizeof err) < 0)
-				cli_die("%s", err);
-			b->n_blocks++;
+			want[l] = 1;
+			b->order[b->n_blocks++] = l;
 		}
+	if (at_weights_load(&b->weights, &b->model, AT_LOAD_LAYERS, want, err, sizeof err) < 0)
+		cli_die("%s", err);
+	free(want);
+	if (at_fwd_new(&b->engine, &b->weights.w, b->dev, b->precision, 0, err,
+		       sizeof err) < 0)
+		cli_die("%s", err);
 }
 
 /* Checks one x, runs every block on it in place, marks it and writes it. */
@@ -130,10 +138,11 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 	if ((uint64_t)B * T > 1u << 30)
 		at_filter_die(f, 0, "B*T=%llu rows is more than this tool handles",
 			      (unsigned long long)x->dims[0] * x->dims[1]);
-	for (int i = 0; i < b->n_blocks; i++)
-		if (at_block_forward(&b->blocks[i], x->data, B, T) < 0)
-			cli_die("out of memory");
-	at_attr_setf(&x->attrs, "layer", "%d", b->blocks[b->n_blocks - 1].layer);
+	char err[600];
+	if (at_fwd_blocks(b->engine, x->data, B, T, b->order, b->n_blocks, err,
+			  sizeof err) < 0)
+		at_filter_die(f, 0, "%s", err);
+	at_attr_setf(&x->attrs, "layer", "%d", b->order[b->n_blocks - 1]);
 	at_filter_write(w, x);
 }
 
@@ -146,11 +155,13 @@ int main(int argc, char **argv)
 		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
 		CLI_CALL_ARG("layer", 'l', parse_layers, &b),
 		CLI_ALIAS("layers", 'l'),
+		CLI_CALL_ARG("precision", 0, stage_precision_opt, &b.precision),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (b.n_ranges == 0)
 		b.ranges[b.n_ranges++] = (range){0, 0};
-	stage_device(&c, 0);
+	b.dev = stage_device(&c, 1);
+	stage_check_precision(b.dev, b.precision);
 	stage_open_model(&c, &b.model);
 	char err[600];
 	if (at_model_need_heads(&b.model, err, sizeof err) < 0)
@@ -159,9 +170,9 @@ int main(int argc, char **argv)
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = block_run,
 		       .ctx = &b};
 	at_filter_main(&c, &f, operand.v[0]);
-	for (int i = 0; i < b.n_blocks; i++)
-		at_block_free(&b.blocks[i]);
-	free(b.blocks);
+	at_fwd_free(b.engine);
+	at_weights_free(&b.weights);
+	free(b.order);
 	at_model_close(&b.model);
 	return 0;
 }

@@ -1,76 +1,277 @@
 /* andrea-generate - sample text from the model, one byte at a time.
  *
- * The sequence starts as BOS (256) followed by the prompt's bytes.  Each
- * step runs the whole model (embedding, every block, the head) over the
- * last ctx tokens, draws the next token from the logits of the last
- * position (sample.h) and, unless it is 256 or above, writes it as a byte
- * and appends it.  A token of 256 or more ends the text early.
+ * Each sequence starts as BOS (256) followed by its prompt's bytes.  The
+ * prompt goes through the model in one pass that fills the KV cache
+ * (prefill); then each step feeds the last token at the next position,
+ * draws the next token from the logits (sample.h) and, unless it is 256
+ * or above, writes it as a byte and appends it.  A token of 256 or more
+ * ends that sequence.  With --prompts, the sequences of a file's lines
+ * decode side by side as one batch.  Beyond the model's context the
+ * window slides by halves (andrea-generate(1)).
  */
+#include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "ops/block.h"
 #include "cli/cli.h"
-#include "ops/ops.h"
-#include "ops/sample.h"
 #include "cli/stage.h"
+#include "model/arch.h"
+#include "ops/sample.h"
+#include "ops/weights.h"
+#include "stream/stream.h"
 
 static const char usage[] =
 	"usage: andrea-generate [-m MODEL] [--model-seed S] [--heads N]\n"
-	"                       [--prompt TEXT] [-n N] [--temperature F]\n"
-	"                       [--top-k K] [--seed S] [--device DEV]\n"
+	"                       [--prompt TEXT | --prompts FILE] [-n N]\n"
+	"                       [--temperature F] [--top-k K] [--top-p P]\n"
+	"                       [--seed S] [--no-cache] [--logits FILE]\n"
+	"                       [--stats] [--device DEV] [--precision P]\n"
 	"                       [--threads N]\n";
 
-typedef struct {
-	at_model model;
-	at_tensor wte, wpe;
-	at_block *blocks;
-	at_head head;
-} gen_model;
+#define MAX_PROMPTS 4096
 
-/* Loads every parameter the forward pass needs; dies naming the first
- * one missing or misshapen. */
-static void load_model(gen_model *g)
+/* One sequence of the batch. */
+typedef struct {
+	int32_t *tok;   /* BOS, the prompt, what was drawn */
+	size_t n, cap;  /* tokens held; room */
+	size_t w0;      /* where the model's window starts */
+	int done;       /* drew a token >= 256 */
+	char *out;      /* --prompts: the text drawn so far */
+	size_t out_n, out_cap;
+} seq;
+
+typedef struct {
+	const char *prompt, *prompts, *logits_path;
+	long n_new, top_k, seed;
+	double temperature, top_p;
+	int no_cache, stats, precision;
+	/* the run */
+	at_model model;
+	at_loaded weights;
+	at_fwd *engine;
+	seq *s;
+	int rows, ctx, V;
+	float *logits;  /* [rows,V] */
+	int32_t *last;  /* [rows] the token each row feeds next */
+	int *scratch;
+	at_writer lw;   /* --logits */
+	int tty;
+	double t_prefill, t_decode;
+	long steps, fed;
+} gen;
+
+static double now(void)
 {
-	const at_config *cfg = &g->model.cfg;
-	char err[700];
-	if (at_model_need_heads(&g->model, err, sizeof err) < 0)
-		cli_die("%s", err);
-	if (cfg->n_layer <= 0 || cfg->ctx <= 0 || cfg->vocab <= 0)
-		cli_die("%s: the model's layer count, context or vocabulary is "
-			"unknown (no config, wte, wpe or layers)", g->model.path);
-	if (cfg->vocab <= AT_BOS)
-		cli_die("%s: V=%d, but generating needs the byte tokens and BOS "
-			"(V >= %d)", g->model.seeded ? "default model" :
-			g->model.path, cfg->vocab, AT_BOS + 1);
-	stage_param(&g->model, "wte", &g->wte, 2, cfg->vocab, cfg->d_model);
-	stage_param(&g->model, "wpe", &g->wpe, 2, cfg->ctx, cfg->d_model);
-	if (!(g->blocks = calloc((size_t)cfg->n_layer, sizeof *g->blocks)))
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void append(seq *q, int32_t tok)
+{
+	if (q->n == q->cap) {
+		q->cap = q->cap * 2 + 16;
+		if (!(q->tok = realloc(q->tok, q->cap * sizeof *q->tok)))
+			cli_die("out of memory");
+	}
+	q->tok[q->n++] = tok;
+}
+
+/* Row r starts as BOS and the bytes text[0, len). */
+static void start_row(gen *g, int r, const char *text, size_t len)
+{
+	seq *q = &g->s[r];
+	append(q, AT_BOS);
+	for (size_t i = 0; i < len; i++)
+		append(q, (unsigned char)text[i]);
+}
+
+/* The lines of path, one prompt each (a last line without a newline
+ * too); dies on a read error or more than MAX_PROMPTS lines. */
+static void read_prompts(gen *g, const char *path)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (!f)
+		cli_die("%s: cannot open: %s", path, strerror(errno));
+	if (!(g->s = calloc(MAX_PROMPTS, sizeof *g->s)))
 		cli_die("out of memory");
-	for (int l = 0; l < cfg->n_layer; l++)
-		if (at_block_load(&g->blocks[l], &g->model, l, err, sizeof err) < 0)
-			cli_die("%s", err);
-	if (at_head_load(&g->head, &g->model, err, sizeof err) < 0)
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	while ((len = getline(&line, &cap, f)) >= 0) {
+		if (g->rows == MAX_PROMPTS)
+			cli_die("%s: more than %d prompts", path, MAX_PROMPTS);
+		if (len > 0 && line[len - 1] == '\n')
+			len--;
+		start_row(g, g->rows++, line, (size_t)len);
+	}
+	if (ferror(f))
+		cli_die("%s: read error: %s", path, strerror(errno));
+	if (f != stdin)
+		fclose(f);
+	free(line);
+	if (g->rows == 0)
+		cli_die("%s: no prompts (the file is empty)", path);
+}
+
+/* Dies with the engine's reason. */
+static void check(int rc, const char *err)
+{
+	if (rc)
 		cli_die("%s", err);
 }
 
-/* Logits [V] of the position after tokens[0..T) (T <= ctx). */
-static void forward(const gen_model *g, const int32_t *tokens, int T,
-		    float *logits)
+/* Slides row r's window when its next token would fall outside the
+ * context: the newest ctx/2 tokens are kept, at positions 0... Returns 1
+ * when it slid. */
+static int slide(gen *g, seq *q)
 {
-	int C = g->model.cfg.d_model;
-	float *x = malloc((size_t)T * C * sizeof *x);
-	if (!x)
-		cli_die("out of memory");
-	at_embed_forward(x, tokens, g->wte.data, g->wpe.data, 1, T, C);
-	for (int l = 0; l < g->model.cfg.n_layer; l++)
-		if (at_block_forward(&g->blocks[l], x, 1, T) < 0)
+	if (q->n - q->w0 <= (size_t)g->ctx)
+		return 0;
+	size_t keep = g->ctx / 2 > 0 ? (size_t)g->ctx / 2 : 1;
+	q->w0 = q->n - keep;
+	return 1;
+}
+
+/* Fills row r's cache with its window but the last token, which the next
+ * decoding step feeds. */
+static void refill(gen *g, int r)
+{
+	seq *q = &g->s[r];
+	char err[600];
+	int T = (int)(q->n - q->w0 - 1);
+	double t0 = now();
+	check(at_fwd_prefill(g->engine, r, q->tok + q->w0, T, NULL, err,
+			     sizeof err), err);
+	g->t_prefill += now() - t0;
+	g->fed += T;
+}
+
+/* The logits of every row's next token into g->logits: one decoding step
+ * over the KV cache, or (--no-cache) the whole window again per row. */
+static void next_logits(gen *g)
+{
+	char err[600];
+	for (int r = 0; r < g->rows; r++) {
+		seq *q = &g->s[r];
+		if (q->done) /* a finished row idles at position 0 */
+			q->w0 = q->n - 1;
+		if (slide(g, q) || q->done)
+			if (!g->no_cache)
+				refill(g, r);
+		g->last[r] = q->tok[q->n - 1];
+	}
+	double t0 = now();
+	if (!g->no_cache) {
+		check(at_fwd_decode(g->engine, g->last, g->rows, g->logits, err,
+				    sizeof err), err);
+	} else {
+		for (int r = 0; r < g->rows; r++) {
+			seq *q = &g->s[r];
+			int T = (int)(q->n - q->w0);
+			float *all = malloc((size_t)T * g->V * sizeof *all);
+			if (!all)
+				cli_die("out of memory");
+			check(at_fwd_logits(g->engine, all, q->tok + q->w0, 1, T,
+					    err, sizeof err), err);
+			memcpy(g->logits + (size_t)r * g->V,
+			       all + (size_t)(T - 1) * g->V, g->V * sizeof *all);
+			free(all);
+		}
+	}
+	g->t_decode += now() - t0;
+}
+
+/* --logits: step's logits [rows,V] as one record. */
+static void write_logits(gen *g, long step)
+{
+	uint64_t dims[2] = {(uint64_t)g->rows, (uint64_t)g->V};
+	at_tensor t = {.dtype = AT_F32, .rank = 2, .data = g->logits};
+	memcpy(t.dims, dims, sizeof dims);
+	snprintf(t.name, sizeof t.name, "logits");
+	at_attr_setf(&t.attrs, "step", "%ld", step);
+	if (at_write_tensor(&g->lw, &t) < 0)
+		cli_fail(g->lw.err);
+}
+
+/* Writes the text of a --prompts row as one line: backslash and newline
+ * as \\ and \n. */
+static void put_line(const seq *q)
+{
+	for (size_t i = 0; i < q->out_n; i++) {
+		char ch = q->out[i];
+		if (ch == '\\' || ch == '\n')
+			printf("\\%c", ch == '\n' ? 'n' : '\\');
+		else
+			putchar(ch);
+	}
+	putchar('\n');
+}
+
+/* Records the drawn byte of row r: printed at once for a single prompt
+ * (flushed per byte on a terminal, per line otherwise), kept for the
+ * line of a --prompts row. */
+static void emit(gen *g, int r, int tok)
+{
+	seq *q = &g->s[r];
+	if (!g->prompts) {
+		putchar(tok);
+		if (g->tty || tok == '\n')
+			cli_finish_text();
+		return;
+	}
+	if (q->out_n == q->out_cap) {
+		q->out_cap = q->out_cap * 2 + 64;
+		if (!(q->out = realloc(q->out, q->out_cap)))
 			cli_die("out of memory");
-	if (at_head_forward(&g->head, logits, x + (size_t)(T - 1) * C, 1) < 0)
-		cli_die("out of memory");
-	free(x);
+	}
+	q->out[q->out_n++] = (char)tok;
+}
+
+static void run(gen *g)
+{
+	for (int r = 0; r < g->rows; r++) {
+		seq *q = &g->s[r];
+		if (q->n > (size_t)g->ctx) /* a long prompt: its last ctx */
+			q->w0 = q->n - g->ctx;
+		if (!g->no_cache)
+			refill(g, r);
+	}
+	int live = g->rows;
+	for (long step = 0; step < g->n_new && live > 0; step++) {
+		next_logits(g);
+		g->steps++;
+		if (g->logits_path)
+			write_logits(g, step);
+		for (int r = 0; r < g->rows; r++) {
+			seq *q = &g->s[r];
+			if (q->done)
+				continue;
+			double u = at_sample_uniform((uint64_t)g->seed, (uint32_t)r,
+						     (uint64_t)step);
+			int tok = at_sample(g->logits + (size_t)r * g->V, g->V,
+					    g->temperature, (int)g->top_k,
+					    g->top_p, u, g->scratch);
+			if (tok < 0)
+				cli_die("step %ld: the model's logits are not "
+					"finite", step);
+			if (tok >= AT_BOS) {
+				q->done = 1;
+				live--;
+				continue;
+			}
+			append(q, tok);
+			emit(g, r, tok);
+		}
+	}
+	if (g->prompts)
+		for (int r = 0; r < g->rows; r++)
+			put_line(&g->s[r]);
+	cli_finish_text();
 }
 
 /* --temperature F into the double at ctx: from 0 to 1e30. */
@@ -83,6 +284,16 @@ static void temperature_opt(void *ctx, const char *arg, const char *what)
 				arg);
 }
 
+/* --top-p P into the double at ctx: above 0, at most 1. */
+static void top_p_opt(void *ctx, const char *arg, const char *what)
+{
+	double *p = ctx;
+	*p = cli_double(arg, what);
+	if (!(*p > 0 && *p <= 1))
+		cli_usage_error("%s '%s': expected a number above 0 and at most 1",
+				what, arg);
+}
+
 /* --model-seed S: the default model's seed, into the cli_common at ctx
  * (--seed is the sampler's here). */
 static void model_seed_opt(void *ctx, const char *arg, const char *what)
@@ -92,74 +303,112 @@ static void model_seed_opt(void *ctx, const char *arg, const char *what)
 	c->seed_given = 1;
 }
 
+/* Loads every parameter the forward pass needs and makes the engine;
+ * dies naming the first parameter missing or misshapen. */
+static void load(gen *g, at_device dev)
+{
+	const at_config *cfg = &g->model.cfg;
+	char err[700];
+	if (at_model_need_heads(&g->model, err, sizeof err) < 0)
+		cli_die("%s", err);
+	if (cfg->n_layer <= 0 || cfg->ctx <= 0 || cfg->vocab <= 0)
+		cli_die("%s: the model's layer count, context or vocabulary is "
+			"unknown (no config, wte, wpe or layers)", g->model.path);
+	if (cfg->vocab <= AT_BOS)
+		cli_die("%s: V=%d, but generating needs the byte tokens and BOS "
+			"(V >= %d)", g->model.seeded ? "default model" :
+			g->model.path, cfg->vocab, AT_BOS + 1);
+	g->ctx = cfg->ctx;
+	g->V = cfg->vocab;
+	check(at_weights_load(&g->weights, &g->model, AT_LOAD_ALL, NULL, err,
+			      sizeof err), err);
+	check(at_fwd_new(&g->engine, &g->weights.w, dev, g->precision,
+			 g->no_cache ? 0 : g->rows, err, sizeof err), err);
+	g->logits = malloc((size_t)g->rows * g->V * sizeof *g->logits);
+	g->last = malloc((size_t)g->rows * sizeof *g->last);
+	g->scratch = malloc((size_t)g->V * sizeof *g->scratch);
+	if (!g->logits || !g->last || !g->scratch)
+		cli_die("out of memory");
+}
+
+static void report(const gen *g)
+{
+	char where[300];
+	at_fwd_describe(g->engine, where, sizeof where);
+	long drawn = g->steps * g->rows;
+	fprintf(stderr, "%s: %d row%s, %ld prompt tokens encoded in %.1f ms; "
+		"%ld steps in %.1f ms: %.0f tokens/s (%s%s)\n", cli_prog,
+		g->rows, g->rows == 1 ? "" : "s", g->fed, g->t_prefill * 1e3,
+		g->steps, g->t_decode * 1e3,
+		g->t_decode > 0 ? drawn / g->t_decode : 0.0, where,
+		g->no_cache ? ", no cache" : "");
+}
+
 int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-generate", &c);
-	const char *prompt = "";
-	long n_new = 256, top_k = 0, seed = AT_DEFAULT_SEED;
-	double temperature = 1.0;
+	gen g = {.prompt = NULL, .n_new = 256, .seed = AT_DEFAULT_SEED,
+		 .temperature = 1.0, .top_p = 1.0};
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_BASIC | CLI_USE_DEVICE | CLI_USE_MODEL_FILE |
 			 CLI_USE_HEADS),
 		CLI_CALL_ARG("model-seed", 0, model_seed_opt, &c),
-		CLI_STRING("prompt", 0, &prompt),
-		CLI_LONG(NULL, 'n', &n_new, 0, 1L << 24),
-		CLI_CALL_ARG("temperature", 0, temperature_opt, &temperature),
-		CLI_LONG("top-k", 0, &top_k, 0, INT_MAX),
-		CLI_LONG("seed", 0, &seed, 0, LONG_MAX),
+		CLI_STRING("prompt", 0, &g.prompt),
+		CLI_STRING("prompts", 0, &g.prompts),
+		CLI_LONG(NULL, 'n', &g.n_new, 0, 1L << 24),
+		CLI_CALL_ARG("temperature", 0, temperature_opt, &g.temperature),
+		CLI_LONG("top-k", 0, &g.top_k, 0, INT_MAX),
+		CLI_CALL_ARG("top-p", 0, top_p_opt, &g.top_p),
+		CLI_LONG("seed", 0, &g.seed, 0, LONG_MAX),
+		CLI_FLAG("no-cache", 0, &g.no_cache),
+		CLI_STRING("logits", 0, &g.logits_path),
+		CLI_FLAG("stats", 0, &g.stats),
+		CLI_CALL_ARG("precision", 0, stage_precision_opt, &g.precision),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
 	if (operand.n)
 		cli_usage_error("'%s': no operands are taken; give the prompt "
 				"with --prompt (see %s --help)", operand.v[0],
 				cli_prog);
+	if (g.prompt && g.prompts)
+		cli_usage_error("--prompt and --prompts exclude each other");
 	if (c.model && c.seed_given)
 		cli_usage_error("--model-seed applies to the default model only, "
 				"and a model file (-m or ANDREA_MODEL) is in use");
-	stage_device(&c, 0);
-	gen_model g = {0};
-	stage_open_model(&c, &g.model);
-	load_model(&g);
-	const at_config *cfg = &g.model.cfg;
-
-	size_t len = strlen(prompt), cap = len + 1 + (size_t)n_new;
-	int32_t *seq = malloc(cap * sizeof *seq);
-	float *logits = malloc((size_t)cfg->vocab * sizeof *logits);
-	int *scratch = malloc((size_t)cfg->vocab * sizeof *scratch);
-	if (!seq || !logits || !scratch)
-		cli_die("out of memory");
-	seq[0] = AT_BOS;
-	for (size_t i = 0; i < len; i++)
-		seq[i + 1] = (unsigned char)prompt[i];
-	len++;
-	int tty = isatty(STDOUT_FILENO);
-	for (long step = 0; step < n_new; step++) {
-		/* a sliding window: the last ctx tokens, at positions 0.. */
-		size_t T = len < (size_t)cfg->ctx ? len : (size_t)cfg->ctx;
-		forward(&g, seq + len - T, (int)T, logits);
-		double u = at_sample_uniform((uint64_t)seed, (uint64_t)step);
-		int tok = at_sample(logits, cfg->vocab, temperature, (int)top_k,
-				    u, scratch);
-		if (tok < 0)
-			cli_die("step %ld: the model's logits are not finite", step);
-		if (tok >= AT_BOS)
-			break;
-		seq[len++] = tok;
-		putchar(tok);
-		if (tty)
-			cli_finish_text();
+	at_device dev = stage_device(&c, 1);
+	stage_check_precision(dev, g.precision);
+	if (g.prompts) {
+		read_prompts(&g, g.prompts);
+	} else {
+		if (!(g.s = calloc(1, sizeof *g.s)))
+			cli_die("out of memory");
+		g.rows = 1;
+		const char *p = g.prompt ? g.prompt : "";
+		start_row(&g, 0, p, strlen(p));
 	}
-	cli_finish_text();
-	free(seq);
-	free(logits);
-	free(scratch);
-	for (int l = 0; l < cfg->n_layer; l++)
-		at_block_free(&g.blocks[l]);
-	free(g.blocks);
-	at_head_free(&g.head);
-	at_tensor_free(&g.wte);
-	at_tensor_free(&g.wpe);
+	stage_open_model(&c, &g.model);
+	load(&g, dev);
+	if (g.logits_path) {
+		c.output = g.logits_path;
+		cli_open_output(&c, &g.lw);
+	}
+	g.tty = isatty(STDOUT_FILENO);
+	run(&g);
+	if (g.logits_path)
+		cli_finish_output(&g.lw);
+	if (g.stats)
+		report(&g);
+	for (int r = 0; r < g.rows; r++) {
+		free(g.s[r].tok);
+		free(g.s[r].out);
+	}
+	free(g.s);
+	free(g.logits);
+	free(g.last);
+	free(g.scratch);
+	at_fwd_free(g.engine);
+	at_weights_free(&g.weights);
 	at_model_close(&g.model);
 	return 0;
 }

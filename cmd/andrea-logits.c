@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/block.h"
 #include "cli/filter.h"
 #include "cli/stage.h"
+#include "ops/weights.h"
 
 static const char usage[] =
 	"usage: andrea-logits [-f] [-o FILE] [-m MODEL] [--seed S] [--last]\n"
@@ -17,8 +17,9 @@ static const char usage[] =
 
 typedef struct {
 	at_model model;
-	at_head head; /* loaded before any output */
-	int last;
+	at_loaded weights; /* the head, loaded before any output */
+	at_fwd *engine;
+	int C, V, last, precision;
 } logits_ctx;
 
 /* Checks one x and writes its logits (only row T-1 with --last). */
@@ -28,13 +29,13 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_tensor *x = &in[0];
 	at_filter_expect(f, 0, x, 3, "B,T,C");
 	uint64_t B = x->dims[0], T = x->dims[1], C = x->dims[2];
-	if (C != (uint64_t)l->head.C)
+	if (C != (uint64_t)l->C)
 		at_filter_die(f, 0, "C=%llu but the model has C=%d",
-			      (unsigned long long)C, l->head.C);
+			      (unsigned long long)C, l->C);
 	if (l->last && T == 0)
 		at_filter_die(f, 0, "--last: no positions (T = 0)");
 	uint64_t rows = l->last ? B : B * T;
-	if (rows > 1u << 30 || rows * (uint64_t)l->head.V > 1ull << 36)
+	if (rows > 1u << 30 || rows * (uint64_t)l->V > 1ull << 36)
 		at_filter_die(f, 0, "shape too large for [B,T,V] logits");
 	const float *src = x->data;
 	float *lastrows = NULL;
@@ -46,12 +47,13 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 			       C * sizeof *lastrows);
 		src = lastrows;
 	}
-	uint64_t dims[3] = {B, l->last ? 1 : T, (uint64_t)l->head.V};
+	uint64_t dims[3] = {B, l->last ? 1 : T, (uint64_t)l->V};
 	at_tensor out;
 	if (at_tensor_init(&out, "logits", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
-	if (at_head_forward(&l->head, out.data, src, (int)rows) < 0)
-		cli_die("out of memory");
+	char err[600];
+	if (at_fwd_head(l->engine, out.data, src, (int)rows, err, sizeof err) < 0)
+		at_filter_die(f, 0, "%s", err);
 	out.attrs = x->attrs;
 	if (l->last)
 		at_attr_setf(&out.attrs, "position", "%llu",
@@ -70,20 +72,28 @@ int main(int argc, char **argv)
 		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL_FILE |
 			 CLI_USE_SEED),
 		CLI_FLAG("last", 0, &l.last),
+		CLI_CALL_ARG("precision", 0, stage_precision_opt, &l.precision),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	stage_device(&c, 0);
+	at_device dev = stage_device(&c, 1);
+	stage_check_precision(dev, l.precision);
 	stage_open_model(&c, &l.model);
 	if (!l.model.cfg.d_model || !l.model.cfg.vocab)
 		cli_die("%s: the model's C or V is unknown (no config, wte or "
 			"lm_head)", c.model);
 	char err[700];
-	if (at_head_load(&l.head, &l.model, err, sizeof err) < 0)
+	l.C = l.model.cfg.d_model;
+	l.V = l.model.cfg.vocab;
+	if (at_weights_load(&l.weights, &l.model, AT_LOAD_HEAD, NULL, err,
+			    sizeof err) < 0 ||
+	    at_fwd_new(&l.engine, &l.weights.w, dev, l.precision, 0, err,
+		       sizeof err) < 0)
 		cli_die("%s", err);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = logits_run,
 		       .ctx = &l};
 	at_filter_main(&c, &f, operand.v[0]);
-	at_head_free(&l.head);
+	at_fwd_free(l.engine);
+	at_weights_free(&l.weights);
 	at_model_close(&l.model);
 	return 0;
 }

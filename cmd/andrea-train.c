@@ -51,7 +51,7 @@ typedef struct {
 	const char *data, *checkpoint, *log, *dump_grads, *tokens;
 	long steps, stop_at, eval_every, eval_batches, save_every;
 	int batch, seq, resume, progress, forward, text;
-	int precision;      /* TR_FP32, TR_TF32, TR_BF16 (GPU only) */
+	int precision;      /* AT_PREC_FP32, AT_PREC_TF32, AT_PREC_BF16 (GPU only) */
 	double val_fraction;
 	tr_hparams h;
 } options;
@@ -95,13 +95,6 @@ static void fraction_opt(void *to, const char *arg, const char *what)
 		cli_usage_error("%s '%s': expected a number in [0, 1)", what, arg);
 }
 
-/* --precision: fp32, tf32 or bf16 into the int at `to`. */
-static void precision_opt(void *to, const char *arg, const char *what)
-{
-	if ((*(int *)to = tr_precision_parse(arg)) < 0)
-		cli_usage_error("%s '%s': expected fp32, tf32 or bf16", what, arg);
-}
-
 /* Options that belong to one mode only are misuse in the other, and so
  * are operands but one FILE with --forward (none with --tokens). */
 static void check_mode(const options *o, cli_operands operand)
@@ -110,7 +103,7 @@ static void check_mode(const options *o, cli_operands operand)
 		"data", "steps", "batch", "seq", "lr", "min-lr", "warmup",
 		"weight-decay", "clip", "val-fraction", "eval-every",
 		"eval-batches", "save-every", "checkpoint", "resume", "stop-at",
-		"log", "progress", "dump-grads", "precision"};
+		"log", "progress", "dump-grads"};
 	if (o->forward) {
 		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
 			if (given(o, train_only[i]))
@@ -244,7 +237,7 @@ static void tokens_from_stream(const options *o, const char *path,
 /* --forward: the model, the tokens of path (NULL: stdin) or --tokens,
  * then every activation of the forward pass to the output
  * (activations.h). */
-static int forward_main(options *o, const char *path)
+static int forward_main(options *o, const char *path, at_device dev)
 {
 	tr_model m;
 	if (o->c.model) {
@@ -263,13 +256,12 @@ static int forward_main(options *o, const char *path)
 		cli_tokens_from_text(path, &tok);
 	else
 		tokens_from_stream(o, path, &tok);
-	char err[200];
-	if (tr_activations_forward(&m, &tok, err, sizeof err) < 0)
-		cli_die("%s", err);
+	char err[600];
 	at_writer w;
 	cli_open_output(&o->c, &w);
-	if (tr_activations_write(&m, &tok, &w) < 0)
-		cli_fail(w.err);
+	if (tr_activations_run(&m, &tok, dev, o->precision, &w, err,
+			       sizeof err) < 0)
+		cli_fail(err);
 	cli_finish_output(&w);
 	at_tensor_free(&tok);
 	tr_model_free(&m);
@@ -666,16 +658,14 @@ int main(int argc, char **argv)
 		CLI_FLAG("forward", 0, &o.forward),
 		CLI_FLAG("text", 0, &o.text),
 		CLI_STRING("tokens", 0, &o.tokens),
-		CLI_CALL_ARG("precision", 0, precision_opt, &o.precision),
+		CLI_CALL_ARG("precision", 0, stage_precision_opt, &o.precision),
 		CLI_END};
 	o.opts = opts;
 	cli_operands operand = cli_parse(&o.c, opts, usage, CLI_ANY, argc, argv);
 	check_mode(&o, operand);
-	/* --forward computes on the CPU only; training on either */
-	at_device dev = stage_device(&o.c, !o.forward);
-	if (!tr_engine_precision_ok(dev, o.precision))
-		cli_die("--precision %s needs the GPU (--device cuda): the CPU "
-			"computes in fp32", tr_precision_name(o.precision));
+	at_device dev = stage_device(&o.c, 1);
+	stage_check_precision(dev, o.precision);
 	set_threads(&o);
-	return o.forward ? forward_main(&o, operand.v[0]) : train_main(&o, dev);
+	return o.forward ? forward_main(&o, operand.v[0], dev)
+			 : train_main(&o, dev);
 }

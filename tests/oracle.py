@@ -164,13 +164,24 @@ def forward(tokens, p, L, H):
     return logits(x, p)
 
 
+def window_start(n, w0, ctx):
+    """Where andrea-generate's window starts for a sequence of n tokens
+    whose window started at w0: where the n tokens no longer fit in ctx,
+    the newest ctx // 2 are kept (andrea-generate(1))."""
+    if n - w0 > ctx:
+        w0 = n - max(ctx // 2, 1)
+    return w0
+
+
 def greedy(prompt, p, L, H, ctx, n, bos=256):
-    """andrea-generate --temperature 0: BOS + prompt bytes, then n argmax
-    steps over the last ctx tokens; a token >= 256 ends the text.
-    Returns (bytes, the logit margin of each step's choice)."""
+    """andrea-generate --temperature 0: BOS + prompt bytes (the last ctx of
+    them), then n argmax steps over the window; a token >= 256 ends the
+    text.  Returns (bytes, the logit margin of each step's choice)."""
     seq, out, margins = [bos] + list(prompt), [], []
+    w0 = max(len(seq) - ctx, 0)
     for _ in range(n):
-        lg = forward(np.array([seq[-ctx:]]), p, L, H)[0, -1]
+        w0 = window_start(len(seq), w0, ctx)
+        lg = forward(np.array([seq[w0:]]), p, L, H)[0, -1]
         tok = int(np.argmax(lg))
         margins.append(lg[tok] - np.partition(lg, -2)[-2])
         if tok >= 256:
@@ -180,26 +191,34 @@ def greedy(prompt, p, L, H, ctx, n, bos=256):
     return bytes(out), margins
 
 
-def sample_uniform(seed, n):
-    """Draw n of andrea-generate (lib/ops/sample.h): Philox4x32-10 of counter
-    (n lo, n hi, 0, 0) under key seed ^ FNV-1a('sample'); u from 53 bits."""
+def sample_uniform(seed, n, row=0):
+    """Draw n of row `row` of andrea-generate (lib/ops/sample.h):
+    Philox4x32-10 of counter (n lo, n hi, row, 0) under key
+    seed ^ FNV-1a('sample'); u from 53 bits."""
     k = seed ^ fnv1a64("sample")
-    r = philox4x32(([n & 0xFFFFFFFF], [n >> 32], [0], [0]),
+    r = philox4x32(([n & 0xFFFFFFFF], [n >> 32], [row], [0]),
                    (k & 0xFFFFFFFF, k >> 32))
     r0, r1 = int(r[0][0]), int(r[1][0])
     return ((r0 << 21) | (r1 >> 11)) / 2.0 ** 53
 
 
-def sample(lg, temperature, top_k, u):
-    """The documented draw: top-k by (logit desc, id asc), weights
-    exp((l - max)/temperature), first kept id (increasing) whose running
-    sum exceeds u * total."""
+def sample(lg, temperature, top_k, u, top_p=1.0):
+    """The documented draw: top-k by (logit desc, id asc), then the fewest
+    of those, most probable first, whose probability reaches top_p;
+    weights exp((l - max)/temperature), first kept id (increasing) whose
+    running sum exceeds u * total."""
     lg = np.asarray(lg, np.float64)
     if temperature == 0 or top_k == 1:
         return int(np.argmax(lg))
-    ids = np.arange(len(lg))
+    order = np.lexsort((np.arange(len(lg)), -lg))
     if 0 < top_k < len(lg):
-        ids = np.sort(np.lexsort((ids, -lg))[:top_k])
+        order = order[:top_k]
+    if top_p < 1:
+        w = np.exp((lg[order] - lg.max()) / temperature)
+        run = np.cumsum(w)
+        keep = int(np.searchsorted(run, top_p * w.sum())) + 1
+        order = order[:min(keep, len(order))]
+    ids = np.sort(order)
     w = np.exp((lg[ids] - lg.max()) / temperature)
     run = np.cumsum(w)
     hit = np.nonzero(run > u * w.sum())[0]

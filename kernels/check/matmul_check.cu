@@ -17,7 +17,7 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 	at_gemm(0, trans_b, M, N, K, alpha, a.data(), K, b.data(),
 		trans_b ? K : N, 0.0f, ref.data(), N);
 	float *da = h_upload(a), *db = h_upload(b), *dout = h_dev(ref.size());
-	at_cu_gemm_mode g = {nullptr, AT_GEMM_FP32};
+	at_cu_gemm_mode g = {nullptr, AT_PREC_FP32};
 	H_OP(at_cu_gemm(&g, 0, trans_b, M, N, K, alpha, da, 0, db, 0, 0.0f, dout,
 			0, 1, "the product"));
 	char what[128];
@@ -26,8 +26,8 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 	h_compare(what, dout, ref.data(), ref.size(), 1e-5);
 	if (h_full && (size_t)M * N * K >= ((size_t)1 << 32)) {
 		for (int tf32 = 0; tf32 < 2; tf32++) {
-			at_cu_gemm_mode gt = {nullptr, tf32 ? AT_GEMM_TF32
-							    : AT_GEMM_FP32};
+			at_cu_gemm_mode gt = {nullptr, tf32 ? AT_PREC_TF32
+							    : AT_PREC_FP32};
 			float ms = h_time_ms([&] {
 				at_cu_gemm(&gt, 0, trans_b, M, N, K, alpha, da, 0,
 					   db, 0, 0.0f, dout, 0, 1, "the product");
@@ -46,7 +46,7 @@ static void check_matmul(int M, int K, int N, int trans_b, float alpha)
 // rounded in place, for the reference).
 static void *operands(std::vector<float> &v, int prec)
 {
-	if (prec != AT_GEMM_BF16)
+	if (prec != AT_PREC_BF16)
 		return h_upload(v);
 	std::vector<__nv_bfloat16> w(v.size());
 	for (size_t i = 0; i < v.size(); i++) {
@@ -95,11 +95,11 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 	char what[160];
 	snprintf(what, sizeof what,
 		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s",
-		 h ? "own handle " : "", prec == AT_GEMM_BF16 ? "bf16" : "fp32",
+		 h ? "own handle " : "", prec == AT_PREC_BF16 ? "bf16" : "fp32",
 		 M, N, K, ta ? " A^T" : "", tb ? " B^T" : "", alpha, beta, batch,
 		 reuse_a ? " (one A)" : "");
 	h_compare(what, dc, ref.data(), ref.size(),
-		  prec == AT_GEMM_BF16 ? 1e-4 : 1e-5);
+		  prec == AT_PREC_BF16 ? 1e-4 : 1e-5);
 	H_CUDA(cudaFree(da));
 	H_CUDA(cudaFree(db));
 	H_CUDA(cudaFree(dc));
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
 	static const int gm[][3] = {{1, 1, 1}, {17, 33, 5}, {33, 17, 64},
 				    {100, 96, 768}};
 	const struct { cublasHandle_t h; int prec; } way[] = {
-		{nullptr, AT_GEMM_FP32}, {own, AT_GEMM_FP32}, {own, AT_GEMM_BF16}};
+		{nullptr, AT_PREC_FP32}, {own, AT_PREC_FP32}, {own, AT_PREC_BF16}};
 	for (auto &w : way)
 		for (int t = 0; t < 4; t++)
 			for (int i = 0; i < 4; i++) {

@@ -184,3 +184,17 @@ extern "C" int at_cuda_poison(float *dev_ptr, size_t n)
 	CU_LAUNCHED("poison kernel");
 	return 0;
 }
+
+extern "C" const char *at_cuda_device_name(void)
+{
+	static char name[256];
+	cudaDeviceProp p;
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+		cudaGetLastError();
+		return "";
+	}
+	snprintf(name, sizeof name, "%s", p.name);
+	return name;
+}

@@ -30,10 +30,10 @@ static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		 int ldb, long long sB, float beta, float *C, long long sC,
 		 int batch, const char *what)
 {
-	if (g->prec == AT_GEMM_BF16)
+	if (g->prec == AT_PREC_BF16)
 		return at_cu_failf("%s: bf16 products need a handle of their own",
 				   what);
-	cublasHandle_t h = at_cu_blas(g->prec == AT_GEMM_TF32);
+	cublasHandle_t h = at_cu_blas(g->prec == AT_PREC_TF32);
 	if (!h)
 		return -1;
 	if (batch == 1) {
@@ -61,10 +61,10 @@ static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		   long long sB, float beta, float *C, long long sC, int batch,
 		   const char *what)
 {
-	cudaDataType_t ty = g->prec == AT_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-	cublasComputeType_t ct = g->prec == AT_GEMM_TF32 ?
+	cudaDataType_t ty = g->prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cublasComputeType_t ct = g->prec == AT_PREC_TF32 ?
 		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-	size_t es = g->prec == AT_GEMM_BF16 ? 2 : 4; // bytes per operand
+	size_t es = g->prec == AT_PREC_BF16 ? 2 : 4; // bytes per operand
 	if (batch == 1) {
 		BLAS_CHECK(at_cublas.gemm_ex(g->h, opb, opa, N, M, K, &alpha, B,
 					     ty, ldb, A, ty, lda, &beta, C,

@@ -10,11 +10,11 @@
 // shared, so that no result changes:
 //  - no handle (the stage ops): cublasSgemm and cublasSgemmStridedBatched
 //    on the process's handle (at_cu_blas), whose math mode gives full fp32
-//    (AT_GEMM_FP32) or TF32 tensor cores (AT_GEMM_TF32);
+//    (AT_PREC_FP32) or TF32 tensor cores (AT_PREC_TF32);
 //  - the caller's handle (the training engine's own, default math mode):
 //    cublasGemmEx and cublasGemmStridedBatchedEx with the compute type
 //    CUBLAS_COMPUTE_32F (fp32, no tensor-core rounding) or
-//    CUBLAS_COMPUTE_32F_FAST_TF32, or bf16 operands (AT_GEMM_BF16)
+//    CUBLAS_COMPUTE_32F_FAST_TF32, or bf16 operands (AT_PREC_BF16)
 //    accumulated in fp32.
 // The result is fp32 in every mode.
 #ifndef ANDREA_GEMM_CUH
@@ -22,20 +22,18 @@
 
 #include <cublas_v2.h>
 
-// The precisions of a product; the values are train_cuda.h's TR_FP32,
-// TR_TF32 and TR_BF16.
-enum { AT_GEMM_FP32 = 0, AT_GEMM_TF32 = 1, AT_GEMM_BF16 = 2 };
+#include "ops/precision.h"
 
 // How products are computed: on which handle, in which precision.
 struct at_cu_gemm_mode {
 	cublasHandle_t h; // NULL: the process's handle and cublasSgemm
-	int prec;         // AT_GEMM_*; AT_GEMM_BF16 only with a handle
+	int prec;         // AT_* of ops/precision.h; AT_PREC_BF16 only with a handle
 };
 
 // C_i[M,N] = alpha op(A_i) op(B_i) + beta C_i for i < batch, row-major, A
 // stored [K,M] when ta (else [M,K]), B stored [N,K] when tb (else [K,N]);
 // sA, sB, sC are the element strides between consecutive matrices (0
-// reuses one).  A and B are float, or bf16 in AT_GEMM_BF16; C is float.
+// reuses one).  A and B are float, or bf16 in AT_PREC_BF16; C is float.
 // batch 1 is one plain product, more a strided batched one (in pieces of
 // at most 65535).  K = 0 with beta = 0 zeroes C, which BLAS would leave
 // alone.  what names the product in the error.  Launches on the default

@@ -10,7 +10,7 @@
 // Products on the process's handle: TF32 when tf32, else full fp32.
 static at_cu_gemm_mode mode(int tf32)
 {
-	return at_cu_gemm_mode{nullptr, tf32 ? AT_GEMM_TF32 : AT_GEMM_FP32};
+	return at_cu_gemm_mode{nullptr, tf32 ? AT_PREC_TF32 : AT_PREC_FP32};
 }
 
 // s_i = scale * q_i . k_i^T: the scale rides in alpha.

@@ -101,13 +101,13 @@ static int halloc(void *pp, size_t bytes, const char *what)
 // The element at offset i of an mm buffer.
 static inline void *mm_at(const tr_cuda *d, void *base, size_t i)
 {
-	return (char *)base + i * (d->prec == TR_BF16 ? 2 : 4);
+	return (char *)base + i * (d->prec == AT_PREC_BF16 ? 2 : 4);
 }
 
 // Parameter off as a product operand: the bf16 copy in bf16 mode.
 static inline const void *W(const tr_cuda *d, size_t off)
 {
-	return d->prec == TR_BF16 ? (const void *)(d->p16 + off)
+	return d->prec == AT_PREC_BF16 ? (const void *)(d->p16 + off)
 				  : (const void *)(d->p + off);
 }
 
@@ -120,7 +120,7 @@ static inline void *fc_at(const tr_cuda *d, int l)
 
 // Calls fn<bf16> or fn<float> on the mm buffer ptr.
 #define MM_CALL(d, fn, ptr, ...)                                        \
-	((d)->prec == TR_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
+	((d)->prec == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
 			      : fn<float>((float *)(ptr), __VA_ARGS__))
 
 static int alloc_all(tr_cuda *d)
@@ -128,8 +128,8 @@ static int alloc_all(tr_cuda *d)
 	size_t L = d->cfg.n_layer, C = d->cfg.d_model, V = d->cfg.vocab;
 	size_t H = d->cfg.n_head, F = 4 * C, B = d->B, T = d->T;
 	size_t BT = B * T, BTC = BT * C, TT = B * H * T * T;
-	size_t mm = d->prec == TR_BF16 ? 2 : 4, f = 4;
-	int bf = d->prec == TR_BF16;
+	size_t mm = d->prec == AT_PREC_BF16 ? 2 : 4, f = 4;
+	int bf = d->prec == AT_PREC_BF16;
 	TRY(dalloc(d, &d->p, d->total, f, "the parameters"));
 	TRY(dalloc(d, &d->g, d->total, f, "the gradients"));
 	TRY(dalloc(d, &d->m1, d->total, f, "the AdamW moments"));
@@ -267,7 +267,7 @@ static int gelu_fusion_wanted(int prec)
 	const char *e = getenv("ANDREA_TRAIN_FUSE_GELU");
 	if (e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0))
 		return *e == '1';
-	return prec == TR_BF16;
+	return prec == AT_PREC_BF16;
 }
 
 extern "C" int tr_cuda_gelu_fused(const tr_cuda *d)
@@ -434,7 +434,7 @@ static int block_forward(tr_cuda *d, int l)
 static const void *resid_grad_mm(tr_cuda *d, int *rc)
 {
 	size_t n = (size_t)d->B * d->T * d->cfg.d_model;
-	if (d->prec != TR_BF16)
+	if (d->prec != AT_PREC_BF16)
 		return d->d_resid;
 	*rc = tr_to_bf16(d->dr16, d->d_resid, n);
 	return d->dr16;
@@ -451,7 +451,7 @@ static int block_backward(tr_cuda *d, int l)
 	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
 	size_t CC = (size_t)C * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	int bf = d->prec == TR_BF16, rc = 0;
+	int bf = d->prec == AT_PREC_BF16, rc = 0;
 	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
 	void *q = mm_at(d, d->qkv, l * 3 * BTC), *k = mm_at(d, q, BTC);
@@ -532,7 +532,7 @@ static int backward(tr_cuda *d)
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	void *dl = d->prec == TR_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
+	void *dl = d->prec == AT_PREC_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
 	float *g = d->g;
 	TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
 		       g + d->lm_head, 0, 1, "the head product, backward"));
@@ -585,7 +585,7 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 	if (!backward_too)
 		TRY(tr_crossentropy<float>(NULL, d->losses, d->logits, d->tg, BT,
 					   V, inv));
-	else if (d->prec == TR_BF16)
+	else if (d->prec == AT_PREC_BF16)
 		TRY(tr_crossentropy<bf16>(d->dlogits16, d->losses, d->logits,
 					  d->tg, BT, V, inv));
 	else
@@ -640,18 +640,4 @@ extern "C" void tr_cuda_memory(const tr_cuda *d, size_t *buffers,
 {
 	*buffers = d->bytes;
 	*peak_in_use = d->peak_used;
-}
-
-extern "C" const char *tr_cuda_device_name(void)
-{
-	static char name[256];
-	cudaDeviceProp p;
-	int dev = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
-		cudaGetLastError();
-		return "";
-	}
-	snprintf(name, sizeof name, "%s", p.name);
-	return name;
 }

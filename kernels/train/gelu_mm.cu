@@ -42,8 +42,8 @@ static int make_plan(tr_gelu_mm *g, plan *p, int prec, int tb,
 		     cublasLtEpilogue_t epi)
 {
 	const at_cublaslt_api &lt = at_cublaslt;
-	cudaDataType_t ty = prec == TR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-	cublasComputeType_t ct = prec == TR_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+	cudaDataType_t ty = prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cublasComputeType_t ct = prec == AT_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
 						 : CUBLAS_COMPUTE_32F;
 	int M = g->M, N = g->N, K = g->K;
 	LT(lt.desc_create(&p->desc, ct, CUDA_R_32F));

@@ -22,11 +22,7 @@ typedef __nv_bfloat16 bf16;
 
 
 // ---- products: at_cu_gemm (common/gemm.cuh) on the engine's own handle,
-// in an at_cu_gemm_mode whose prec is the run's (TR_* = AT_GEMM_*) ----
-
-static_assert((int)TR_FP32 == AT_GEMM_FP32 && (int)TR_TF32 == AT_GEMM_TF32 &&
-		      (int)TR_BF16 == AT_GEMM_BF16,
-	      "train_cuda.h's precisions are gemm.cuh's");
+// in an at_cu_gemm_mode whose prec is the run's ----
 
 // ---- bf16.cu: the operands' conversion ----
 

@@ -1,6 +1,8 @@
 /* stage.c - model and device set-up shared by the stage filters. */
 #include "cli/stage.h"
 
+#include "ops/precision.h"
+
 #include <stdarg.h>
 #include <string.h>
 
@@ -47,6 +49,19 @@ at_device stage_device(const cli_common *c, int has_cuda)
 		dev = AT_DEV_CPU;
 	}
 	return dev;
+}
+
+void stage_precision_opt(void *to, const char *arg, const char *what)
+{
+	if ((*(int *)to = at_precision_parse(arg)) < 0)
+		cli_usage_error("%s '%s': expected fp32, tf32 or bf16", what, arg);
+}
+
+void stage_check_precision(at_device dev, int precision)
+{
+	if (precision != AT_PREC_FP32 && dev != AT_DEV_CUDA)
+		cli_die("--precision %s needs the GPU (--device cuda): the CPU "
+			"computes in fp32", at_precision_name(precision));
 }
 
 void stage_check(int rc)

@@ -16,6 +16,11 @@ void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
 /* Resolves --device.  has_cuda says whether this stage has a CUDA path;
  * auto then falls back to the CPU, an explicit cuda is an error. */
 at_device stage_device(const cli_common *c, int has_cuda);
+/* --precision P, a cli_opt callback: fp32, tf32 or bf16 (precision.h)
+ * into the int at `to`. */
+void stage_precision_opt(void *to, const char *arg, const char *what);
+/* Ends the program when precision needs the GPU and dev is the CPU. */
+void stage_check_precision(at_device dev, int precision);
 /* Ends the program with at_stage_error() when rc, the result of one of the
  * at_stage_* calls of ops/stages.h, is negative. */
 void stage_check(int rc);

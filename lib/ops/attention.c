@@ -19,21 +19,32 @@
  * whose core is busy elsewhere (another stage of a pipeline). */
 #define EMBED_PARALLEL (4 << 20)
 
+/* o[C] = e[C] + p[C]. */
+static inline void embed_row(float *o, const float *e, const float *p, int C)
+{
+	/* simd: without it the loop stays scalar (the compiler cannot rule
+	 * out overlap), and its speed then hangs on how x and the tables
+	 * happen to lie in memory */
+#pragma omp simd
+	for (int c = 0; c < C; c++)
+		o[c] = e[c] + p[c];
+}
+
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		      const float *wpe, int B, int T, int C)
 {
 #pragma omp parallel for schedule(static) if ((size_t)B * T * C >= EMBED_PARALLEL)
-	for (int bt = 0; bt < B * T; bt++) {
-		const float *e = wte + (size_t)tokens[bt] * C;
-		const float *p = wpe + (size_t)(bt % T) * C;
-		float *o = x + (size_t)bt * C;
-		/* simd: without it the loop stays scalar (the compiler cannot
-		 * rule out overlap), and its speed then hangs on how x and the
-		 * tables happen to lie in memory */
-#pragma omp simd
-		for (int c = 0; c < C; c++)
-			o[c] = e[c] + p[c];
-	}
+	for (int bt = 0; bt < B * T; bt++)
+		embed_row(x + (size_t)bt * C, wte + (size_t)tokens[bt] * C,
+			  wpe + (size_t)(bt % T) * C, C);
+}
+
+void at_embed_at(float *x, const int32_t *tokens, const int *pos,
+		 const float *wte, const float *wpe, int N, int C)
+{
+	for (int n = 0; n < N; n++)
+		embed_row(x + (size_t)n * C, wte + (size_t)tokens[n] * C,
+			  wpe + (size_t)pos[n] * C, C);
 }
 
 void at_layernorm_forward(float *out, const float *in, const float *w,

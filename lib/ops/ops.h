@@ -27,6 +27,9 @@ int at_ops_threads(int n);
 /* x[B,T,C] = wte[tokens[b,t]] + wpe[t]; tokens already checked < V. */
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,
 		      const float *wpe, int B, int T, int C);
+/* x[N,C] = wte[tokens[n]] + wpe[pos[n]]: one position per row (decoding). */
+void at_embed_at(float *x, const int32_t *tokens, const int *pos,
+		 const float *wte, const float *wpe, int N, int C);
 
 /* out[N,C] = (in - mean) / sqrt(var + eps) * w + b per row, biased var. */
 void at_layernorm_forward(float *out, const float *in, const float *w,

@@ -24,6 +24,8 @@
 
 /* The reason the last failing call gave. */
 const char *at_cuda_error(void);
+/* The CUDA device's name, for reports; "" without one. */
+const char *at_cuda_device_name(void);
 
 /* ---- device pointers ---- */
 

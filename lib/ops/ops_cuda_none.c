@@ -1,7 +1,8 @@
 /* ops_cuda_none.c - the host entry points of ops_cuda.h in a build
- * without CUDA, so that the stages link everywhere.  stage_device never
+ * without CUDA, so that the stages and the forward engine link everywhere.  stage_device never
  * picks the GPU in such a build, so these are not reached. */
 #ifndef ANDREA_CUDA
+#include "ops/forward_cuda.h"
 #include "ops/ops_cuda.h"
 
 const char *at_cuda_error(void)
@@ -44,6 +45,48 @@ int at_cuda_attend_host(float *out, const float *attn, const float *v,
 			int tf32)
 {
 	return -1;
+}
+at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision, int rows)
+{
+	return NULL;
+}
+
+void at_cuda_fwd_free(at_cuda_fwd *g)
+{
+}
+
+int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
+		       const int *layers, int n, const at_hook *hook)
+{
+	return -1;
+}
+
+int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x, int N)
+{
+	return -1;
+}
+
+int at_cuda_fwd_logits(at_cuda_fwd *g, float *logits, const int32_t *tokens,
+		       int B, int T, const at_hook *hook)
+{
+	return -1;
+}
+
+int at_cuda_fwd_prefill(at_cuda_fwd *g, int row, const int32_t *tokens,
+			int T, float *logits, const at_hook *hook)
+{
+	return -1;
+}
+
+int at_cuda_fwd_decode(at_cuda_fwd *g, const int32_t *tokens, const int *pos,
+		       int B, float *logits, const at_hook *hook)
+{
+	return -1;
+}
+
+const char *at_cuda_device_name(void)
+{
+	return "";
 }
 #else
 typedef int at_cuda_build_has_the_real_ones; /* no empty translation unit */

@@ -17,29 +17,101 @@ static void layernorm(float *out, float *mean, float *rstd, const float *in,
 		at_layernorm_stats(mean, rstd, in, N, C, AT_LN_EPS);
 }
 
+/* Reports one activation to the hook, if there is one. */
+static int report(const at_block_acts *a, const char *name, const float *data,
+		  int rank, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t d3)
+{
+	if (!a->hook)
+		return 0;
+	uint64_t dims[4] = {d0, d1, d2, d3};
+	return a->hook->fn(a->hook->ctx, name, a->layer, data, rank, dims);
+}
+
+#define REPORT(...)                                        \
+	do {                                               \
+		int rc_ = report(__VA_ARGS__);             \
+		if (rc_)                                   \
+			return rc_;                        \
+	} while (0)
+
+/* The whole square causal attention of B rows of T positions: a->out. */
+static int attend_square(const at_block_acts *a, int B, int T, int H, int D,
+			 float scale)
+{
+	int BH = B * H;
+	at_scores_forward(a->scores, a->q, a->k, BH, T, D, scale);
+	at_mask_causal(a->scores, BH, T, -INFINITY);
+	REPORT(a, "scores", a->scores, 4, B, H, T, T);
+	at_softmax_rows(a->att, a->scores, (size_t)BH * T, T);
+	REPORT(a, "attn", a->att, 4, B, H, T, T);
+	at_attend_forward(a->out, a->att, a->v, BH, T, D);
+	return 0;
+}
+
+/* The same over a KV cache: row b's T new keys and values go in after
+ * its kv->len[b] cached ones, and each new position i attends to the
+ * cached positions and the new ones up to itself.  Reported per row. */
+static int attend_cached(const at_block_acts *a, const at_kv *kv, int B,
+			 int T, int H, int D, float scale)
+{
+	size_t TD = (size_t)T * D, cD = (size_t)kv->cap * D;
+	for (int b = 0; b < B; b++) {
+		int P = kv->len[b], n = P + T;
+		float *s = a->scores + (size_t)b * H * T * kv->cap;
+		float *p = a->att + (size_t)b * H * T * kv->cap;
+		for (int h = 0; h < H; h++) {
+			size_t bh = (size_t)b * H + h;
+			float *kc = kv->k + bh * cD, *vc = kv->v + bh * cD;
+			memcpy(kc + (size_t)P * D, a->k + bh * TD, TD * sizeof *kc);
+			memcpy(vc + (size_t)P * D, a->v + bh * TD, TD * sizeof *vc);
+			float *sh = s + (size_t)h * T * n;
+			at_gemm(0, 1, T, n, D, scale, a->q + bh * TD, D, kc, D,
+				0.0f, sh, n);
+			for (int i = 0; i < T; i++)
+				for (int j = P + i + 1; j < n; j++)
+					sh[(size_t)i * n + j] = -INFINITY;
+		}
+		REPORT(a, "scores", s, 4, 1, H, T, n);
+		at_softmax_rows(p, s, (size_t)H * T, n);
+		REPORT(a, "attn", p, 4, 1, H, T, n);
+		for (int h = 0; h < H; h++) {
+			size_t bh = (size_t)b * H + h;
+			at_gemm(0, 0, T, D, n, 1.0f, p + (size_t)h * T * n, n,
+				kv->v + bh * cD, D, 0.0f, a->out + bh * TD, D);
+		}
+	}
+	return 0;
+}
+
 /* a->y = concat over heads of causal softmax(Q K^T / sqrt D) V, times Wo,
  * with Q, K, V from LN1(x). */
-static void attention(const at_block_w *w, const at_block_acts *a,
-		      const float *x, int B, int T, int C, int H)
+static int attention(const at_block_w *w, const at_block_acts *a,
+		     const at_kv *kv, const float *x, int B, int T, int C,
+		     int H)
 {
-	int D = C / H, BT = B * T, BH = B * H;
+	int D = C / H, BT = B * T;
 	layernorm(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, BT,
 		  C);
 	const float *wm[3] = {w->wq, w->wk, w->wv};
 	float *dst[3] = {a->q, a->k, a->v};
+	static const char *names[3] = {"q", "k", "v"};
 	for (int m = 0; m < 3; m++) {
 		at_gemm(0, 0, BT, C, C, 1.0f, a->ln1, C, wm[m], C, 0.0f, a->tmp,
 			C);
 		at_split_heads(dst[m], a->tmp, B, T, H, D);
+		REPORT(a, names[m], dst[m], 4, B, H, T, D);
 	}
 	/* the scale andrea-scores uses: 1/sqrt(D) in double, then rounded */
-	at_scores_forward(a->scores, a->q, a->k, BH, T, D,
-			  (float)(1.0 / sqrt((double)D)));
-	at_mask_causal(a->scores, BH, T, -INFINITY);
-	at_softmax_rows(a->att, a->scores, (size_t)BH * T, T);
-	at_attend_forward(a->out, a->att, a->v, BH, T, D);
+	float scale = (float)(1.0 / sqrt((double)D));
+	int rc = kv ? attend_cached(a, kv, B, T, H, D, scale)
+		    : attend_square(a, B, T, H, D, scale);
+	if (rc)
+		return rc;
+	REPORT(a, "out", a->out, 4, B, H, T, D);
 	at_merge_heads(a->tmp, a->out, B, T, H, D);
 	at_gemm(0, 0, BT, C, C, 1.0f, a->tmp, C, w->wo, C, 0.0f, a->y, C);
+	REPORT(a, "y", a->y, 3, B, T, C, 0);
+	return 0;
 }
 
 /* a->tmp = GELU(LN2(x) . fc) . proj. */
@@ -54,12 +126,15 @@ static void mlp(const at_block_w *w, const at_block_acts *a, const float *x,
 	at_gemm(0, 0, BT, C, F, 1.0f, a->gelu, F, w->proj, C, 0.0f, a->tmp, C);
 }
 
-void at_block_run(const at_block_w *w, const at_block_acts *a,
-		  const float *x_in, float *x_out, int B, int T, int C, int H)
+int at_block_run(const at_block_w *w, const at_block_acts *a,
+		 const at_kv *kv, const float *x_in, float *x_out, int B, int T,
+		 int C, int H)
 {
 	size_t nc = (size_t)B * T * C;
 	float *xmid = a->xmid ? a->xmid : x_out;
-	attention(w, a, x_in, B, T, C, H);
+	int rc = attention(w, a, kv, x_in, B, T, C, H);
+	if (rc)
+		return rc;
 	if (xmid != x_in)
 		memcpy(xmid, x_in, nc * sizeof *xmid);
 	at_add_inplace(xmid, a->y, nc);
@@ -67,6 +142,7 @@ void at_block_run(const at_block_w *w, const at_block_acts *a,
 	if (x_out != xmid)
 		memcpy(x_out, xmid, nc * sizeof *x_out);
 	at_add_inplace(x_out, a->tmp, nc);
+	return 0;
 }
 
 void at_head_run(const float *lnf_w, const float *lnf_b, const float *lm_head,

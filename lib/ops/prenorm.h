@@ -1,15 +1,17 @@
 /* prenorm.h - the forward of one pre-norm transformer block and of the
  * model's final LayerNorm and head, on weights given as plain pointers.
  *
- * The one CPU implementation: at_block_forward and at_head_forward
- * (block.h, for andrea-block, andrea-logits and andrea-generate) run it
- * without keeping anything, the trainer (train/forward.c) runs it keeping
- * the activations its backward pass needs.  Built from the ops of ops.h,
- * so its numbers are those of the stage filters.  Row-major float32;
- * shape letters B T C H D V L F.
+ * The one CPU implementation: the forward engine (forward.h: andrea-block,
+ * andrea-logits, andrea-generate, andrea-train --forward) runs it with
+ * scratch buffers and, for decoding, a KV cache; the trainer
+ * (train/forward.c) runs it keeping the activations its backward pass
+ * needs.  Built from the ops of ops.h, so its numbers are those of the
+ * stage filters.  Row-major float32; shape letters B T C H D V L F.
  */
 #ifndef ANDREA_PRENORM_H
 #define ANDREA_PRENORM_H
+
+#include <stdint.h>
 
 /* The weights of one block: ln1_w, ln1_b, ln2_w, ln2_b [C]; wq, wk, wv,
  * wo [C,C]; fc [C,F]; proj [F,C]. */
@@ -18,13 +20,32 @@ typedef struct {
 		*proj;
 } at_block_w;
 
+/* Called with each named activation as soon as it is computed: name (q,
+ * k, v, scores, attn, out, y; the engine adds x and logits), the layer
+ * (-1 for none), host data of the given shape.  A non-zero return stops
+ * the forward pass and is passed back. */
+typedef struct {
+	int (*fn)(void *ctx, const char *name, int layer, const float *data,
+		  int rank, const uint64_t *dims);
+	void *ctx;
+} at_hook;
+
+/* One layer's KV cache: k, v [B,H,cap,D]; row b holds len[b] positions,
+ * and a block run over T new positions puts their keys and values at
+ * len[b] .. len[b] + T - 1 (the caller then advances len). */
+typedef struct {
+	float *k, *v;
+	int cap;
+	const int *len;
+} at_kv;
+
 /* Where one block's forward writes its activations, all row-major over
  * the batch: kept by the trainer, scratch for everyone else.  Every
  * pointer is needed except these may be NULL: the four LayerNorm
  * statistics (then not computed) and xmid (then built in x_out).  Buffers
  * may be shared where one is dead before the next is written: ln1, y and
  * ln2; q and out; scores and att; fc and gelu, also with any of q, k, v,
- * out, scores and att. */
+ * out, scores and att.  With a KV cache, scores and att hold [B,H,T,cap]. */
 typedef struct {
 	float *ln1, *ln2;           /* [B*T,C] LN1(x_in), LN2(x_mid) */
 	float *ln1_mean, *ln1_rstd; /* [B*T] their row statistics, or NULL */
@@ -36,13 +57,18 @@ typedef struct {
 	float *xmid;                /* [B*T,C] x_in + y, or NULL */
 	float *fc, *gelu;           /* [B*T,F] before and after GELU */
 	float *tmp;                 /* [B*T,C] scratch */
+	const at_hook *hook;        /* NULL: no activation is reported */
+	int layer;                  /* the layer, for the hook */
 } at_block_acts;
 
 /* x_out = x_mid + GELU(LN2(x_mid) . fc) . proj with x_mid = x_in +
  * Attn(LN1(x_in)), for x_in, x_out [B,T,C] (the same buffer or apart),
- * C = H*D, writing every activation to a. */
-void at_block_run(const at_block_w *w, const at_block_acts *a,
-		  const float *x_in, float *x_out, int B, int T, int C, int H);
+ * C = H*D, writing every activation to a.  With kv (NULL: none), the T
+ * positions of row b follow the kv->len[b] already cached and attend to
+ * them too.  Returns 0, or the hook's non-zero value. */
+int at_block_run(const at_block_w *w, const at_block_acts *a,
+		 const at_kv *kv, const float *x_in, float *x_out, int B, int T,
+		 int C, int H);
 
 /* logits[N,V] = LNf(x[N,C]) . lm_head [C,V], with LNf(x) written to ln
  * [N,C] and, where mean and rstd are not NULL, its row statistics [N]. */

@@ -6,11 +6,11 @@
 
 #include "core/philox.h"
 
-double at_sample_uniform(uint64_t seed, uint64_t n)
+double at_sample_uniform(uint64_t seed, uint32_t row, uint64_t n)
 {
 	uint64_t k = seed ^ at_name_hash("sample");
 	uint32_t key[2] = {(uint32_t)k, (uint32_t)(k >> 32)};
-	uint32_t ctr[4] = {(uint32_t)n, (uint32_t)(n >> 32), 0, 0}, r[4];
+	uint32_t ctr[4] = {(uint32_t)n, (uint32_t)(n >> 32), row, 0}, r[4];
 	at_philox4x32(ctr, key, r);
 	uint64_t bits = ((uint64_t)r[0] << 21) | (r[1] >> 11);
 	return (double)bits / 9007199254740992.0; /* 2^53 */
@@ -44,32 +44,52 @@ static int by_id(const void *a, const void *b)
 	return (i > j) - (i < j);
 }
 
+/* The weight of logit l under the temperature, max being the largest. */
+static double weight(float l, double max, double temperature)
+{
+	return exp(((double)l - max) / temperature);
+}
+
 int at_sample(const float *logits, int V, double temperature, int top_k,
-	      double u, int *scratch)
+	      double top_p, double u, int *scratch)
 {
 	int best = at_argmax(logits, V);
 	if (best < 0 || isinf(logits[best]))
 		return -1;
 	if (temperature == 0.0 || top_k == 1)
 		return best;
-	/* kept ids: every non-NaN one, or the top_k largest of those */
+	/* kept ids: every non-NaN one, or the top_k largest of those, or
+	 * the most probable of those up to top_p */
 	int n = 0;
 	for (int i = 0; i < V; i++)
 		if (!isnan(logits[i]))
 			scratch[n++] = i;
-	if (top_k > 0 && top_k < n) {
+	double max = logits[best];
+	int cut_k = top_k > 0 && top_k < n, cut_p = top_p < 1.0;
+	if (cut_k || cut_p) {
 		sort_logits = logits;
 		qsort(scratch, (size_t)n, sizeof *scratch, by_logit);
-		n = top_k;
+		if (cut_k)
+			n = top_k;
+		if (cut_p) {
+			double all = 0.0, run = 0.0;
+			for (int i = 0; i < n; i++)
+				all += weight(logits[scratch[i]], max, temperature);
+			int keep = 0;
+			while (keep < n && (keep == 0 || run < top_p * all))
+				run += weight(logits[scratch[keep++]], max,
+					      temperature);
+			n = keep;
+		}
 		/* back to increasing id order for the walk below */
 		qsort(scratch, (size_t)n, sizeof *scratch, by_id);
 	}
-	double max = logits[best], total = 0.0;
+	double total = 0.0;
 	for (int i = 0; i < n; i++)
-		total += exp(((double)logits[scratch[i]] - max) / temperature);
+		total += weight(logits[scratch[i]], max, temperature);
 	double target = u * total, run = 0.0;
 	for (int i = 0; i < n; i++) {
-		run += exp(((double)logits[scratch[i]] - max) / temperature);
+		run += weight(logits[scratch[i]], max, temperature);
 		if (run > target)
 			return scratch[i];
 	}

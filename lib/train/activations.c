@@ -1,15 +1,52 @@
-/* activations.c - the forward pass of andrea-train --forward and the
- * records of its activations (activations.h). */
+/* activations.c - the records of andrea-train --forward (activations.h),
+ * written by the forward engine's hook. */
 #include "train/activations.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/forward.h"
 
-int tr_activations_forward(tr_model *m, const at_tensor *tok, char *err,
-			   size_t errlen)
+typedef struct {
+	at_writer *w;
+	int H, D;
+} sink;
+
+/* Writes one activation as the stages would: q, k and v carry the layer,
+ * norm and head count; scores and what follows in the layer the scale
+ * and mask too; x only its layer (none after the embedding). */
+static int put(void *ctx, const char *name, int layer, const float *data,
+	       int rank, const uint64_t *dims)
+{
+	sink *s = ctx;
+	at_tensor t;
+	memset(&t, 0, sizeof t);
+	t.dtype = AT_F32;
+	t.rank = rank;
+	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+	snprintf(t.name, sizeof t.name, "%s", name);
+	t.data = (void *)data;
+	if (layer >= 0)
+		at_attr_setf(&t.attrs, "layer", "%d", layer);
+	int in_head = strcmp(name, "x") && strcmp(name, "logits");
+	if (in_head) {
+		at_attr_set(&t.attrs, "norm", "ln1");
+		at_attr_setf(&t.attrs, "n_head", "%d", s->H);
+	}
+	if (in_head && strcmp(name, "q") && strcmp(name, "k") &&
+	    strcmp(name, "v")) {
+		float scale = (float)(1.0 / sqrt((double)s->D));
+		at_attr_setf(&t.attrs, "scale", "%.9g", scale);
+		at_attr_set(&t.attrs, "mask", "causal");
+		at_attr_setf(&t.attrs, "fill", "%.9g", -INFINITY);
+	}
+	return at_write_tensor(s->w, &t) < 0 ? 1 : 0;
+}
+
+int tr_activations_run(const tr_model *m, const at_tensor *tok, at_device dev,
+		       int precision, at_writer *w, char *err, size_t errlen)
 {
 	uint64_t B = tok->dims[0], T = tok->dims[1];
 	if (B == 0 || T == 0) {
@@ -20,75 +57,32 @@ int tr_activations_forward(tr_model *m, const at_tensor *tok, char *err,
 	const int32_t *id = tok->data;
 	if (at_tokens_check(&m->cfg, id, B, T, err, errlen) < 0)
 		return -1;
-	if (B * T > (1u << 24) || tr_acts_alloc(m, (int)B, (int)T) < 0) {
+	size_t n = B * T * (uint64_t)m->cfg.vocab;
+	at_block_w *layers = malloc(((size_t)m->cfg.n_layer + 1) * sizeof *layers);
+	float *logits = B * T <= (1u << 24) ? malloc(n * sizeof *logits + 1) : NULL;
+	at_fwd *e = NULL;
+	int rc = -1;
+	if (!layers || !logits) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		goto done;
 	}
-	tr_forward(m, id, NULL, (int)B, (int)T);
-	return 0;
-}
-
-/* Writes buf as a new f32 record of the given shape and attributes. */
-static int put(at_writer *w, const char *name, const float *buf, int rank,
-	       const uint64_t *dims, const at_attrs *attrs)
-{
-	at_tensor t;
-	memset(&t, 0, sizeof t);
-	t.dtype = AT_F32;
-	t.rank = rank;
-	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-	snprintf(t.name, sizeof t.name, "%s", name);
-	if (attrs)
-		t.attrs = *attrs;
-	t.data = (void *)buf;
-	return at_write_tensor(w, &t);
-}
-
-/* The records of layer l: q, k, v, scores (recomputed: the forward pass
- * does not cache them), attn, out, y, then the block's output x. */
-static int put_layer(tr_model *m, at_writer *w, int l, uint64_t B,
-		     uint64_t T)
-{
-	tr_acts *a = &m->a;
-	uint64_t C = m->cfg.d_model, H = m->cfg.n_head, D = C / H;
-	size_t lc = (size_t)a->B * a->T * C, ltt = (size_t)a->B * H * a->T * a->T;
-	uint64_t btc[3] = {B, T, C}, bhtd[4] = {B, H, T, D}, bhtt[4] = {B, H, T, T};
-	float scale = (float)(1.0 / sqrt((double)D));
-	at_attrs at = {0}, xa = {0};
-	at_attr_setf(&at, "layer", "%d", l);
-	at_attr_set(&at, "norm", "ln1");
-	at_attr_setf(&at, "n_head", "%d", (int)H);
-	if (put(w, "q", a->q + l * lc, 4, bhtd, &at) < 0 ||
-	    put(w, "k", a->k + l * lc, 4, bhtd, &at) < 0 ||
-	    put(w, "v", a->v + l * lc, 4, bhtd, &at) < 0)
-		return -1;
-	at_scores_forward(a->scratch, a->q + l * lc, a->k + l * lc,
-			  (int)(B * H), (int)T, (int)D, scale);
-	at_mask_causal(a->scratch, (int)(B * H), (int)T, -INFINITY);
-	at_attr_setf(&at, "scale", "%.9g", scale);
-	at_attr_set(&at, "mask", "causal");
-	at_attr_setf(&at, "fill", "%.9g", -INFINITY);
-	at_attr_setf(&xa, "layer", "%d", l);
-	if (put(w, "scores", a->scratch, 4, bhtt, &at) < 0 ||
-	    put(w, "attn", a->att + l * ltt, 4, bhtt, &at) < 0 ||
-	    put(w, "out", a->out + l * lc, 4, bhtd, &at) < 0 ||
-	    put(w, "y", a->y + l * lc, 3, btc, &at) < 0 ||
-	    put(w, "x", a->resid + (l + 1) * lc, 3, btc, &xa) < 0)
-		return -1;
-	return 0;
-}
-
-int tr_activations_write(tr_model *m, const at_tensor *tok, at_writer *w)
-{
-	tr_acts *a = &m->a;
-	uint64_t B = tok->dims[0], T = tok->dims[1];
-	uint64_t btc[3] = {B, T, (uint64_t)m->cfg.d_model};
-	uint64_t btv[3] = {B, T, (uint64_t)m->cfg.vocab};
+	at_weights wts;
+	tr_model_weights(m, &wts, layers);
+	if (at_fwd_new(&e, &wts, dev, precision, 0, err, errlen) < 0)
+		goto done;
+	sink s = {.w = w, .H = m->cfg.n_head, .D = m->cfg.d_model / m->cfg.n_head};
+	at_hook hook = {.fn = put, .ctx = &s};
+	at_fwd_set_hook(e, &hook);
 	if (at_write_tensor(w, tok) < 0 ||
-	    put(w, "x", a->resid, 3, btc, NULL) < 0)
-		return -1;
-	for (int l = 0; l < m->cfg.n_layer; l++)
-		if (put_layer(m, w, l, B, T) < 0)
-			return -1;
-	return put(w, "logits", a->logits, 3, btv, NULL);
+	    at_fwd_logits(e, logits, id, (int)B, (int)T, err, errlen) != 0) {
+		if (w->err[0])
+			snprintf(err, errlen, "%s", w->err);
+		goto done;
+	}
+	rc = 0;
+done:
+	at_fwd_free(e);
+	free(layers);
+	free(logits);
+	return rc;
 }

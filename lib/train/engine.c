@@ -23,6 +23,9 @@ struct tr_engine {
 	long drawn;         /* GPU: the step whose batch waits there; -1 none */
 	int32_t *in, *tg;   /* the last step's batch: the CPU's buffers, or
 			       the GPU slot's pinned ones */
+	at_fwd *eval;       /* CPU: the forward engine of the evaluation */
+	at_weights w;       /* CPU: its view of m->p */
+	at_block_w *layers;
 };
 
 /* The reason of the failed GPU call, in err; its memory running out is
@@ -43,7 +46,7 @@ static int out_of_memory(int B, int T, char *err, size_t errlen)
 
 int tr_engine_precision_ok(at_device dev, int precision)
 {
-	return precision == TR_FP32 || dev == AT_DEV_CUDA;
+	return precision == AT_PREC_FP32 || dev == AT_DEV_CUDA;
 }
 
 int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
@@ -55,7 +58,7 @@ int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 	*out = NULL;
 	if (!tr_engine_precision_ok(dev, precision)) {
 		snprintf(err, errlen, "the CPU computes in fp32, not %s",
-			 tr_precision_name(precision));
+			 at_precision_name(precision));
 		return -1;
 	}
 	if (bt > (1u << 26) || !(e = calloc(1, sizeof *e)))
@@ -69,9 +72,18 @@ int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 		}
 	} else if (tr_acts_alloc(m, B, T) < 0 ||
 		   !(e->in = malloc(bt * sizeof *e->in)) ||
-		   !(e->tg = malloc(bt * sizeof *e->tg))) {
+		   !(e->tg = malloc(bt * sizeof *e->tg)) ||
+		   !(e->layers = malloc(((size_t)m->cfg.n_layer + 1) *
+					sizeof *e->layers))) {
 		tr_engine_free(e);
 		return out_of_memory(B, T, err, errlen);
+	} else {
+		tr_model_weights(m, &e->w, e->layers);
+		if (at_fwd_new(&e->eval, &e->w, AT_DEV_CPU, AT_PREC_FP32, 0, err,
+			       errlen) < 0) {
+			tr_engine_free(e);
+			return -1;
+		}
 	}
 	*out = e;
 	return 0;
@@ -87,6 +99,8 @@ void tr_engine_free(tr_engine *e)
 		free(e->in);
 		free(e->tg);
 	}
+	at_fwd_free(e->eval);
+	free(e->layers);
 	free(e);
 }
 
@@ -157,9 +171,14 @@ int tr_engine_eval(tr_engine *e, long n, double *loss, char *err,
 			    tr_cuda_finish(e->gpu, &l, NULL) < 0)
 				return gpu_error(err, errlen);
 		} else {
+			tr_acts *a = &e->m->a;
 			tr_data_val_batch(e->data, (int)i, (int)n, B, T, e->in,
 					  e->tg);
-			l = tr_forward(e->m, e->in, e->tg, B, T);
+			if (at_fwd_logits(e->eval, a->logits, e->in, B, T, err,
+					  errlen) < 0)
+				return -1;
+			l = tr_crossentropy_forward(a->probs, a->losses, a->logits,
+						    e->tg, B * T, e->m->cfg.vocab);
 		}
 		sum += l;
 	}
@@ -198,10 +217,10 @@ int tr_engine_memory(const tr_engine *e, size_t *buffers, size_t *peak)
 void tr_engine_describe(const tr_engine *e, char *buf, size_t len)
 {
 	if (!e->gpu) {
-		snprintf(buf, len, "CPU (%s)", tr_precision_name(e->precision));
+		snprintf(buf, len, "CPU (%s)", at_precision_name(e->precision));
 		return;
 	}
-	snprintf(buf, len, "%s (%s%s)", tr_cuda_device_name(),
-		 tr_precision_name(e->precision),
+	snprintf(buf, len, "%s (%s%s)", at_cuda_device_name(),
+		 at_precision_name(e->precision),
 		 tr_cuda_gelu_fused(e->gpu) ? ", GELU fused" : "");
 }

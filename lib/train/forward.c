@@ -11,16 +11,9 @@
 static void block_forward(tr_model *m, int l, int B, int T)
 {
 	tr_acts *a = &m->a;
-	const tr_layer_off *o = &m->layer[l];
-	const float *p = m->p;
 	int C = m->cfg.d_model, H = m->cfg.n_head, F = 4 * C;
 	size_t lc = (size_t)a->B * a->T * C, lr = (size_t)l * a->B * a->T;
 	size_t ltt = (size_t)a->B * H * a->T * a->T, lf = lr * F;
-	at_block_w w = {.ln1_w = p + o->ln1w, .ln1_b = p + o->ln1b,
-			.wq = p + o->wq, .wk = p + o->wk, .wv = p + o->wv,
-			.wo = p + o->wo, .ln2_w = p + o->ln2w,
-			.ln2_b = p + o->ln2b, .fc = p + o->fc,
-			.proj = p + o->proj};
 	at_block_acts keep = {
 		.ln1 = a->ln1 + l * lc, .ln2 = a->ln2 + l * lc,
 		.ln1_mean = a->ln1_mean + lr, .ln1_rstd = a->ln1_rstd + lr,
@@ -31,7 +24,9 @@ static void block_forward(tr_model *m, int l, int B, int T)
 		.xmid = a->xmid + l * lc, .fc = a->fc + lf,
 		.gelu = a->gelu + lf,
 		.tmp = a->d_tmp}; /* backward scratch, free during the forward */
-	at_block_run(&w, &keep, a->resid + l * lc, a->resid + (l + 1) * lc, B,
+	at_block_w w;
+	tr_layer_weights(m, l, &w);
+	at_block_run(&w, &keep, NULL, a->resid + l * lc, a->resid + (l + 1) * lc, B,
 		     T, C, H);
 }
 

@@ -191,3 +191,27 @@ int tr_model_write(const tr_model *m, at_writer *w, int config,
 	}
 	return 0;
 }
+
+void tr_layer_weights(const tr_model *m, int l, at_block_w *w)
+{
+	const float *p = m->p;
+	const tr_layer_off *o = &m->layer[l];
+	*w = (at_block_w){.ln1_w = p + o->ln1w, .ln1_b = p + o->ln1b,
+			  .wq = p + o->wq, .wk = p + o->wk, .wv = p + o->wv,
+			  .wo = p + o->wo, .ln2_w = p + o->ln2w,
+			  .ln2_b = p + o->ln2b, .fc = p + o->fc,
+			  .proj = p + o->proj};
+}
+
+void tr_model_weights(const tr_model *m, at_weights *w, at_block_w *layers)
+{
+	const float *p = m->p;
+	for (int l = 0; l < m->cfg.n_layer; l++)
+		tr_layer_weights(m, l, &layers[l]);
+	*w = (at_weights){.C = m->cfg.d_model, .H = m->cfg.n_head,
+			  .L = m->cfg.n_layer, .V = m->cfg.vocab,
+			  .ctx = m->cfg.ctx, .wte = p + m->wte,
+			  .wpe = p + m->wpe, .layer = layers,
+			  .lnf_w = p + m->lnfw, .lnf_b = p + m->lnfb,
+			  .lm_head = p + m->lm_head};
+}

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "ops/forward.h"
+#include "ops/precision.h"
 
 #define TR_NAME 64
 
@@ -80,6 +82,12 @@ int tr_model_load(tr_model *m, const at_model *src, char *err, size_t errlen);
 int tr_model_write(const tr_model *m, struct at_writer *w, int config,
 		   const char *prefix, const float *buf);
 
+/* The weights of m->p as the forward engine takes them (ops/forward.h),
+ * with layers (cfg.n_layer entries) filled and used. */
+void tr_model_weights(const tr_model *m, at_weights *w, at_block_w *layers);
+/* Layer l's weights in m->p. */
+void tr_layer_weights(const tr_model *m, int l, at_block_w *w);
+
 /* Makes the activation buffers for batches of B rows of T positions.
  * Returns 0, or -1 when out of memory. */
 int tr_acts_alloc(tr_model *m, int B, int T);
@@ -120,15 +128,6 @@ double tr_crossentropy_forward(float *probs, float *losses, const float *logits,
 void tr_crossentropy_backward(float *dlogits, const float *probs,
 			      const int32_t *targets, int N, int V);
 
-/* The precision of a run's products (precision.c): TR_FP32 everywhere;
- * TR_TF32 and TR_BF16 on the GPU only (train_cuda.h says what each
- * rounds). */
-enum { TR_FP32 = 0, TR_TF32 = 1, TR_BF16 = 2 };
-
-/* The precision named "fp32", "tf32" or "bf16"; -1 for another name. */
-int tr_precision_parse(const char *name);
-/* The name of a precision; "?" for another value. */
-const char *tr_precision_name(int precision);
 
 /* AdamW and the schedule (adamw.c). */
 typedef struct {

@@ -8,9 +8,9 @@
  * buffers is the CPU engine's (train.h), so checkpoints and model files do
  * not depend on where a run computed.
  *
- * Precision (the TR_ names of train.h): TR_FP32 computes every product in
- * full fp32; TR_TF32 lets cuBLAS round the operands of products to TF32;
- * TR_BF16 feeds products bf16 operands (bf16 copies of the fp32 master
+ * Precision (ops/precision.h): AT_PREC_FP32 computes every product in
+ * full fp32; AT_PREC_TF32 lets cuBLAS round the operands of products to TF32;
+ * AT_PREC_BF16 feeds products bf16 operands (bf16 copies of the fp32 master
  * weights, bf16 activations where they only feed products) and accumulates
  * in fp32.  LayerNorm statistics, softmax, the loss, the gradients and
  * AdamW are fp32 (double for the reductions of the loss and the norm) in
@@ -71,7 +71,5 @@ void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use);
  * (cuBLASLt), forward and backward; 0 when a kernel apart does. */
 int tr_cuda_gelu_fused(const tr_cuda *d);
 
-/* The CUDA device's name, for the report; "" without one. */
-const char *tr_cuda_device_name(void);
 
 #endif

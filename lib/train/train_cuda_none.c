@@ -53,8 +53,4 @@ int tr_cuda_gelu_fused(const tr_cuda *d)
 	return 0;
 }
 
-const char *tr_cuda_device_name(void)
-{
-	return "";
-}
 #endif

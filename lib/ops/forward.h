@@ -1,0 +1,81 @@
+/* forward.h - the forward engine: a whole model (embedding, blocks, final
+ * LayerNorm and head) on the CPU or a CUDA GPU, with an optional KV cache
+ * for decoding and a hook that sees every named activation.
+ *
+ * The one way the tools run a model: andrea-block (at_fwd_blocks),
+ * andrea-logits (at_fwd_head), andrea-generate (at_fwd_prefill and
+ * at_fwd_decode), andrea-train --forward and the CPU trainer's held-out
+ * evaluation (at_fwd_logits).  On the CPU it runs the block of prenorm.h;
+ * on the GPU the one GPU block forward, which the GPU trainer runs too
+ * (kernels/model/).  Weights go to the device once, at at_fwd_new; every
+ * call takes and returns host memory.  Not thread-safe.
+ *
+ * Every call returns 0, or -1 with a one-line reason in err (a hook's
+ * non-zero value is passed back as it is).
+ */
+#ifndef ANDREA_FORWARD_H
+#define ANDREA_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/device.h"
+#include "ops/precision.h"
+#include "ops/prenorm.h"
+
+/* A model's weights as host pointers (float32, andrea-model(5)'s
+ * shapes).  A part the caller will not run may be NULL: wte and wpe
+ * (then no embedding), a layer's ln1_w (then not that layer), lnf_w (then
+ * no head). */
+typedef struct {
+	int C, H, L, V, ctx;
+	const float *wte, *wpe;           /* [V,C], [ctx,C] */
+	const at_block_w *layer;          /* L entries */
+	const float *lnf_w, *lnf_b, *lm_head; /* [C], [C], [C,V] */
+} at_weights;
+
+typedef struct at_fwd at_fwd;
+
+/* An engine for w (which must outlive it) on dev in precision (precision.h: AT_PREC_FP32 on the CPU), with a KV
+ * cache of `rows` rows of w->ctx positions each (0: no cache). */
+int at_fwd_new(at_fwd **e, const at_weights *w, at_device dev, int precision,
+	       int rows, char *err, size_t errlen);
+void at_fwd_free(at_fwd *e);
+
+/* Every activation of the calls that follow goes to hook (NULL: none):
+ * the block's (prenorm.h), and x after the embedding (layer -1) and after
+ * each block (its layer), logits (layer -1). */
+void at_fwd_set_hook(at_fwd *e, const at_hook *hook);
+
+/* x [B,T,C] through the given layers in the order given (repeats
+ * allowed), in place. */
+int at_fwd_blocks(at_fwd *e, float *x, int B, int T, const int *layers,
+		  int n, char *err, size_t errlen);
+
+/* logits [N,V] = LNf(x [N,C]) . lm_head. */
+int at_fwd_head(at_fwd *e, float *logits, const float *x, int N, char *err,
+		size_t errlen);
+
+/* logits [B,T,V] of the whole model over tokens [B,T] (T <= ctx, ids
+ * < V: checked by the caller); no cache. */
+int at_fwd_logits(at_fwd *e, float *logits, const int32_t *tokens, int B,
+		  int T, char *err, size_t errlen);
+
+/* Empties row `row` of the cache and encodes tokens [T] (0 <= T <= ctx)
+ * into it at positions 0..T-1 in one pass; logits [V] (NULL: not wanted)
+ * are the last position's. */
+int at_fwd_prefill(at_fwd *e, int row, const int32_t *tokens, int T,
+		   float *logits, char *err, size_t errlen);
+
+/* One position for each of the first B rows: tokens [B] at each row's
+ * next position (a row must hold fewer than ctx); logits [B,V]. */
+int at_fwd_decode(at_fwd *e, const int32_t *tokens, int B, float *logits,
+		  char *err, size_t errlen);
+
+/* The positions row `row` of the cache holds. */
+int at_fwd_cached(const at_fwd *e, int row);
+
+/* Where and how the engine computes: "NVIDIA H200 (bf16)", "CPU (fp32)". */
+void at_fwd_describe(const at_fwd *e, char *buf, size_t len);
+
+#endif
