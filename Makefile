@@ -84,7 +84,7 @@ BUILD    := build/$(CONFIG)
 $(shell mkdir -p build; [ "$$(cat build/config 2>/dev/null)" = "$(CONFIG)" ] || echo "$(CONFIG)" > build/config)
 
 LIB_SRC  := $(wildcard lib/*/*.c)
-CU_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/common/*.cu kernels/ops/*.cu kernels/train/*.cu))
+CU_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/common/*.cu kernels/ops/*.cu kernels/forward/*.cu kernels/train/*.cu))
 CMD_SRC  := $(wildcard cmd/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.o)
 BINS     := $(CMD_SRC:cmd/%.c=bin/%)

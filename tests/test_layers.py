@@ -20,7 +20,8 @@ BELOW = {
     # kernels: their own common layer and the lib headers they implement
     "kernels/common": {"common", "ops"},
     "kernels/ops": {"common", "model", "ops"},
-    "kernels/train": {"common", "model", "ops", "train"},
+    "kernels/forward": {"common", "model", "ops", "forward"},
+    "kernels/train": {"common", "model", "ops", "forward", "train"},
 }
 SOURCE = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

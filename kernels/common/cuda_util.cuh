@@ -80,6 +80,9 @@ __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
 	*p = __float2bfloat16(v);
 }
 
+// embed.cu: x[N,C] = wte[tokens[n]] + wpe[pos[n]] (decoding).
+int at_cu_embed_at(float *x, const int32_t *tokens, const int *pos,
+		   const float *wte, const float *wpe, int N, int C);
 // layernorm.cu: out = (in - mean) * rstd * w + b over N rows of C, out
 // float or bf16; each row's mean and rstd also go to mean[] and rstd[]
 // unless those are NULL.

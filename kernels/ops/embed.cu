@@ -5,8 +5,8 @@
 // One thread per element (per 4 elements when C % 4 == 0: vec = 4).
 template <int VEC>
 __global__ static void embed_kernel(float *x, const int32_t *tok,
-				    const float *wte, const float *wpe, int T,
-				    int C, size_t n)
+				    const int *pos, const float *wte,
+				    const float *wpe, int T, int C, size_t n)
 {
 	int cv = C / VEC;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -14,7 +14,7 @@ __global__ static void embed_kernel(float *x, const int32_t *tok,
 		size_t bt = i / cv;
 		int c = (int)(i % cv) * VEC;
 		const float *e = wte + (size_t)tok[bt] * C + c;
-		const float *p = wpe + (size_t)(bt % T) * C + c;
+		const float *p = wpe + (size_t)(pos ? pos[bt] : bt % T) * C + c;
 		if (VEC == 4) {
 			float4 a = *(const float4 *)e, b = *(const float4 *)p;
 			*(float4 *)(x + bt * C + c) =
@@ -25,9 +25,9 @@ __global__ static void embed_kernel(float *x, const int32_t *tok,
 	}
 }
 
-extern "C" int at_cuda_embed_forward(float *x, const int32_t *tokens,
-				     const float *wte, const float *wpe, int B,
-				     int T, int C)
+// Row bt at position pos[bt], or bt % T where pos is NULL.
+static int embed(float *x, const int32_t *tokens, const int *pos,
+		 const float *wte, const float *wpe, int B, int T, int C)
 {
 	size_t bt = (size_t)B * T;
 	if (bt == 0 || C == 0)
@@ -35,15 +35,28 @@ extern "C" int at_cuda_embed_forward(float *x, const int32_t *tokens,
 	int aligned = ((uintptr_t)x | (uintptr_t)wte | (uintptr_t)wpe) % 16 == 0;
 	if (C % 4 == 0 && aligned) {
 		size_t n = bt * (C / 4);
-		embed_kernel<4><<<at_cu_blocks(n, 256), 256>>>(x, tokens, wte, wpe,
-								T, C, n);
+		embed_kernel<4><<<at_cu_blocks(n, 256), 256>>>(x, tokens, pos, wte,
+								wpe, T, C, n);
 	} else {
 		size_t n = bt * C;
-		embed_kernel<1><<<at_cu_blocks(n, 256), 256>>>(x, tokens, wte, wpe,
-								T, C, n);
+		embed_kernel<1><<<at_cu_blocks(n, 256), 256>>>(x, tokens, pos, wte,
+								wpe, T, C, n);
 	}
 	CU_LAUNCHED("embedding kernel");
 	return 0;
+}
+
+extern "C" int at_cuda_embed_forward(float *x, const int32_t *tokens,
+				     const float *wte, const float *wpe, int B,
+				     int T, int C)
+{
+	return embed(x, tokens, NULL, wte, wpe, B, T, C);
+}
+
+int at_cu_embed_at(float *x, const int32_t *tokens, const int *pos,
+		   const float *wte, const float *wpe, int N, int C)
+{
+	return embed(x, tokens, pos, wte, wpe, N, 1, C);
 }
 
 extern "C" int at_cuda_embed_host(float *x, const int32_t *tokens,

@@ -1,43 +1,9 @@
-// attn.cu - the causal softmax of the training engine, forward and
-// backward (the head transposes are the stages', kernels/ops/heads.cu).
+// attn.cu - the causal softmax's backward (its forward is the model
+// layer's, kernels/forward/block.cu).
 //
-// The softmax kernels take one warp per row.  Forward, mask + scale +
-// softmax in one kernel: an online maximum and sum over the row's keys
-// j <= i (the masked ones are never read), then one write of the whole
-// row, zeros beyond the diagonal.  Backward: one dot product over the
-// same keys, then one write of scale * a * (da - dot), also zeros beyond.
+// One warp per row: one dot product over the keys j <= i, then one write
+// of scale * a * (da - dot), zeros beyond.
 #include "train/train_kernels.cuh"
-
-__global__ static void softmax_fwd_kernel(float *s, bf16 *s16, size_t rows,
-					  int T, float scale)
-{
-	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
-	for (size_t r = (size_t)blockIdx.x * wpb + threadIdx.x / 32; r < rows;
-	     r += (size_t)gridDim.x * wpb) {
-		float *x = s + r * T;
-		int n = (int)(r % T) + 1;
-		float M, L;
-		warp_softmax_stats(x, n, scale, &M, &L);
-		float inv = 1.0f / L;
-		for (int j = lane; j < T; j += 32) {
-			float p = j < n ? expf(x[j] * scale - M) * inv : 0.0f;
-			x[j] = p;
-			if (s16)
-				s16[r * T + j] = __float2bfloat16(p);
-		}
-	}
-}
-
-int tr_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int T,
-			  float scale)
-{
-	if (rows == 0)
-		return 0;
-	softmax_fwd_kernel<<<at_cu_blocks(rows, 8), 256>>>(s, s16, rows, T,
-							    scale);
-	CU_LAUNCHED("causal softmax kernel");
-	return 0;
-}
 
 template <typename OUT>
 __global__ static void softmax_bwd_kernel(OUT *ds, const float *da,

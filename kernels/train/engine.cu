@@ -1,13 +1,15 @@
 // engine.cu - the training engine on the GPU (lib/train/train_cuda.h): its
 // buffers, the forward and backward passes of a whole model, the update.
 //
-// The passes mirror lib/train/forward.c and lib/train/backward.c op for
-// op, on device buffers laid out as the CPU engine's.  What differs:
-// q, k and v come from one batched product with the three weights; the
-// residual adds ride in the products (beta = 1 onto a copy of the input);
-// mask, scale and softmax are one kernel, and so are its backward, and
-// softmax, cross-entropy and its gradient; the attention scale moves from
-// the scores into the softmax.
+// The forward runs the one GPU block (kernels/forward/block.cu) on this
+// engine's buffers, keeping what the backward pass needs; the backward
+// mirrors lib/train/backward.c op for op, on device buffers laid out as
+// the CPU engine's.  What differs from the CPU: q, k and v come from one
+// batched product with the three weights; the residual adds ride in the
+// products (beta = 1 onto a copy of the input); mask, scale and softmax
+// are one kernel, and so are its backward, and softmax, cross-entropy and
+// its gradient; the attention scale moves from the scores into the
+// softmax.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -251,7 +253,7 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 	else
 		CU_CHECK(cudaMemset(d->m2, 0, nb), "zeroing the moments");
 	if (d->p16)
-		TRY(tr_to_bf16(d->p16, d->p, d->total));
+		TRY(at_cu_to_bf16(d->p16, d->p, d->total));
 	CU_CHECK(cudaMemset(d->res, 0, 2 * sizeof(double)), "zeroing results");
 	CU_CHECK(cudaDeviceSynchronize(), "setting up the training engine");
 	return 0;
@@ -375,59 +377,47 @@ extern "C" void tr_cuda_prepare(tr_cuda *d, int slot)
 		pos[cur[in[i]]++] = i;
 }
 
-// One pre-norm block forward (train_forward.c's block_forward).
+// The fused GELU product of the block forward: cuBLASLt's epilogue.
+static int fused_fc(void *ctx, const void *ln2, const void *wfc, void *gelu,
+		    void *pre)
+{
+	return tr_gelu_mm_fwd((tr_gelu_mm *)ctx, ln2, wfc, gelu, pre);
+}
+
+// Layer l forward through the one GPU block, its activations kept in the
+// engine's per-layer buffers.
 static int block_forward(tr_cuda *d, int l)
 {
 	const tr_layer_off *o = &d->layer[l];
 	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
-	int D = C / H, F = 4 * C, BT = B * T, BH = B * H;
-	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
-	size_t CC = (size_t)C * C;
-	const at_cu_gemm_mode *bl = &d->blas;
-	float *xin = d->resid + l * BTC, *xout = d->resid + (l + 1) * BTC;
-	float *xm = d->xmid + l * BTC;
-	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
-	void *q = mm_at(d, d->qkv, l * 3 * BTC), *k = mm_at(d, q, BTC);
-	void *v = mm_at(d, q, 2 * BTC);
-	float *att = d->att + l * BH * TT;
-	bf16 *att16 = d->att16 ? d->att16 + l * BH * TT : NULL;
-	void *merged = mm_at(d, d->merged, l * BTC);
-	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
-	size_t lr = (size_t)l * BT;
-	float scale = (float)(1.0 / sqrt((double)D));
-
-	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln1, d->ln1_mean + lr, d->ln1_rstd + lr,
-		    xin, d->p + o->ln1w, d->p + o->ln1b, BT, C, AT_LN_EPS));
-	TRY(at_cu_gemm(bl, 0, 0, BT, C, C, 1.0f, ln1, 0, W(d, o->wq), CC, 0.0f,
-		       d->buf3, BTC, 3, "the q, k, v products"));
-	TRY(MM_CALL(d, at_cu_split_heads, q, d->buf3, 1, 3 * B, T, H, D));
-	TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, q, TD, k, TD, 0.0f, att, TT, BH,
-		       "the scores product"));
-	TRY(tr_softmax_causal_fwd(att, att16, (size_t)BH * T, T, scale));
-	TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f,
-		       att16 ? (void *)att16 : (void *)att, TT, v, TD, 0.0f,
-		       d->buf3, TD, BH, "the attention product"));
-	TRY(MM_CALL(d, at_cu_merge_heads, merged, d->buf3, B, T, H, D));
-	CU_CHECK(cudaMemcpyAsync(xm, xin, BTC * sizeof *xm,
-				 cudaMemcpyDeviceToDevice), "the residual copy");
-	TRY(at_cu_gemm(bl, 0, 0, BT, C, C, 1.0f, merged, 0, W(d, o->wo), 0,
-		       1.0f, xm, 0, 1, "the output projection"));
-
-	TRY(MM_CALL(d, at_cu_layernorm_fwd, ln2, d->ln2_mean + lr, d->ln2_rstd + lr,
-		    xm, d->p + o->ln2w, d->p + o->ln2b, BT, C, AT_LN_EPS));
-	if (d->gelu_mm) {
-		TRY(tr_gelu_mm_fwd(d->gelu_mm, ln2, W(d, o->fc), gelu, fc));
-	} else {
-		TRY(at_cu_gemm(bl, 0, 0, BT, F, C, 1.0f, ln2, 0, W(d, o->fc), 0,
-			       0.0f, (float *)fc, 0, 1,
-			       "the MLP's first product"));
-		TRY(MM_CALL(d, tr_gelu_fwd, gelu, (float *)fc, (size_t)BT * F));
-	}
-	CU_CHECK(cudaMemcpyAsync(xout, xm, BTC * sizeof *xm,
-				 cudaMemcpyDeviceToDevice), "the residual copy");
-	TRY(at_cu_gemm(bl, 0, 0, BT, C, F, 1.0f, gelu, 0, W(d, o->proj), 0,
-		       1.0f, xout, 0, 1, "the MLP's second product"));
-	return 0;
+	size_t BT = (size_t)B * T, BTC = BT * C, lr = (size_t)l * BT;
+	size_t TT = (size_t)B * H * T * T;
+	void *q = mm_at(d, d->qkv, l * 3 * BTC);
+	at_cu_block_w w = {d->p + o->ln1w, d->p + o->ln1b, d->p + o->ln2w,
+			   d->p + o->ln2b, W(d, o->wq), W(d, o->wo),
+			   W(d, o->fc), W(d, o->proj)};
+	at_cu_fc_fused fused = {fused_fc, d->gelu_mm};
+	at_cu_block_acts a = {};
+	a.ln1 = mm_at(d, d->ln1, l * BTC);
+	a.ln2 = mm_at(d, d->ln2, l * BTC);
+	a.ln1_mean = d->ln1_mean + lr;
+	a.ln1_rstd = d->ln1_rstd + lr;
+	a.ln2_mean = d->ln2_mean + lr;
+	a.ln2_rstd = d->ln2_rstd + lr;
+	a.q = q;
+	a.k = mm_at(d, q, BTC);
+	a.v = mm_at(d, q, 2 * BTC);
+	a.att = d->att + l * TT;
+	a.att16 = d->att16 ? d->att16 + l * TT : NULL;
+	a.merged = mm_at(d, d->merged, l * BTC);
+	a.xmid = d->xmid + l * BTC;
+	a.fc = fc_at(d, l);
+	a.gelu = mm_at(d, d->gelu, l * BT * 4 * C);
+	a.buf3 = d->buf3;
+	a.fused = d->gelu_mm ? &fused : NULL;
+	a.layer = l;
+	return at_cu_block_fwd(&d->blas, &w, &a, NULL, d->resid + l * BTC,
+			       d->resid + (l + 1) * BTC, B, T, C, H);
 }
 
 // d->dr16 = bf16(d_resid) in bf16 mode; the operand to use either way.
@@ -436,7 +426,7 @@ static const void *resid_grad_mm(tr_cuda *d, int *rc)
 	size_t n = (size_t)d->B * d->T * d->cfg.d_model;
 	if (d->prec != AT_PREC_BF16)
 		return d->d_resid;
-	*rc = tr_to_bf16(d->dr16, d->d_resid, n);
+	*rc = at_cu_to_bf16(d->dr16, d->d_resid, n);
 	return d->dr16;
 }
 

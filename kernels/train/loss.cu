@@ -67,18 +67,6 @@ int tr_mean(double *out, const float *losses, int N)
 	return 0;
 }
 
-#define GELU_K 0.7978845608028654f // sqrt(2/pi)
-
-template <typename OUT>
-__global__ static void gelu_fwd_kernel(OUT *out, const float *in, size_t n)
-{
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		float x = in[i];
-		store_as(out + i, 0.5f * x *
-				  (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
-	}
-}
 
 template <typename OUT>
 __global__ static void gelu_bwd_kernel(OUT *din, const float *in,
@@ -95,16 +83,6 @@ __global__ static void gelu_bwd_kernel(OUT *din, const float *in,
 }
 
 template <typename OUT>
-int tr_gelu_fwd(OUT *out, const float *in, size_t n)
-{
-	if (n == 0)
-		return 0;
-	gelu_fwd_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, n);
-	CU_LAUNCHED("GELU kernel");
-	return 0;
-}
-
-template <typename OUT>
 int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n)
 {
 	if (n == 0)
@@ -113,8 +91,6 @@ int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n)
 	CU_LAUNCHED("GELU backward kernel");
 	return 0;
 }
-template int tr_gelu_fwd<float>(float *, const float *, size_t);
-template int tr_gelu_fwd<bf16>(bf16 *, const float *, size_t);
 template int tr_gelu_bwd<float>(float *, const float *, const float *, size_t);
 template int tr_gelu_bwd<bf16>(bf16 *, const float *, const float *, size_t);
 

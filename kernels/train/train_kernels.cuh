@@ -13,21 +13,18 @@
 
 #include "common/cuda_util.cuh"
 #include "common/gemm.cuh"
+#include "forward/forward_kernels.cuh"
 
 extern "C" {
 #include "train/train_cuda.h"
 }
 
-typedef __nv_bfloat16 bf16;
-
 
 // ---- products: at_cu_gemm (common/gemm.cuh) on the engine's own handle,
 // in an at_cu_gemm_mode whose prec is the run's ----
 
-// ---- bf16.cu: the operands' conversion ----
-
-// dst[n] = bf16(src[n]).
-int tr_to_bf16(bf16 *dst, const float *src, size_t n);
+// The forward kernels (bf16 conversion, the causal softmax, GELU) and
+// the one block forward are the forward layer's (forward/forward_kernels.cuh).
 
 // ---- gelu_mm.cu: the MLP's first product with GELU fused ----
 
@@ -57,15 +54,10 @@ int tr_layernorm_bwd(float *dx, float *dw, float *db, const float *dout,
 		     const float *in, const float *w, const float *mean,
 		     const float *rstd, int N, int C, float *scratch);
 
-// ---- attn.cu: the causal softmax ----
+// ---- attn.cu: the causal softmax, backward ----
 
 // The head transposes are at_cu_split_heads and at_cu_merge_heads
 // (cuda_util.cuh, kernels/ops/heads.cu).
-// In place on s [rows, T] (row r is query r % T): s = softmax of
-// scale * s over the keys j <= r % T, 0 beyond; s16 (if not NULL) gets a
-// bf16 copy.
-int tr_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int T,
-			  float scale);
 // ds = scale * a * (da - sum_j a da) over j <= r % T, 0 beyond; ds may be
 // da (in place) when OUT is float.
 template <typename OUT>
@@ -82,8 +74,6 @@ int tr_crossentropy(OUT *dlogits, float *losses, const float *logits,
 		    const int32_t *targets, int N, int V, float inv);
 // *out = mean of losses[0..N-1], summed in double in a fixed order.
 int tr_mean(double *out, const float *losses, int N);
-template <typename OUT>
-int tr_gelu_fwd(OUT *out, const float *in, size_t n);
 // din = dout * GELU'(in).
 template <typename OUT>
 int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n);

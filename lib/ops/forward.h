@@ -7,7 +7,7 @@
  * at_fwd_decode), andrea-train --forward and the CPU trainer's held-out
  * evaluation (at_fwd_logits).  On the CPU it runs the block of prenorm.h;
  * on the GPU the one GPU block forward, which the GPU trainer runs too
- * (kernels/model/).  Weights go to the device once, at at_fwd_new; every
+ * (kernels/forward/).  Weights go to the device once, at at_fwd_new; every
  * call takes and returns host memory.  Not thread-safe.
  *
  * Every call returns 0, or -1 with a one-line reason in err (a hook's

@@ -1,4 +1,4 @@
-/* forward_cuda.h - the forward engine on a CUDA GPU (kernels/model/),
+/* forward_cuda.h - the forward engine on a CUDA GPU (kernels/forward/),
  * behind forward.h.
  *
  * The weights go to the device once, at at_cuda_fwd_new (with bf16

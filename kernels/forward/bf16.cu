@@ -1,6 +1,7 @@
-// bf16.cu - the fp32 -> bf16 conversion of the training engine's product
-// operands (the bf16 copies of the weights and of the residual gradient).
-#include "train/train_kernels.cuh"
+// bf16.cu - conversions between fp32 and bf16: the bf16 copies of the
+// weights (both engines) and of the residual gradient (the trainer), and
+// bf16 activations going back to the host as float (hooks).
+#include "forward/forward_kernels.cuh"
 
 __global__ static void to_bf16_kernel(bf16 *dst, const float *src, size_t n)
 {
@@ -18,7 +19,7 @@ __global__ static void to_bf16_kernel(bf16 *dst, const float *src, size_t n)
 		dst[i] = __float2bfloat16(src[i]);
 }
 
-// The engine's buffers are cudaMalloc'd and their offsets multiples of 4
+// The engines' buffers are cudaMalloc'd and their offsets multiples of 4
 // elements wherever this is called, so 16-byte loads are safe; anything
 // else takes the scalar kernel.
 __global__ static void to_bf16_scalar(bf16 *dst, const float *src, size_t n)
@@ -28,7 +29,7 @@ __global__ static void to_bf16_scalar(bf16 *dst, const float *src, size_t n)
 		dst[i] = __float2bfloat16(src[i]);
 }
 
-int tr_to_bf16(bf16 *dst, const float *src, size_t n)
+int at_cu_to_bf16(bf16 *dst, const float *src, size_t n)
 {
 	if (n == 0)
 		return 0;
@@ -36,6 +37,22 @@ int tr_to_bf16(bf16 *dst, const float *src, size_t n)
 		to_bf16_kernel<<<at_cu_blocks(n / 4 + 1, 256), 256>>>(dst, src, n);
 	else
 		to_bf16_scalar<<<at_cu_blocks(n, 256), 256>>>(dst, src, n);
+	CU_LAUNCHED("bf16 conversion kernel");
+	return 0;
+}
+
+__global__ static void from_bf16_kernel(float *dst, const bf16 *src, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = __bfloat162float(src[i]);
+}
+
+int at_cu_from_bf16(float *dst, const bf16 *src, size_t n)
+{
+	if (n == 0)
+		return 0;
+	from_bf16_kernel<<<at_cu_blocks(n, 256), 256>>>(dst, src, n);
 	CU_LAUNCHED("bf16 conversion kernel");
 	return 0;
 }

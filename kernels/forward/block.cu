@@ -1,0 +1,290 @@
+// block.cu - the one pre-norm block forward on the GPU (model_kernels.cuh)
+// and the kernels it adds to the stage ops: the causal softmax (mask +
+// scale + softmax in one kernel), the GELU, the KV cache's store and the
+// attention of one decoding step.
+//
+// The block mirrors lib/ops/prenorm.c op for op.  What differs: q, k and
+// v come from one batched product with the three weights; the residual
+// adds ride in the products (beta = 1 onto a copy of the input); the
+// attention scale moves from the scores into the softmax (except where a
+// hook wants the scores themselves).
+#include <cmath>
+
+#include "forward/forward_kernels.cuh"
+#include "model/arch.h"
+
+#define TRY(call)                      \
+	do {                           \
+		int rc_ = (call);      \
+		if (rc_)               \
+			return rc_;    \
+	} while (0)
+
+// ---- the causal softmax: one warp per row ----
+//
+// An online maximum and sum over the row's visible keys (the masked ones
+// are never read), then one write of the whole row, zeros beyond.
+__global__ static void softmax_fwd_kernel(float *s, bf16 *s16, size_t rows,
+					  int Tq, int n, float scale)
+{
+	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
+	for (size_t r = (size_t)blockIdx.x * wpb + threadIdx.x / 32; r < rows;
+	     r += (size_t)gridDim.x * wpb) {
+		float *x = s + r * n;
+		int seen = (int)(r % Tq) + 1 + (n - Tq);
+		float M, L;
+		warp_softmax_stats(x, seen, scale, &M, &L);
+		float inv = 1.0f / L;
+		for (int j = lane; j < n; j += 32) {
+			float p = j < seen ? expf(x[j] * scale - M) * inv : 0.0f;
+			x[j] = p;
+			if (s16)
+				s16[r * n + j] = __float2bfloat16(p);
+		}
+	}
+}
+
+int at_cu_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int Tq, int n,
+			     float scale)
+{
+	if (rows == 0)
+		return 0;
+	softmax_fwd_kernel<<<at_cu_blocks(rows, 8), 256>>>(s, s16, rows, Tq, n,
+							    scale);
+	CU_LAUNCHED("causal softmax kernel");
+	return 0;
+}
+
+template <typename OUT>
+__global__ static void gelu_fwd_kernel(OUT *out, const float *in, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float x = in[i];
+		store_as(out + i, 0.5f * x *
+				  (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+	}
+}
+
+template <typename OUT>
+int at_cu_gelu_fwd(OUT *out, const float *in, size_t n)
+{
+	if (n == 0)
+		return 0;
+	gelu_fwd_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, n);
+	CU_LAUNCHED("GELU kernel");
+	return 0;
+}
+template int at_cu_gelu_fwd<float>(float *, const float *, size_t);
+template int at_cu_gelu_fwd<bf16>(bf16 *, const float *, size_t);
+
+// ---- the KV cache ----
+
+// cache[b,h,p,d] = in[b,t,h*D+d] with p = pos[b] + t, or start + t.
+template <typename OUT>
+__global__ static void kv_store_kernel(OUT *cache, const float *in, int B,
+				       int T, int H, int D, int cap, int start,
+				       const int *pos)
+{
+	size_t n = (size_t)B * T * H * D;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		int d = (int)(i % D), h = (int)(i / D % H);
+		int t = (int)(i / ((size_t)D * H) % T), b = (int)(i / ((size_t)D * H * T));
+		int p = (pos ? pos[b] : start) + t;
+		store_as(cache + (((size_t)b * H + h) * cap + p) * D + d, in[i]);
+	}
+}
+
+template <typename OUT>
+static int kv_store(OUT *cache, const float *in, int B, int T, int H, int D,
+		    const at_cu_kv *kv)
+{
+	size_t n = (size_t)B * T * H * D;
+	if (n == 0)
+		return 0;
+	kv_store_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(
+		cache, in, B, T, H, D, kv->cap, kv->start, kv->pos);
+	CU_LAUNCHED("KV cache kernel");
+	return 0;
+}
+
+__device__ __forceinline__ float as_float(float v) { return v; }
+__device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); }
+
+// One decoding step's attention, a block per (row, head): the query q
+// [B,H*D] (float) against the row's n = pos[b] + 1 cached keys, its
+// softmax in s (scratch, [B*H,cap]), and out[b, h*D + d] = sum_j p_j
+// v[j,d].  Warps take keys in turn for the scores (lanes across d).
+template <typename KV>
+__global__ static void decode_attn_kernel(KV *out, const float *q,
+					  const KV *k, const KV *v, float *s,
+					  const int *pos, int H, int D, int cap,
+					  float scale)
+{
+	int bh = blockIdx.x, b = bh / H, h = bh % H;
+	int n = pos[b] + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+	int warps = blockDim.x / 32;
+	const float *qr = q + (size_t)b * H * D + (size_t)h * D;
+	const KV *kr = k + (size_t)bh * cap * D, *vr = v + (size_t)bh * cap * D;
+	float *sr = s + (size_t)bh * cap;
+	__shared__ float red[32];
+	float m = -INFINITY;
+	for (int j = warp; j < n; j += warps) {
+		float dot = 0.0f;
+		for (int d = lane; d < D; d += 32)
+			dot += qr[d] * as_float(kr[(size_t)j * D + d]);
+		dot = warp_sum(dot) * scale;
+		if (lane == 0)
+			sr[j] = dot;
+		m = fmaxf(m, dot);
+	}
+	if (lane == 0)
+		red[warp] = m;
+	__syncthreads();
+	m = -INFINITY;
+	for (int w = 0; w < warps; w++)
+		m = fmaxf(m, red[w]);
+	__syncthreads();
+	float l = 0.0f;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		float e = expf(sr[j] - m);
+		sr[j] = e;
+		l += e;
+	}
+	l = warp_sum(l);
+	if (lane == 0)
+		red[warp] = l;
+	__syncthreads();
+	l = 0.0f;
+	for (int w = 0; w < warps; w++)
+		l += red[w];
+	float inv = 1.0f / l;
+	for (int d = threadIdx.x; d < D; d += blockDim.x) {
+		float acc = 0.0f;
+		for (int j = 0; j < n; j++)
+			acc += sr[j] * as_float(vr[(size_t)j * D + d]);
+		store_as(out + (size_t)b * H * D + (size_t)h * D + d, acc * inv);
+	}
+}
+
+template <typename KV>
+static int decode_attn(void *out, const float *q, const void *k,
+		       const void *v, float *s, const int *pos, int B, int H,
+		       int D, int cap, float scale)
+{
+	decode_attn_kernel<KV><<<B * H, 128>>>((KV *)out, q, (const KV *)k,
+					       (const KV *)v, s, pos, H, D, cap,
+					       scale);
+	CU_LAUNCHED("decoding attention kernel");
+	return 0;
+}
+
+// ---- the block ----
+
+// Calls fn<bf16> or fn<float> on the mm buffer ptr.
+#define MM_CALL(prec, fn, ptr, ...)                                     \
+	((prec) == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)  \
+				: fn<float>((float *)(ptr), __VA_ARGS__))
+
+static int report(const at_cu_block_acts *a, const char *name,
+		  const void *data, int bf, int rank, uint64_t d0, uint64_t d1,
+		  uint64_t d2, uint64_t d3)
+{
+	if (!a->hook)
+		return 0;
+	uint64_t dims[4] = {d0, d1, d2, d3};
+	return a->hook->fn(a->hook->ctx, name, a->layer, data, bf, rank, dims);
+}
+
+// The attention of T new positions per row over n = start + T keys (the
+// cache's, or q's own k and v without one): out [B,H,T,D] in buf3.
+static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
+			  const at_cu_kv *kv, int B, int T, int H, int D,
+			  float scale)
+{
+	int bf = g->prec == AT_PREC_BF16, BH = B * H;
+	int cap = kv ? kv->cap : T, n = (kv ? kv->start : 0) + T;
+	size_t TD = (size_t)T * D, cD = (size_t)cap * D, Tn = (size_t)T * n;
+	// with a hook the scores are wanted as andrea-scores writes them:
+	// scaled, then masked
+	float pre = a->hook ? scale : 1.0f, post = a->hook ? 1.0f : scale;
+	TRY(at_cu_gemm(g, 0, 1, T, n, D, pre, a->q, TD, a->k, cD, 0.0f, a->att,
+		       Tn, BH, "the scores product"));
+	if (a->hook && n == T) {
+		TRY(at_cuda_mask_causal(a->att, BH, T, -INFINITY));
+		TRY(report(a, "scores", a->att, 0, 4, B, H, T, n));
+	}
+	TRY(at_cu_softmax_causal_fwd(a->att, a->att16, (size_t)BH * T, T, n, post));
+	TRY(report(a, "attn", a->att, 0, 4, B, H, T, n));
+	TRY(at_cu_gemm(g, 0, 0, T, D, n, 1.0f,
+		       bf ? (void *)a->att16 : (void *)a->att, Tn, a->v, cD,
+		       0.0f, a->buf3, TD, BH, "the attention product"));
+	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
+}
+
+int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		    const at_cu_block_acts *a, const at_cu_kv *kv,
+		    const float *x_in, float *x_out, int B, int T, int C,
+		    int H)
+{
+	int p = g->prec, bf = p == AT_PREC_BF16;
+	int D = C / H, F = 4 * C, BT = B * T;
+	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
+	float scale = (float)(1.0 / sqrt((double)D));
+
+	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean, a->ln1_rstd,
+		    x_in, w->ln1w, w->ln1b, BT, C, AT_LN_EPS));
+	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, 0.0f,
+		       a->buf3, BTC, 3, "the q, k, v products"));
+	if (kv && kv->pos) { // one decoding step: q stays [B,H*D]
+		TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, 1, H, D, kv));
+		TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, 1, H, D, kv));
+		TRY(bf ? decode_attn<bf16>(a->merged, a->buf3, a->k, a->v, a->att,
+					   kv->pos, B, H, D, kv->cap, scale)
+		       : decode_attn<float>(a->merged, a->buf3, a->k, a->v,
+					    a->att, kv->pos, B, H, D, kv->cap,
+					    scale));
+	} else {
+		if (kv) {
+			TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, B, T, H, D));
+			TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, T, H, D, kv));
+			TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, T, H, D,
+				    kv));
+		} else {
+			TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, 3 * B, T,
+				    H, D));
+			static const char *names[3] = {"q", "k", "v"};
+			void *qkv[3] = {a->q, a->k, a->v};
+			for (int i = 0; i < 3; i++)
+				TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
+		}
+		TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
+		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
+	}
+	CU_CHECK(cudaMemcpyAsync(a->xmid, x_in, BTC * sizeof *a->xmid,
+				 cudaMemcpyDeviceToDevice), "the residual copy");
+	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, 1.0f,
+		       a->xmid, 0, 1, "the output projection"));
+	if (a->hook) { // y alone, which the residual add above folds in
+		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
+			       0.0f, a->buf3, 0, 1, "the output projection"));
+		TRY(report(a, "y", a->buf3, 0, 3, B, T, C, 0));
+	}
+
+	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln2, a->ln2_mean, a->ln2_rstd,
+		    a->xmid, w->ln2w, w->ln2b, BT, C, AT_LN_EPS));
+	if (a->fused) {
+		TRY(a->fused->fn(a->fused->ctx, a->ln2, w->fc, a->gelu, a->fc));
+	} else {
+		TRY(at_cu_gemm(g, 0, 0, BT, F, C, 1.0f, a->ln2, 0, w->fc, 0, 0.0f,
+			       (float *)a->fc, 0, 1, "the MLP's first product"));
+		TRY(MM_CALL(p, at_cu_gelu_fwd, a->gelu, (float *)a->fc,
+			    (size_t)BT * F));
+	}
+	CU_CHECK(cudaMemcpyAsync(x_out, a->xmid, BTC * sizeof *x_out,
+				 cudaMemcpyDeviceToDevice), "the residual copy");
+	TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, 1.0f,
+		       x_out, 0, 1, "the MLP's second product"));
+	return 0;
+}

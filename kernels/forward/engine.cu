@@ -1,0 +1,472 @@
+// engine.cu - the forward engine on the GPU (lib/ops/forward_cuda.h): the
+// weights on the device, the KV cache, the buffers of a call, and the
+// passes through the one GPU block (block.cu).
+//
+// Two sets of buffers: one grown to the largest call of blocks, logits or
+// prefill, and one made once for decoding steps of up to `rows` rows, so
+// that a decoding step never allocates.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "forward/forward_kernels.cuh"
+#include "common/cublas_lazy.cuh"
+#include "model/arch.h"
+
+extern "C" {
+#include "ops/forward_cuda.h"
+}
+
+#define TRY(call)                      \
+	do {                           \
+		int rc_ = (call);      \
+		if (rc_)               \
+			return rc_;    \
+	} while (0)
+
+// The buffers of a pass over N = B*T positions with up to S score
+// elements.
+struct pass_bufs {
+	size_t N, S;             // what they were made for
+	float *x, *xmid, *buf3, *fc, *att, *logits;
+	void *ln, *q, *kv, *merged, *gelu; // mm
+	bf16 *att16;
+	int32_t *tok;
+	int *pos;
+};
+
+struct at_cuda_fwd {
+	int C, H, L, V, ctx, prec, rows;
+	at_cu_gemm_mode g;
+	size_t mm;               // bytes of an mm element
+	// weights (device); a layer that was not given has w[l].ln1w NULL
+	float *wte, *wpe, *lnfw, *lnfb;
+	void *lm_head;
+	at_cu_block_w *w;
+	void **allocs;           // every weight allocation, for freeing
+	int nallocs;
+	// the KV cache: L x [rows,H,ctx,D] each, mm
+	void *kc, *vc;
+	pass_bufs big, step;
+	// host staging: hooks' copies, decoding's tokens and positions
+	float *h_act;
+	size_t h_act_n;
+	int32_t *h_tok;
+	int *h_pos;
+	float *h_logits;
+	const at_hook *hook;     // the caller's, for the device hook
+};
+
+static int dalloc(void *pp, size_t bytes, const char *what)
+{
+	return at_cu_alloc((void **)pp, bytes ? bytes : 1, what);
+}
+
+// A weight on the device: float as given, or (as_mm) in the products'
+// type.  NULL src leaves *dst NULL.
+static int upload(at_cuda_fwd *g, void **dst, const float *src, size_t n,
+		  int as_mm)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	void *d;
+	size_t es = as_mm ? g->mm : 4;
+	TRY(dalloc(&d, n * es, "the model's weights"));
+	g->allocs[g->nallocs++] = d;
+	*dst = d;
+	if (es == 4) {
+		CU_CHECK(cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice),
+			 "copying the weights to the GPU");
+		return 0;
+	}
+	dev_buf<float> tmp;
+	TRY(tmp.alloc(n, "the model's weights"));
+	CU_CHECK(cudaMemcpy(tmp.p, src, n * 4, cudaMemcpyHostToDevice),
+		 "copying the weights to the GPU");
+	TRY(at_cu_to_bf16((bf16 *)d, tmp.p, n));
+	CU_CHECK(cudaDeviceSynchronize(), "converting the weights to bf16");
+	return 0;
+}
+
+// Layer l's Wq, Wk, Wv side by side, as the q, k, v product wants them.
+static int upload_qkv(at_cuda_fwd *g, const at_block_w *b, const void **dst)
+{
+	size_t CC = (size_t)g->C * g->C;
+	float *cat = (float *)malloc(3 * CC * sizeof *cat);
+	if (!cat)
+		return at_cu_failf("out of host memory");
+	memcpy(cat, b->wq, CC * sizeof *cat);
+	memcpy(cat + CC, b->wk, CC * sizeof *cat);
+	memcpy(cat + 2 * CC, b->wv, CC * sizeof *cat);
+	void *d;
+	int rc = upload(g, &d, cat, 3 * CC, 1);
+	free(cat);
+	*dst = d;
+	return rc;
+}
+
+static int upload_all(at_cuda_fwd *g, const at_weights *w)
+{
+	size_t C = g->C, CC = C * C, F = 4 * C;
+	void *p;
+	TRY(upload(g, &p, w->wte, (size_t)g->V * C, 0));
+	g->wte = (float *)p;
+	TRY(upload(g, &p, w->wpe, (size_t)g->ctx * C, 0));
+	g->wpe = (float *)p;
+	TRY(upload(g, &p, w->lnf_w, C, 0));
+	g->lnfw = (float *)p;
+	TRY(upload(g, &p, w->lnf_w ? w->lnf_b : NULL, C, 0));
+	g->lnfb = (float *)p;
+	TRY(upload(g, &g->lm_head, w->lnf_w ? w->lm_head : NULL,
+		   C * (size_t)g->V, 1));
+	for (int l = 0; l < g->L; l++) {
+		const at_block_w *b = &w->layer[l];
+		at_cu_block_w *d = &g->w[l];
+		if (!b->ln1_w)
+			continue;
+		void *v[8];
+		TRY(upload(g, &v[0], b->ln1_w, C, 0));
+		TRY(upload(g, &v[1], b->ln1_b, C, 0));
+		TRY(upload(g, &v[2], b->ln2_w, C, 0));
+		TRY(upload(g, &v[3], b->ln2_b, C, 0));
+		TRY(upload_qkv(g, b, &d->wqkv));
+		TRY(upload(g, &v[5], b->wo, CC, 1));
+		TRY(upload(g, &v[6], b->fc, C * F, 1));
+		TRY(upload(g, &v[7], b->proj, F * C, 1));
+		d->ln1w = (float *)v[0];
+		d->ln1b = (float *)v[1];
+		d->ln2w = (float *)v[2];
+		d->ln2b = (float *)v[3];
+		d->wo = v[5];
+		d->fc = v[6];
+		d->proj = v[7];
+	}
+	return 0;
+}
+
+static void free_bufs(pass_bufs *b)
+{
+	void *all[] = {b->x, b->xmid, b->buf3, b->fc, b->att, b->logits, b->ln,
+		       b->q, b->kv, b->merged, b->gelu, b->att16, b->tok, b->pos};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		cudaFree(all[i]);
+	memset(b, 0, sizeof *b);
+}
+
+// Makes b for N positions and S score elements (kept if big enough).
+static int make_bufs(at_cuda_fwd *g, pass_bufs *b, size_t N, size_t S)
+{
+	if (N <= b->N && S <= b->S)
+		return 0;
+	free_bufs(b);
+	cudaDeviceSynchronize();
+	size_t C = g->C, F = 4 * C, mm = g->mm;
+	size_t V = g->V > 0 ? g->V : 1;
+	TRY(dalloc(&b->x, N * C * 4, "the residual stream"));
+	TRY(dalloc(&b->xmid, N * C * 4, "the residual stream"));
+	TRY(dalloc(&b->buf3, 3 * N * C * 4, "q, k and v"));
+	TRY(dalloc(&b->fc, N * F * 4, "the MLP activations"));
+	TRY(dalloc(&b->gelu, N * F * mm, "the MLP activations"));
+	TRY(dalloc(&b->att, S * 4, "the attention weights"));
+	if (g->prec == AT_PREC_BF16)
+		TRY(dalloc(&b->att16, S * 2, "the attention weights"));
+	TRY(dalloc(&b->ln, N * C * mm, "the LayerNorm outputs"));
+	TRY(dalloc(&b->q, 3 * N * C * mm, "q, k and v"));
+	TRY(dalloc(&b->merged, N * C * mm, "the attention outputs"));
+	TRY(dalloc(&b->logits, N * V * 4, "the logits"));
+	TRY(dalloc(&b->tok, N * 4, "the tokens"));
+	TRY(dalloc(&b->pos, N * 4, "the positions"));
+	b->N = N;
+	b->S = S;
+	return 0;
+}
+
+extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
+{
+	if (!g)
+		return;
+	cudaDeviceSynchronize();
+	for (int i = 0; i < g->nallocs; i++)
+		cudaFree(g->allocs[i]);
+	cudaFree(g->kc);
+	cudaFree(g->vc);
+	free_bufs(&g->big);
+	free_bufs(&g->step);
+	cudaFreeHost(g->h_act);
+	cudaFreeHost(g->h_tok);
+	cudaFreeHost(g->h_pos);
+	cudaFreeHost(g->h_logits);
+	if (g->g.h)
+		at_cublas.destroy(g->g.h);
+	free(g->allocs);
+	free(g->w);
+	free(g);
+	cudaGetLastError();
+}
+
+static int setup(at_cuda_fwd *g, const at_weights *w)
+{
+	TRY(at_cublas_load());
+	BLAS_CHECK(at_cublas.create(&g->g.h), "creating the cuBLAS handle");
+	TRY(upload_all(g, w));
+	if (g->rows > 0) {
+		size_t n = (size_t)g->L * g->rows * g->ctx * g->C * g->mm;
+		TRY(dalloc(&g->kc, n, "the KV cache"));
+		TRY(dalloc(&g->vc, n, "the KV cache"));
+		TRY(make_bufs(g, &g->step, g->rows,
+			      (size_t)g->rows * g->H * g->ctx));
+		CU_CHECK(cudaMallocHost((void **)&g->h_tok, g->rows * 4),
+			 "pinned memory");
+		CU_CHECK(cudaMallocHost((void **)&g->h_pos, g->rows * 4),
+			 "pinned memory");
+		CU_CHECK(cudaMallocHost((void **)&g->h_logits,
+					(size_t)g->rows * g->V * 4),
+			 "pinned memory");
+	}
+	return 0;
+}
+
+extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
+					int rows)
+{
+	at_cuda_fwd *g = (at_cuda_fwd *)calloc(1, sizeof *g);
+	if (!g) {
+		at_cu_failf("out of host memory");
+		return NULL;
+	}
+	g->C = w->C;
+	g->H = w->H;
+	g->L = w->L;
+	g->V = w->V;
+	g->ctx = w->ctx;
+	g->prec = precision;
+	g->rows = rows;
+	g->g.prec = precision;
+	g->mm = precision == AT_PREC_BF16 ? 2 : 4;
+	g->w = (at_cu_block_w *)calloc((size_t)w->L + 1, sizeof *g->w);
+	g->allocs = (void **)calloc((size_t)w->L * 10 + 8, sizeof *g->allocs);
+	if (!g->w || !g->allocs) {
+		at_cu_failf("out of host memory");
+		at_cuda_fwd_free(g);
+		return NULL;
+	}
+	if (setup(g, w) < 0) {
+		char keep[512];
+		snprintf(keep, sizeof keep, "%s", at_cuda_error());
+		at_cuda_fwd_free(g);
+		at_cu_failf("%s", keep + (strncmp(keep, "CUDA: ", 6) ? 0 : 6));
+		return NULL;
+	}
+	return g;
+}
+
+// ---- hooks: device activations to the caller's host hook ----
+
+static int host_hook(void *ctx, const char *name, int layer, const void *data,
+		     int bf, int rank, const uint64_t *dims)
+{
+	at_cuda_fwd *g = (at_cuda_fwd *)ctx;
+	size_t n = 1;
+	for (int i = 0; i < rank; i++)
+		n *= dims[i];
+	if (n > g->h_act_n) {
+		cudaFreeHost(g->h_act);
+		g->h_act = NULL;
+		g->h_act_n = 0;
+		CU_CHECK(cudaMallocHost((void **)&g->h_act, n * 4),
+			 "pinned memory for an activation");
+		g->h_act_n = n;
+	}
+	const void *src = data;
+	dev_buf<float> conv;
+	if (bf) {
+		TRY(conv.alloc(n, "an activation"));
+		TRY(at_cu_from_bf16(conv.p, (const bf16 *)data, n));
+		src = conv.p;
+	}
+	CU_CHECK(cudaMemcpy(g->h_act, src, n * 4, cudaMemcpyDeviceToHost),
+		 "copying an activation from the GPU");
+	return g->hook->fn(g->hook->ctx, name, layer, g->h_act, rank, dims);
+}
+
+// Reports the float device buffer x [B,T,C] (layer -1: the embedding).
+static int report_x(at_cuda_fwd *g, const at_cu_hook *h, const float *x,
+		    int layer, int B, int T)
+{
+	if (!h)
+		return 0;
+	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)g->C};
+	return h->fn(h->ctx, "x", layer, x, 0, 3, dims);
+}
+
+// ---- passes ----
+
+// Layer l over x [B,T,C] (device) in place; k, v: the layer's cache, or
+// NULL for q's neighbours in b.
+static int block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
+		 const at_cu_kv *kv, void *k, void *v, float *x, int B, int T)
+{
+	size_t BTC = (size_t)B * T * g->C;
+	at_cu_block_acts a = {};
+	a.ln1 = a.ln2 = b->ln;
+	a.q = b->q;
+	a.k = k ? k : (char *)b->q + BTC * g->mm;
+	a.v = v ? v : (char *)b->q + 2 * BTC * g->mm;
+	a.att = b->att;
+	a.att16 = b->att16;
+	a.merged = b->merged;
+	a.xmid = b->xmid;
+	a.fc = b->fc;
+	a.gelu = b->gelu;
+	a.buf3 = b->buf3;
+	a.hook = h;
+	a.layer = l;
+	TRY(at_cu_block_fwd(&g->g, &g->w[l], &a, kv, x, x, B, T, g->C, g->H));
+	return report_x(g, h, x, l, B, T);
+}
+
+// The head on N rows of x (device) into b->logits.
+static int head(at_cuda_fwd *g, pass_bufs *b, const float *x, int N)
+{
+	int C = g->C;
+	TRY(g->prec == AT_PREC_BF16
+		    ? at_cu_layernorm_fwd<bf16>((bf16 *)b->ln, NULL, NULL, x,
+						g->lnfw, g->lnfb, N, C, AT_LN_EPS)
+		    : at_cu_layernorm_fwd<float>((float *)b->ln, NULL, NULL, x,
+						 g->lnfw, g->lnfb, N, C,
+						 AT_LN_EPS));
+	return at_cu_gemm(&g->g, 0, 0, N, g->V, C, 1.0f, b->ln, 0, g->lm_head,
+			  0, 0.0f, b->logits, 0, 1, "the head product");
+}
+
+// The caller's hook as a device hook, or NULL.
+static const at_cu_hook *device_hook(at_cuda_fwd *g, const at_hook *hook,
+				     at_cu_hook *h)
+{
+	g->hook = hook;
+	if (!hook)
+		return NULL;
+	h->fn = host_hook;
+	h->ctx = g;
+	return h;
+}
+
+extern "C" int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
+				  const int *layers, int n, const at_hook *hook)
+{
+	size_t N = (size_t)B * T, bytes = N * g->C * 4;
+	TRY(make_bufs(g, &g->big, N, N * g->H * T));
+	at_cu_hook hd;
+	const at_cu_hook *h = device_hook(g, hook, &hd);
+	pass_bufs *b = &g->big;
+	CU_CHECK(cudaMemcpy(b->x, x, bytes, cudaMemcpyHostToDevice),
+		 "copying x to the GPU");
+	for (int i = 0; i < n; i++)
+		TRY(block(g, b, h, layers[i], NULL, NULL, NULL, b->x, B, T));
+	CU_CHECK(cudaMemcpy(x, b->x, bytes, cudaMemcpyDeviceToHost),
+		 "running the blocks");
+	return 0;
+}
+
+extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x,
+				int N)
+{
+	TRY(make_bufs(g, &g->big, N, 0));
+	pass_bufs *b = &g->big;
+	CU_CHECK(cudaMemcpy(b->x, x, (size_t)N * g->C * 4,
+			    cudaMemcpyHostToDevice), "copying x to the GPU");
+	TRY(head(g, b, b->x, N));
+	CU_CHECK(cudaMemcpy(logits, b->logits, (size_t)N * g->V * 4,
+			    cudaMemcpyDeviceToHost), "computing the logits");
+	return 0;
+}
+
+// Embedding, every layer (with the cache of row `row` when kv), head of
+// the last `last` rows of each of B sequences (0: every row).
+static int whole(at_cuda_fwd *g, const at_cu_hook *h, const int32_t *tokens,
+		 int B, int T, const at_cu_kv *kv, int row)
+{
+	pass_bufs *b = &g->big;
+	size_t N = (size_t)B * T;
+	CU_CHECK(cudaMemcpy(b->tok, tokens, N * 4, cudaMemcpyHostToDevice),
+		 "copying the tokens to the GPU");
+	TRY(at_cuda_embed_forward(b->x, b->tok, g->wte, g->wpe, B, T, g->C));
+	TRY(report_x(g, h, b->x, -1, B, T));
+	size_t layer = (size_t)g->rows * g->ctx * g->C * g->mm;
+	size_t off = (size_t)row * g->ctx * g->C * g->mm;
+	for (int l = 0; l < g->L; l++) {
+		void *k = kv ? (char *)g->kc + l * layer + off : NULL;
+		void *v = kv ? (char *)g->vc + l * layer + off : NULL;
+		TRY(block(g, b, h, l, kv, k, v, b->x, B, T));
+	}
+	return 0;
+}
+
+extern "C" int at_cuda_fwd_logits(at_cuda_fwd *g, float *logits,
+				  const int32_t *tokens, int B, int T,
+				  const at_hook *hook)
+{
+	size_t N = (size_t)B * T;
+	TRY(make_bufs(g, &g->big, N, N * g->H * T));
+	at_cu_hook hd;
+	const at_cu_hook *h = device_hook(g, hook, &hd);
+	TRY(whole(g, h, tokens, B, T, NULL, 0));
+	TRY(head(g, &g->big, g->big.x, (int)N));
+	CU_CHECK(cudaMemcpy(logits, g->big.logits, N * g->V * 4,
+			    cudaMemcpyDeviceToHost), "computing the logits");
+	if (h) {
+		uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)g->V};
+		return hook->fn(hook->ctx, "logits", -1, logits, 3, dims);
+	}
+	return 0;
+}
+
+extern "C" int at_cuda_fwd_prefill(at_cuda_fwd *g, int row,
+				   const int32_t *tokens, int T, float *logits,
+				   const at_hook *hook)
+{
+	TRY(make_bufs(g, &g->big, T, (size_t)T * g->H * T));
+	at_cu_hook hd;
+	const at_cu_hook *h = device_hook(g, hook, &hd);
+	at_cu_kv kv = {g->ctx, 0, NULL};
+	TRY(whole(g, h, tokens, 1, T, &kv, row));
+	if (!logits) {
+		CU_CHECK(cudaDeviceSynchronize(), "encoding the prompt");
+		return 0;
+	}
+	pass_bufs *b = &g->big;
+	TRY(head(g, b, b->x + (size_t)(T - 1) * g->C, 1));
+	CU_CHECK(cudaMemcpy(logits, b->logits, (size_t)g->V * 4,
+			    cudaMemcpyDeviceToHost), "encoding the prompt");
+	return 0;
+}
+
+extern "C" int at_cuda_fwd_decode(at_cuda_fwd *g, const int32_t *tokens,
+				  const int *pos, int B, float *logits,
+				  const at_hook *hook)
+{
+	pass_bufs *b = &g->step;
+	at_cu_hook hd;
+	const at_cu_hook *h = device_hook(g, hook, &hd);
+	memcpy(g->h_tok, tokens, B * 4);
+	memcpy(g->h_pos, pos, B * 4);
+	CU_CHECK(cudaMemcpyAsync(b->tok, g->h_tok, B * 4, cudaMemcpyHostToDevice),
+		 "copying the tokens to the GPU");
+	CU_CHECK(cudaMemcpyAsync(b->pos, g->h_pos, B * 4, cudaMemcpyHostToDevice),
+		 "copying the positions to the GPU");
+	TRY(at_cu_embed_at(b->x, b->tok, b->pos, g->wte, g->wpe, B, g->C));
+	TRY(report_x(g, h, b->x, -1, B, 1));
+	at_cu_kv kv = {g->ctx, 0, b->pos};
+	size_t layer = (size_t)g->rows * g->ctx * g->C * g->mm;
+	for (int l = 0; l < g->L; l++)
+		TRY(block(g, b, h, l, &kv, (char *)g->kc + l * layer,
+			  (char *)g->vc + l * layer, b->x, B, 1));
+	TRY(head(g, b, b->x, B));
+	size_t n = (size_t)B * g->V;
+	CU_CHECK(cudaMemcpyAsync(g->h_logits, b->logits, n * 4,
+				 cudaMemcpyDeviceToHost), "the decoding step");
+	CU_CHECK(cudaStreamSynchronize(0), "the decoding step");
+	memcpy(logits, g->h_logits, n * 4);
+	return 0;
+}

@@ -1,0 +1,102 @@
+// forward_kernels.cuh - the whole model's forward on the GPU: the one GPU
+// block forward, which the forward engine (forward.cu: andrea-block,
+// -logits, -generate, train --forward) and the training engine
+// (kernels/train/) both run, and the kernels it needs beyond the stage
+// ops.
+//
+// Row-major, shape letters as in docs/ARCHITECTURE.md.  "mm" buffers are
+// operands of matrix products only: float in fp32/tf32, bf16 in bf16
+// (template OUT where a kernel writes one).  Every function launches on
+// the default stream and returns 0, or -1 with the reason in
+// at_cuda_error() (a hook's non-zero value is passed back).
+#ifndef ANDREA_FORWARD_KERNELS_CUH
+#define ANDREA_FORWARD_KERNELS_CUH
+
+#include <cuda_bf16.h>
+
+#include "common/cuda_util.cuh"
+#include "common/gemm.cuh"
+
+typedef __nv_bfloat16 bf16;
+
+#define GELU_K 0.7978845608028654f // sqrt(2/pi)
+
+// ---- bf16.cu: conversions ----
+
+// dst[n] = bf16(src[n]).
+int at_cu_to_bf16(bf16 *dst, const float *src, size_t n);
+// dst[n] = float(src[n]).
+int at_cu_from_bf16(float *dst, const bf16 *src, size_t n);
+
+// ---- block.cu: the causal softmax, GELU, the KV cache, one block ----
+
+// In place on s [rows, n]: row r is query i = r % Tq, which sees keys
+// j <= i + n - Tq (the n - Tq before the queries are cached ones): s =
+// softmax of scale * s over those, 0 beyond; s16 (if not NULL) gets a
+// bf16 copy.  Tq = n is the square causal softmax of training.
+int at_cu_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int Tq, int n,
+			     float scale);
+// out[n] = GELU(in[n]), the tanh form.
+template <typename OUT>
+int at_cu_gelu_fwd(OUT *out, const float *in, size_t n);
+
+// A named activation on the device: data is float, or bf16 where bf is
+// 1.  Called as soon as it is computed; a non-zero return stops the pass.
+struct at_cu_hook {
+	int (*fn)(void *ctx, const char *name, int layer, const void *data,
+		  int bf, int rank, const uint64_t *dims);
+	void *ctx;
+};
+
+// One block's weights on the device: LayerNorms float [C]; products mm,
+// wqkv Wq, Wk, Wv [C,C] one after the other.
+struct at_cu_block_w {
+	const float *ln1w, *ln1b, *ln2w, *ln2b;
+	const void *wqkv, *wo, *fc, *proj;
+};
+
+// The MLP's first product with the GELU fused (the trainer's cuBLASLt
+// epilogue): gelu = GELU(pre), pre = ln2 . wfc; NULL for a product and a
+// GELU kernel apart.
+struct at_cu_fc_fused {
+	int (*fn)(void *ctx, const void *ln2, const void *wfc, void *gelu,
+		  void *pre);
+	void *ctx;
+};
+
+// Where one block's forward writes.  The LayerNorm statistics may be
+// NULL; att16 is needed in bf16 only; fc is mm with a fused GELU, float
+// otherwise.  Without a cache q, k, v are [3,B,H,T,D] one after the
+// other; with one, q is [B,H,T,D] and k, v are the layer's cache.
+struct at_cu_block_acts {
+	void *ln1, *ln2;                 // [B*T,C] mm
+	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // [B*T]
+	void *q, *k, *v;
+	float *att;                      // [B,H,T,n] weights (n keys)
+	bf16 *att16;
+	void *merged;                    // [B*T,C] mm, heads . before Wo
+	float *xmid;                     // [B*T,C] x_in + attention
+	void *fc, *gelu;                 // [B*T,F]
+	float *buf3;                     // 3 x [B*T,C] scratch
+	const at_cu_fc_fused *fused;     // NULL: none
+	const at_cu_hook *hook;          // NULL: nothing reported
+	int layer;
+};
+
+// A KV cache [B,H,cap,D] (mm) for one block run: the T new positions of
+// row b go at start + t, or, decoding (T = 1), at pos[b] (device memory,
+// so that one launch sequence serves every step).
+struct at_cu_kv {
+	int cap, start;
+	const int *pos;
+};
+
+// x_out = x_mid + GELU(LN2(x_mid) . fc) . proj, x_mid = x_in +
+// Attn(LN1(x_in)), for x_in, x_out [B,T,C] (the same buffer or apart),
+// in g's precision; kv NULL: no cache.
+int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		    const at_cu_block_acts *a, const at_cu_kv *kv,
+		    const float *x_in, float *x_out, int B, int T, int C,
+		    int H);
+
+#endif
