@@ -4,7 +4,8 @@
 # tests/test_gpu.py and tests/test_train_gpu.py (andrea-train on the GPU
 # against the CPU, with its own memcheck run) with ANDREA_DEVICE=cuda,
 # (b) every kernel harness, (c) compute-sanitizer memcheck and racecheck
-# over the harnesses and memcheck over one stage pipeline.  Ends with one summary line; exits 1
+# over the harnesses, memcheck over one stage pipeline and over the
+# forward engine's tools.  Ends with one summary line; exits 1
 # when anything failed.  Logs go to build/gpu-test/.
 cd "$(dirname "$0")/.." || exit 1
 PYTHON=${PYTHON:-python3}
@@ -39,7 +40,7 @@ if ! printf x | bin/andrea-embed --text --device cuda >/dev/null; then
 fi
 
 # (a) the stage suites on the GPU
-SUITES="tests/test_stages.py tests/test_filters.py tests/test_gpu.py tests/test_train_gpu.py"
+SUITES="tests/test_stages.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_forward_gpu.py"
 if "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	step pytest env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q \
 		-p no:cacheprovider $SUITES
@@ -95,4 +96,27 @@ sanitized_pipeline() {
 }
 rm -f "$LOG"/pipeline-memcheck.*.txt
 step memcheck-pipeline sanitized_pipeline
+
+# memcheck over the forward engine: blocks, head, --forward, a batch of
+# prompts decoded with the KV cache, in fp32 and bf16
+sanitized_model() {
+	set -o pipefail
+	local m="$LOG/tiny.ats" p="$LOG/prompts.txt"
+	bin/andrea-train --config tiny --ctx 16 --steps 0 -o "$m" -f &&
+		printf 'The \n\nab\n' >"$p" &&
+		for prec in fp32 bf16; do
+			"$CS" --tool memcheck --error-exitcode 99 \
+				bin/andrea-generate -m "$m" --prompts "$p" -n 40 \
+				--device cuda --precision "$prec" >/dev/null || return 1
+		done &&
+		printf 'the cat' | bin/andrea-embed --text -m "$m" |
+		"$CS" --tool memcheck --error-exitcode 99 \
+			bin/andrea-block -m "$m" -l all --device cuda |
+		"$CS" --tool memcheck --error-exitcode 99 \
+			bin/andrea-logits -m "$m" --device cuda >/dev/null &&
+		printf 'the cat' | "$CS" --tool memcheck --error-exitcode 99 \
+			bin/andrea-train --forward --text -m "$m" --device cuda \
+			>/dev/null
+}
+step memcheck-forward sanitized_model
 finish
