@@ -33,9 +33,10 @@ static int fail(char *err, size_t errlen, const char *why)
 	return -1;
 }
 
+/* rc of a GPU call: 0, a hook's own value, or -1 with the reason. */
 static int gpu_fail(int rc, char *err, size_t errlen)
 {
-	if (rc > 0) /* the hook's own value */
+	if (rc >= 0)
 		return rc;
 	return fail(err, errlen, at_cuda_error());
 }
