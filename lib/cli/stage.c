@@ -1,8 +1,8 @@
 /* stage.c - model and device set-up shared by the stage filters. */
 #include "cli/stage.h"
 
+#include <math.h>
 #include <stdarg.h>
-#include <string.h>
 
 #include "ops/stages.h"
 
@@ -31,7 +31,7 @@ void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
 		cli_die("%s", err);
 }
 
-at_device stage_device(const cli_common *c, int has_cuda)
+at_device stage_device_lazy(const cli_common *c)
 {
 	at_device dev;
 	char err[200];
@@ -40,12 +40,17 @@ at_device stage_device(const cli_common *c, int has_cuda)
 		cli_usage_error("%s", err);
 	if (rc < 0)
 		cli_die("%s", err);
-	if (dev == AT_DEV_CUDA && !has_cuda) {
-		if (c->device && *c->device && strcmp(c->device, "auto") != 0)
-			cli_die("--device cuda: this stage has no CUDA path in "
-				"this version");
-		dev = AT_DEV_CPU;
-	}
+	return dev;
+}
+
+at_device stage_device(const cli_common *c, int has_cuda)
+{
+	at_device dev = stage_device_lazy(c);
+	if (dev == AT_DEV_CUDA && !has_cuda)
+		cli_die("--device cuda: this stage has no CUDA path in this "
+			"version");
+	if (dev == AT_DEV_AUTO)
+		dev = has_cuda ? at_device_auto(INFINITY, 0, 1) : AT_DEV_CPU;
 	return dev;
 }
 

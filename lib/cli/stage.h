@@ -13,8 +13,16 @@ void stage_open_model(const cli_common *c, at_model *m);
 /* Loads an f32 parameter of the given shape. */
 void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
 		 ...);
-/* Resolves --device.  has_cuda says whether this stage has a CUDA path;
- * auto then falls back to the CPU, an explicit cuda is an error. */
+/* Resolves --device for a tool whose every piece of work goes through
+ * ops/stages.h: cpu and cuda now (cuda without a usable GPU ends the
+ * program), auto as AT_DEV_AUTO, for the first at_stage_* call to decide
+ * by its size (nothing of CUDA is touched before). */
+at_device stage_device_lazy(const cli_common *c);
+/* Resolves --device now.  has_cuda says whether the tool has a CUDA path:
+ * without one auto is the CPU (nothing of CUDA touched) and an explicit
+ * cuda is an error; with one auto takes the GPU where one is usable, as
+ * at_device_auto decides for work of unknown size (for tools that do not
+ * give it the size of their work). */
 at_device stage_device(const cli_common *c, int has_cuda);
 /* Ends the program with at_stage_error() when rc, the result of one of the
  * at_stage_* calls of ops/stages.h, is negative. */

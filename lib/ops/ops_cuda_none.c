@@ -1,6 +1,7 @@
 /* ops_cuda_none.c - the host entry points of ops_cuda.h in a build
- * without CUDA, so that the stages link everywhere.  stage_device never
- * picks the GPU in such a build, so these are not reached. */
+ * without CUDA, so that the stages link everywhere.  Neither --device
+ * nor auto (at_device_auto) gives the GPU in such a build, so these are
+ * not reached. */
 #ifndef ANDREA_CUDA
 #include "ops/ops_cuda.h"
 
