@@ -95,7 +95,7 @@ MAN5     := $(wildcard man/man5/*.5)
 MAN7     := $(wildcard man/man7/*.7)
 # kernels/check/NAME_check.cu -> build/kernels/NAME-check; bench/gpu.cu
 KCHECKS  := $(if $(filter 1,$(CUDA)),$(patsubst kernels/check/%_check.cu,build/kernels/%-check,$(wildcard kernels/check/*_check.cu)))
-GPUBENCH := $(if $(filter 1,$(CUDA)),build/bench/gpu build/bench/mask-layouts)
+GPUBENCH := $(if $(filter 1,$(CUDA)),build/bench/gpu build/bench/mask-layouts build/bench/cuda-start)
 
 all: $(BINS) $(UNITS) $(BENCHES) $(KCHECKS) $(GPUBENCH)
 

@@ -134,15 +134,16 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 	at_tensor attn, *v = &in[1];
 	/* no heads, nothing to gain: the usual path (it allocates nothing
 	 * for an empty attn, however large its T) */
-	if (slot != 0 || !at_stage_streams(&a->exec) ||
-	    v->dims[0] * v->dims[1] == 0)
+	if (slot != 0 || v->dims[0] * v->dims[1] == 0)
 		return 1;
 	at_tensor_from_header(&attn, h);
 	attend_check(f, &attn, v);
-	at_tensor dst, out;
-	attend_output(f, a, &attn, v, &dst); /* its errors before any work */
 	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
 	    D = (int)v->dims[3];
+	if (!at_stage_streams(&a->exec, at_work_attend(B, H, T, D, a->proj)))
+		return 1;
+	at_tensor dst, out;
+	attend_output(f, a, &attn, v, &dst); /* its errors before any work */
 	size_t head_bytes = (size_t)T * T * sizeof(float);
 	int joined = a->concat || a->proj;
 	float *head = malloc(head_bytes ? head_bytes : 1);
@@ -190,7 +191,7 @@ int main(int argc, char **argv)
 	if (a.concat && a.proj)
 		cli_usage_error("--concat and --proj exclude each other "
 				"(--proj includes the concatenation)");
-	a.exec.dev = stage_device(&c, 1);
+	a.exec.dev = stage_device_lazy(&c);
 	if (a.proj) {
 		char err[600];
 		stage_open_model(&c, &a.model);

@@ -30,9 +30,9 @@ typedef struct {
 	at_loaded weights;   /* the layers named, each once */
 	int *order;          /* the layers in the order they run */
 	int n_blocks;
-	at_device dev;
+	const cli_common *c;
 	int precision;
-	at_fwd *engine;
+	at_fwd *engine;      /* made for the first record */
 } block_ctx;
 
 /* Parses a non-negative layer number at *p, advancing it; -1 if none. */
@@ -117,12 +117,25 @@ static void load_blocks(block_ctx *b)
 			want[l] = 1;
 			b->order[b->n_blocks++] = l;
 		}
-	if (at_weights_load(&b->weights, &b->model, AT_LOAD_LAYERS, want, err, sizeof err) < 0)
+	if (at_weights_load(&b->weights, &b->model, AT_LOAD_LAYERS, want, err,
+			    sizeof err) < 0)
 		cli_die("%s", err);
 	free(want);
-	if (at_fwd_new(&b->engine, &b->weights.w, b->dev, b->precision, 0, err,
+}
+
+/* The engine, made for the first record: auto decides by its size. */
+static at_fwd *engine(block_ctx *b, int B, int T)
+{
+	if (b->engine)
+		return b->engine;
+	double bytes, madds = at_fwd_work(&b->weights.w, (double)B * T,
+					  b->n_blocks, T / 2.0, 0, &bytes);
+	at_device dev = stage_device_sized(b->c, b->precision, madds, bytes);
+	char err[600];
+	if (at_fwd_new(&b->engine, &b->weights.w, dev, b->precision, 0, err,
 		       sizeof err) < 0)
 		cli_die("%s", err);
+	return b->engine;
 }
 
 /* Checks one x, runs every block on it in place, marks it and writes it. */
@@ -139,8 +152,8 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_filter_die(f, 0, "B*T=%llu rows is more than this tool handles",
 			      (unsigned long long)x->dims[0] * x->dims[1]);
 	char err[600];
-	if (at_fwd_blocks(b->engine, x->data, B, T, b->order, b->n_blocks, err,
-			  sizeof err) < 0)
+	if (at_fwd_blocks(engine(b, B, T), x->data, B, T, b->order,
+			  b->n_blocks, err, sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
 	at_attr_setf(&x->attrs, "layer", "%d", b->order[b->n_blocks - 1]);
 	at_filter_write(w, x);
@@ -160,8 +173,9 @@ int main(int argc, char **argv)
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (b.n_ranges == 0)
 		b.ranges[b.n_ranges++] = (range){0, 0};
-	b.dev = stage_device(&c, 1);
-	stage_check_precision(b.dev, b.precision);
+	/* a bad --device or --precision fails before any input */
+	stage_check_device(&c, b.precision);
+	b.c = &c;
 	stage_open_model(&c, &b.model);
 	char err[600];
 	if (at_model_need_heads(&b.model, err, sizeof err) < 0)

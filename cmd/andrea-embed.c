@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 	if (list && operand.n == 1)
 		cli_usage_error("--tokens takes no input FILE");
 	const char *path = operand.v[0];
-	e.exec.dev = stage_device(&c, 1);
+	e.exec.dev = stage_device_lazy(&c);
 	stage_open_model(&c, &e.model);
 	at_config *cfg = &e.model.cfg;
 	if (!cfg->vocab || !cfg->d_model || !cfg->ctx)

@@ -305,7 +305,7 @@ static void model_seed_opt(void *ctx, const char *arg, const char *what)
 
 /* Loads every parameter the forward pass needs and makes the engine;
  * dies naming the first parameter missing or misshapen. */
-static void load(gen *g, at_device dev)
+static void load(gen *g, const cli_common *c)
 {
 	const at_config *cfg = &g->model.cfg;
 	char err[700];
@@ -322,6 +322,13 @@ static void load(gen *g, at_device dev)
 	g->V = cfg->vocab;
 	check(at_weights_load(&g->weights, &g->model, AT_LOAD_ALL, NULL, err,
 			      sizeof err), err);
+	/* auto decides by the whole run: every row's prompt and steps */
+	double positions = 0, bytes;
+	for (int r = 0; r < g->rows; r++)
+		positions += (double)g->s[r].n + g->n_new;
+	double madds = at_fwd_work(&g->weights.w, positions, cfg->n_layer,
+				   g->ctx / 2.0, positions, &bytes);
+	at_device dev = stage_device_sized(c, g->precision, madds, bytes);
 	check(at_fwd_new(&g->engine, &g->weights.w, dev, g->precision,
 			 g->no_cache ? 0 : g->rows, err, sizeof err), err);
 	g->logits = malloc((size_t)g->rows * g->V * sizeof *g->logits);
@@ -376,8 +383,7 @@ int main(int argc, char **argv)
 	if (c.model && c.seed_given)
 		cli_usage_error("--model-seed applies to the default model only, "
 				"and a model file (-m or ANDREA_MODEL) is in use");
-	at_device dev = stage_device(&c, 1);
-	stage_check_precision(dev, g.precision);
+	stage_check_device(&c, g.precision);
 	if (g.prompts) {
 		read_prompts(&g, g.prompts);
 	} else {
@@ -388,7 +394,7 @@ int main(int argc, char **argv)
 		start_row(&g, 0, p, strlen(p));
 	}
 	stage_open_model(&c, &g.model);
-	load(&g, dev);
+	load(&g, &c);
 	if (g.logits_path) {
 		c.output = g.logits_path;
 		cli_open_output(&c, &g.lw);

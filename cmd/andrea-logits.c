@@ -18,9 +18,25 @@ static const char usage[] =
 typedef struct {
 	at_model model;
 	at_loaded weights; /* the head, loaded before any output */
-	at_fwd *engine;
+	at_fwd *engine;       /* made for the first record */
+	const cli_common *c;
 	int C, V, last, precision;
 } logits_ctx;
+
+/* The engine, made for the first record: auto decides by its size. */
+static at_fwd *engine(logits_ctx *l, uint64_t rows)
+{
+	if (l->engine)
+		return l->engine;
+	double bytes, madds = at_fwd_work(&l->weights.w, 0, 0, 0, (double)rows,
+					  &bytes);
+	at_device dev = stage_device_sized(l->c, l->precision, madds, bytes);
+	char err[600];
+	if (at_fwd_new(&l->engine, &l->weights.w, dev, l->precision, 0, err,
+		       sizeof err) < 0)
+		cli_die("%s", err);
+	return l->engine;
+}
 
 /* Checks one x and writes its logits (only row T-1 with --last). */
 static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
@@ -52,7 +68,8 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 	if (at_tensor_init(&out, "logits", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
 	char err[600];
-	if (at_fwd_head(l->engine, out.data, src, (int)rows, err, sizeof err) < 0)
+	if (at_fwd_head(engine(l, rows), out.data, src, (int)rows, err,
+			sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
 	out.attrs = x->attrs;
 	if (l->last)
@@ -75,8 +92,9 @@ int main(int argc, char **argv)
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &l.precision),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	at_device dev = stage_device(&c, 1);
-	stage_check_precision(dev, l.precision);
+	/* a bad --device or --precision fails before any input */
+	stage_check_device(&c, l.precision);
+	l.c = &c;
 	stage_open_model(&c, &l.model);
 	if (!l.model.cfg.d_model || !l.model.cfg.vocab)
 		cli_die("%s: the model's C or V is unknown (no config, wte or "
@@ -85,9 +103,7 @@ int main(int argc, char **argv)
 	l.C = l.model.cfg.d_model;
 	l.V = l.model.cfg.vocab;
 	if (at_weights_load(&l.weights, &l.model, AT_LOAD_HEAD, NULL, err,
-			    sizeof err) < 0 ||
-	    at_fwd_new(&l.engine, &l.weights.w, dev, l.precision, 0, err,
-		       sizeof err) < 0)
+			    sizeof err) < 0)
 		cli_die("%s", err);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = logits_run,
 		       .ctx = &l};

@@ -45,14 +45,17 @@ static void mask_piece(void *ctx, float *buf, size_t n, uint64_t first)
 	stage_check(at_stage_mask(&mc->exec, buf, first, n, mc->T, mc->fill));
 }
 
-static void mask_stream(at_filter *f, at_reader *r, const at_header *h,
-			at_writer *w)
+static int mask_stream(at_filter *f, at_reader *r, const at_header *h,
+		       at_writer *w)
 {
 	mask_ctx *mc = f->ctx;
 	at_tensor out;
 	at_tensor_from_header(&out, h);
 	mc->T = mask_check(f, &out, mc->fill);
+	if (!at_stage_streams(&mc->exec, at_work_mask(at_numel(&out))))
+		return 1;
 	at_filter_stream(f, r, h, w, &out, sizeof(float), mask_piece, mc);
+	return 0;
 }
 
 /* --fill F into the float at ctx: a number that float32 holds, or an
@@ -77,9 +80,9 @@ int main(int argc, char **argv)
 		CLI_CALL_ARG("fill", 0, fill_opt, &mc.fill),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	mc.exec.dev = stage_device(&c, 1);
+	mc.exec.dev = stage_device_lazy(&c);
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = mask_run,
-		       .stream = at_stage_streams(&mc.exec) ? mask_stream : NULL,
+		       .stream = mask_stream,
 		       .ctx = &mc};
 	at_filter_main(&c, &f, operand.v[0]);
 	return 0;

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
 		CLI_FLAG("tf32", 0, &q.exec.tf32),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	q.exec.dev = stage_device(&c, 1);
+	q.exec.dev = stage_device_lazy(&c);
 	stage_open_model(&c, &q.model);
 	char err[600];
 	if (at_model_need_heads(&q.model, err, sizeof err) < 0 ||

@@ -57,7 +57,7 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	/* written as computed (on the CPU a block of rows at a time), so
 	 * that the stages downstream start at once */
 	at_filter_begin(w, &out);
-	at_filter_serial(at_stage_streams(&s->exec));
+	at_filter_serial(at_stage_streams(&s->exec, at_work_scores(BH, T, D)));
 	stage_check(at_stage_scores(&s->exec, q->data, k->data, BH, T, D,
 				    (float)scale, put_scores, w));
 	at_filter_serial(0);
@@ -87,7 +87,7 @@ int main(int argc, char **argv)
 		CLI_FLAG("tf32", 0, &s.exec.tf32),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	s.exec.dev = stage_device(&c, 1);
+	s.exec.dev = stage_device_lazy(&c);
 	at_filter f = {.inputs = {"q", "k"}, .n_inputs = 2, .run = scores_run,
 		       .ctx = &s};
 	at_filter_main(&c, &f, operand.v[0]);

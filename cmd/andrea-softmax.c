@@ -43,17 +43,21 @@ static void softmax_piece(void *ctx, float *buf, size_t rows, uint64_t first)
 	stage_check(at_stage_softmax(sr->exec, buf, buf, rows, sr->n));
 }
 
-static void softmax_stream(at_filter *f, at_reader *r, const at_header *h,
-			   at_writer *w)
+static int softmax_stream(at_filter *f, at_reader *r, const at_header *h,
+			  at_writer *w)
 {
 	at_tensor out;
 	at_tensor_from_header(&out, h);
 	int n = softmax_check(f, &out);
+	size_t rows = n ? (size_t)(at_numel(&out) / (uint64_t)n) : 0;
+	if (!at_stage_streams(f->ctx, at_work_softmax(rows, n)))
+		return 1;
 	snprintf(out.name, sizeof out.name, "attn");
 	/* an empty row length leaves nothing to read: any unit will do */
 	size_t unit = (n ? (size_t)n : 1) * sizeof(float);
 	softmax_rows sr = {f->ctx, n};
 	at_filter_stream(f, r, h, w, &out, unit, softmax_piece, &sr);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -62,9 +66,9 @@ int main(int argc, char **argv)
 	cli_init("andrea-softmax", &c);
 	cli_opt opts[] = {CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE), CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	at_exec exec = {.dev = stage_device(&c, 1)};
+	at_exec exec = {.dev = stage_device_lazy(&c)};
 	at_filter f = {.inputs = {"scores"}, .n_inputs = 1, .run = softmax_run,
-		       .stream = at_stage_streams(&exec) ? softmax_stream : NULL,
+		       .stream = softmax_stream,
 		       .ctx = &exec};
 	at_filter_main(&c, &f, operand.v[0]);
 	return 0;

@@ -237,7 +237,7 @@ static void tokens_from_stream(const options *o, const char *path,
 /* --forward: the model, the tokens of path (NULL: stdin) or --tokens,
  * then every activation of the forward pass to the output
  * (activations.h). */
-static int forward_main(options *o, const char *path, at_device dev)
+static int forward_main(options *o, const char *path)
 {
 	tr_model m;
 	if (o->c.model) {
@@ -256,6 +256,17 @@ static int forward_main(options *o, const char *path, at_device dev)
 		cli_tokens_from_text(path, &tok);
 	else
 		tokens_from_stream(o, path, &tok);
+	stage_check_device(&o->c, o->precision);
+	at_weights wts;
+	at_block_w *layers = malloc(((size_t)m.cfg.n_layer + 1) * sizeof *layers);
+	if (!layers)
+		cli_die("out of memory");
+	tr_model_weights(&m, &wts, layers);
+	double bytes, n = (double)tok.dims[0] * tok.dims[1];
+	double madds = at_fwd_work(&wts, n, m.cfg.n_layer, tok.dims[1] / 2.0, n,
+				   &bytes);
+	free(layers);
+	at_device dev = stage_device_sized(&o->c, o->precision, madds, bytes);
 	char err[600];
 	at_writer w;
 	cli_open_output(&o->c, &w);
@@ -663,9 +674,10 @@ int main(int argc, char **argv)
 	o.opts = opts;
 	cli_operands operand = cli_parse(&o.c, opts, usage, CLI_ANY, argc, argv);
 	check_mode(&o, operand);
+	set_threads(&o);
+	if (o.forward) /* the device is chosen once the tokens are known */
+		return forward_main(&o, operand.v[0]);
 	at_device dev = stage_device(&o.c, 1);
 	stage_check_precision(dev, o.precision);
-	set_threads(&o);
-	return o.forward ? forward_main(&o, operand.v[0], dev)
-			 : train_main(&o, dev);
+	return train_main(&o, dev);
 }

@@ -56,3 +56,24 @@ def one_line_error(p, prog):
     assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
     assert lines[0].startswith(f"andrea-{prog}: "), lines[0]
     return lines[0]
+
+
+def loader_env(logdir):
+    """Variables that make the dynamic loader log every library each tool
+    looks for, one file per process under logdir (see loaded_by)."""
+    os.makedirs(logdir, exist_ok=True)
+    return {"LD_DEBUG": "libs", "LD_DEBUG_OUTPUT": os.path.join(logdir, "ld")}
+
+
+def loaded_by(logdir, library):
+    """{tool name: whether it looked for library} from loader_env's logs:
+    'libcuda.so' is the CUDA driver, which any use of the GPU loads."""
+    import glob
+    import re
+    found = {}
+    for path in glob.glob(os.path.join(logdir, "ld.*")):
+        text = open(path, errors="replace").read()
+        m = re.search(r"initialize program: \S*andrea-([\w-]+)", text)
+        if m:
+            found[m[1]] = found.get(m[1], False) or library in text
+    return found

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import oracle
-from conftest import run, one_line_error
+from conftest import run, one_line_error, loader_env, loaded_by
 from stagekit import pack, unpack, pipeline
 
 ON_GPU = os.environ.get("ANDREA_TEST_DEVICE") == "cuda"
@@ -86,14 +86,28 @@ def test_tf32_is_close_but_optional(tmp_path):
     assert oracle.rel_err(cpu["scores"], fp32["scores"]) <= 1e-5
 
 
-def test_auto_picks_the_gpu(tmp_path):
+def test_auto_takes_the_gpu_only_for_large_work(tmp_path):
     need_gpu()
     rng = np.random.default_rng(5)
+    # small: the CPU's numbers, and the CUDA driver never loaded
     s = pack(tmp_path, [("scores", rand(rng, 3, 4, 33, 33))])
-    gpu = run("softmax", "--device", "cuda", input=s, check=0).stdout
-    auto = run("softmax", "--device", "auto", input=s, check=0).stdout
-    env = run("softmax", input=s, env={"ANDREA_DEVICE": "auto"}, check=0).stdout
-    assert gpu == auto == env
+    cpu = run("softmax", "--device", "cpu", input=s, check=0).stdout
+    logs = str(tmp_path / "small")
+    for env in ({"ANDREA_DEVICE": "auto"}, {"ANDREA_DEVICE": ""}):
+        assert run("softmax", input=s, env={**env, **loader_env(logs)},
+                   check=0).stdout == cpu
+    assert loaded_by(logs, "libcuda.so") == {"softmax": False}
+    # large enough once starting CUDA counts for nothing and the CPU has
+    # one thread: the GPU's numbers
+    big = pack(tmp_path, [("q", rand(rng, 1, 2, 512, 64)),
+                          ("k", rand(rng, 1, 2, 512, 64))])
+    gpu = run("scores", "--device", "cuda", input=big, check=0).stdout
+    logs = str(tmp_path / "big")
+    auto = run("scores", input=big, check=0,
+               env={"ANDREA_DEVICE": "auto", "ANDREA_AUTO_MIN_WORK": "0",
+                    "OMP_NUM_THREADS": "1", **loader_env(logs)}).stdout
+    assert loaded_by(logs, "libcuda.so") == {"scores": True}
+    assert auto == gpu
 
 
 def test_no_visible_gpu_is_a_one_line_failure_and_auto_falls_back(tmp_path):
@@ -109,6 +123,16 @@ def test_no_visible_gpu_is_a_one_line_failure_and_auto_falls_back(tmp_path):
     cpu = run("softmax", "--device", "cpu", input=s, check=0).stdout
     assert run("softmax", input=s, env={**hide, "ANDREA_DEVICE": "auto"},
                check=0).stdout == cpu
+    # work large enough for the GPU, none visible: the CPU, silently
+    rng = np.random.default_rng(8)
+    big = pack(tmp_path, [("q", rand(rng, 1, 2, 512, 64)),
+                          ("k", rand(rng, 1, 2, 512, 64))])
+    p = run("scores", input=big, check=0,
+            env={**hide, "ANDREA_DEVICE": "auto", "ANDREA_AUTO_MIN_WORK": "0",
+                 "OMP_NUM_THREADS": "1"})
+    assert p.stderr == b""
+    assert p.stdout == run("scores", "--device", "cpu", input=big,
+                           check=0).stdout
 
 
 def test_pipeline_on_the_gpu_matches_numpy(tmp_path):

@@ -1,6 +1,7 @@
 /* cli.c - shared command-line handling and one-line diagnostics. */
 #include "cli/cli.h"
 #include "model/model.h"
+#include "ops/device.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -33,6 +34,21 @@ static void env_long(const char *var, long min, long max, long *out)
 	*out = l;
 }
 
+/* ANDREA_AUTO_MIN_WORK: the seconds auto counts for starting CUDA. */
+static void auto_min_work(void)
+{
+	const char *v = getenv("ANDREA_AUTO_MIN_WORK");
+	if (!v || !*v)
+		return;
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	if (*end || errno || !isfinite(d) || d < 0)
+		cli_usage_error("ANDREA_AUTO_MIN_WORK='%s': expected seconds, "
+				"a number 0 or more", v);
+	at_device_auto_min_work(d);
+}
+
 void cli_init(const char *prog, cli_common *c)
 {
 	cli_prog = prog;
@@ -56,6 +72,7 @@ void cli_init(const char *prog, cli_common *c)
 		c->ropts.max_bytes = v;
 	}
 	c->ropts.threads = c->wopts.threads = (int)threads;
+	auto_min_work();
 	c->device = getenv("ANDREA_DEVICE");
 	c->model = getenv("ANDREA_MODEL");
 	if (c->model && !*c->model)

@@ -179,8 +179,8 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		f->index[s] = h->index;
 		if (f->prepare)
 			f->prepare(f, s, h);
-		if (f->stream && !c->keep && f->n_inputs == 1) {
-			f->stream(f, &r, h, &w);
+		if (f->stream && !c->keep && f->n_inputs == 1 &&
+		    f->stream(f, &r, h, &w) == 0) {
 			groups++;
 			continue;
 		}

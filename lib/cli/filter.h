@@ -24,10 +24,12 @@ struct at_filter {
 	void (*run)(at_filter *f, at_tensor *in, at_writer *w);
 	/* Optional, for one-input filters: validates the record from its
 	 * header and writes the output while the payload arrives (with
-	 * at_filter_stream), so that the stages of a pipeline overlap.
-	 * Unused with --keep, which writes the whole input record first. */
-	void (*stream)(at_filter *f, at_reader *r, const at_header *h,
-		       at_writer *w);
+	 * at_filter_stream), so that the stages of a pipeline overlap;
+	 * returns 0 when it did, or 1 to have the payload read and run
+	 * called as usual (a device that needs the record whole).  Unused
+	 * with --keep, which writes the whole input record first. */
+	int (*stream)(at_filter *f, at_reader *r, const at_header *h,
+		      at_writer *w);
 	/* Optional, for filters of several inputs: called instead of reading
 	 * the payload of the record that completes a group (in[] holds the
 	 * other inputs, slot is the arriving one's), to consume that payload

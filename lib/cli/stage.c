@@ -1,11 +1,11 @@
 /* stage.c - model and device set-up shared by the stage filters. */
 #include "cli/stage.h"
 
-#include "ops/precision.h"
-
+#include <math.h>
 #include <stdarg.h>
-#include <string.h>
 
+#include "ops/ops.h"
+#include "ops/precision.h"
 #include "ops/stages.h"
 
 void stage_open_model(const cli_common *c, at_model *m)
@@ -33,7 +33,7 @@ void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
 		cli_die("%s", err);
 }
 
-at_device stage_device(const cli_common *c, int has_cuda)
+at_device stage_device_lazy(const cli_common *c)
 {
 	at_device dev;
 	char err[200];
@@ -42,13 +42,36 @@ at_device stage_device(const cli_common *c, int has_cuda)
 		cli_usage_error("%s", err);
 	if (rc < 0)
 		cli_die("%s", err);
-	if (dev == AT_DEV_CUDA && !has_cuda) {
-		if (c->device && *c->device && strcmp(c->device, "auto") != 0)
-			cli_die("--device cuda: this stage has no CUDA path in "
-				"this version");
-		dev = AT_DEV_CPU;
-	}
 	return dev;
+}
+
+at_device stage_device(const cli_common *c, int has_cuda)
+{
+	at_device dev = stage_device_lazy(c);
+	if (dev == AT_DEV_CUDA && !has_cuda)
+		cli_die("--device cuda: this stage has no CUDA path in this "
+			"version");
+	if (dev == AT_DEV_AUTO)
+		dev = has_cuda ? at_device_auto(INFINITY, 0, 1) : AT_DEV_CPU;
+	return dev;
+}
+
+at_device stage_device_sized(const cli_common *c, int precision,
+			      double madds, double bytes)
+{
+	at_device dev = stage_device_lazy(c);
+	if (dev == AT_DEV_AUTO) /* tf32 and bf16 exist on the GPU only */
+		dev = precision != AT_PREC_FP32
+			      ? at_device_auto(INFINITY, 0, 1)
+			      : at_device_auto(madds, bytes, at_ops_max_threads());
+	stage_check_precision(dev, precision);
+	return dev;
+}
+
+void stage_check_device(const cli_common *c, int precision)
+{
+	if (stage_device_lazy(c) == AT_DEV_CPU)
+		stage_check_precision(AT_DEV_CPU, precision);
 }
 
 void stage_precision_opt(void *to, const char *arg, const char *what)

@@ -13,9 +13,28 @@ void stage_open_model(const cli_common *c, at_model *m);
 /* Loads an f32 parameter of the given shape. */
 void stage_param(const at_model *m, const char *name, at_tensor *t, int rank,
 		 ...);
-/* Resolves --device.  has_cuda says whether this stage has a CUDA path;
- * auto then falls back to the CPU, an explicit cuda is an error. */
+/* Resolves --device for a tool whose every piece of work goes through
+ * ops/stages.h: cpu and cuda now (cuda without a usable GPU ends the
+ * program), auto as AT_DEV_AUTO, for the first at_stage_* call to decide
+ * by its size (nothing of CUDA is touched before). */
+at_device stage_device_lazy(const cli_common *c);
+/* Resolves --device now.  has_cuda says whether the tool has a CUDA path:
+ * without one auto is the CPU (nothing of CUDA touched) and an explicit
+ * cuda is an error; with one auto takes the GPU where one is usable, as
+ * at_device_auto decides for work of unknown size (for tools that do not
+ * give it the size of their work). */
 at_device stage_device(const cli_common *c, int has_cuda);
+/* Resolves --device for whole-model work of `madds` multiply-adds whose
+ * GPU path copies `bytes` (the weights, in and out): auto decides by that
+ * size (at_device_auto; with a precision other than fp32, the GPU when
+ * one is usable).  Ends the program when precision needs the GPU and the
+ * CPU was chosen. */
+at_device stage_device_sized(const cli_common *c, int precision,
+			     double madds, double bytes);
+/* Checks --device and --precision before any input is read: ends the
+ * program on a bad device name, or on a precision other than fp32 with
+ * --device cpu (auto is decided later, by stage_device_sized). */
+void stage_check_device(const cli_common *c, int precision);
 /* --precision P, a cli_opt callback: fp32, tf32 or bf16 (precision.h)
  * into the int at `to`. */
 void stage_precision_opt(void *to, const char *arg, const char *what);

@@ -289,6 +289,15 @@ int at_fwd_decode(at_fwd *e, const int32_t *tokens, int B, float *logits,
 	return 0;
 }
 
+double at_fwd_work(const at_weights *w, double positions, int layers,
+		   double keys, double head, double *bytes)
+{
+	double C = w->C, V = w->V, block = 12 * C * C;
+	*bytes = 4 * (layers * block + (head > 0 ? C * V : 0) +
+		      2 * positions * C);
+	return positions * layers * (block + 2 * keys * C) + head * C * V;
+}
+
 void at_fwd_describe(const at_fwd *e, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s (%s)",

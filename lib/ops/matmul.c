@@ -23,6 +23,15 @@ int at_ops_threads(int n)
 	return before;
 }
 
+int at_ops_max_threads(void)
+{
+#ifdef _OPENMP
+	return omp_get_max_threads();
+#else
+	return 1;
+#endif
+}
+
 #ifdef ANDREA_CBLAS
 static void gemm(int ta, int tb, int M, int N, int K, float alpha,
 		 const float *A, int lda, const float *B, int ldb, float beta,

@@ -23,6 +23,8 @@ void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 /* Sets the threads of the OpenMP loops and of OpenBLAS to n; returns the
  * count before. */
 int at_ops_threads(int n);
+/* The threads of the OpenMP loops now (1 without OpenMP). */
+int at_ops_max_threads(void);
 
 /* x[B,T,C] = wte[tokens[b,t]] + wpe[t]; tokens already checked < V. */
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,

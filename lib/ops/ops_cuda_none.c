@@ -1,6 +1,8 @@
-/* ops_cuda_none.c - the host entry points of ops_cuda.h in a build
- * without CUDA, so that the stages and the forward engine link everywhere.  stage_device never
- * picks the GPU in such a build, so these are not reached. */
+/* ops_cuda_none.c - the host entry points of ops_cuda.h and
+ * forward_cuda.h in a build without CUDA, so that the stages and the
+ * forward engine link everywhere.  Neither --device nor auto
+ * (at_device_auto) gives the GPU in such a build, so these are not
+ * reached. */
 #ifndef ANDREA_CUDA
 #include "ops/forward_cuda.h"
 #include "ops/ops_cuda.h"

@@ -30,21 +30,69 @@ static int out_of_memory(void)
 	return -1;
 }
 
-static int on_gpu(const at_exec *e)
+/* Whether e computes work w on the GPU: as resolved, or under auto as
+ * the process's first work decided (at_device_auto). */
+static int on_gpu(const at_exec *e, at_work w)
 {
-	return e->dev == AT_DEV_CUDA;
+	at_device dev = e->dev;
+	if (dev == AT_DEV_AUTO)
+		dev = at_device_auto(w.madds, w.bytes, at_ops_max_threads());
+	return dev == AT_DEV_CUDA;
 }
 
-int at_stage_streams(const at_exec *e)
+int at_stage_streams(const at_exec *e, at_work w)
 {
-	return !on_gpu(e);
+	return !on_gpu(e, w);
+}
+
+/* The estimates count float32 bytes; the small terms (LayerNorm, the
+ * scale, the mask's compares) are left out. */
+#define F32 4.0
+
+at_work at_work_embed(int B, int T, int C, int V)
+{
+	double x = (double)B * T * C;
+	return (at_work){x, F32 * (x + (double)(V + T) * C) + 4.0 * B * T};
+}
+
+at_work at_work_qkv(int B, int T, int C, int cols)
+{
+	double rows = (double)B * T;
+	return (at_work){rows * C * 3 * cols,
+			 F32 * (rows * C + (double)C * 3 * cols + rows * 3 * cols)};
+}
+
+at_work at_work_scores(int BH, int T, int D)
+{
+	double qk = (double)BH * T * D, s = (double)BH * T * T;
+	return (at_work){s * D, F32 * (2 * qk + s)};
+}
+
+at_work at_work_mask(size_t n)
+{
+	return (at_work){0, F32 * 2 * (double)n};
+}
+
+at_work at_work_softmax(size_t rows, int n)
+{
+	double e = (double)rows * n; /* an exp and a sum an element */
+	return (at_work){e, F32 * 2 * e};
+}
+
+at_work at_work_attend(int B, int H, int T, int D, int wo)
+{
+	double a = (double)B * H * T * T, o = (double)B * H * T * D,
+	       c = (double)H * D;
+	double proj = wo ? (double)B * T * c * c : 0;
+	return (at_work){a * D + proj,
+			 F32 * (a + 2 * o + (wo ? c * c : 0))};
 }
 
 int at_stage_embed(const at_exec *e, float *x, const int32_t *tokens,
 		   const float *wte, const float *wpe, int V, int B, int T,
 		   int C)
 {
-	if (on_gpu(e))
+	if (on_gpu(e, at_work_embed(B, T, C, V)))
 		return gpu(at_cuda_embed_host(x, tokens, wte, wpe, V, B, T, C));
 	at_embed_forward(x, tokens, wte, wpe, B, T, C);
 	return 0;
@@ -54,7 +102,7 @@ int at_stage_qkv(const at_exec *e, float *q, float *k, float *v,
 		 const float *x, const float *ln_w, const float *ln_b,
 		 const float *wqkv, int B, int T, int C, int heads, int D)
 {
-	if (on_gpu(e))
+	if (on_gpu(e, at_work_qkv(B, T, C, heads * D)))
 		return gpu(at_cuda_qkv_host(q, k, v, x, ln_w, ln_b, wqkv, B, T, C,
 					    heads, D, e->tf32));
 	if (at_qkv_forward(q, k, v, x, ln_w, ln_b, wqkv, B, T, C, heads, D) < 0)
@@ -82,7 +130,7 @@ int at_stage_scores(const at_exec *e, const float *q, const float *k,
 		    int BH, int T, int D, float scale, at_sink *sink,
 		    void *ctx)
 {
-	if (on_gpu(e))
+	if (on_gpu(e, at_work_scores(BH, T, D)))
 		return scores_gpu(e, q, k, BH, T, D, scale, sink, ctx);
 	int rows = T && (size_t)T * sizeof(float) < SCORES_BLOCK_BYTES
 			   ? (int)(SCORES_BLOCK_BYTES / ((size_t)T * sizeof(float)))
@@ -109,7 +157,7 @@ int at_stage_mask(const at_exec *e, float *s, uint64_t first, size_t n,
 	size_t TT = (size_t)T * T;
 	int whole = first == 0 && (T == 0 || n % TT == 0);
 	int BH = T ? (int)(n / TT) : 0;
-	if (on_gpu(e))
+	if (on_gpu(e, at_work_mask(n)))
 		return gpu(at_cuda_mask_host(s, BH, T, fill));
 	if (whole) /* whole matrices: the parallel loop */
 		at_mask_causal(s, BH, T, fill);
@@ -121,7 +169,7 @@ int at_stage_mask(const at_exec *e, float *s, uint64_t first, size_t n,
 int at_stage_softmax(const at_exec *e, float *p, const float *s,
 		     size_t rows, int n)
 {
-	if (on_gpu(e))
+	if (on_gpu(e, at_work_softmax(rows, n)))
 		return gpu(at_cuda_softmax_host(p, s, rows, n));
 	at_softmax_rows(p, s, rows, n);
 	return 0;
@@ -156,7 +204,7 @@ int at_stage_attend(const at_exec *e, float *dst, const float *attn,
 		    const float *v, int B, int H, int T, int D, int merge,
 		    const float *wo)
 {
-	if (on_gpu(e))
+	if (on_gpu(e, at_work_attend(B, H, T, D, wo != NULL)))
 		return gpu(at_cuda_attend_host(dst, attn, v, B, H, T, D,
 					       merge || wo, wo, e->tf32));
 	if (!merge && !wo)

@@ -21,18 +21,37 @@
 #include "ops/device.h"
 
 /* Where a stage computes, and how: tf32 != 0 lets the GPU's matrix
- * products round through TF32 tensor cores (the CPU ignores it). */
+ * products round through TF32 tensor cores (the CPU ignores it).  dev
+ * AT_DEV_AUTO leaves the choice to the first piece of work: the first
+ * at_stage_* or at_stage_streams call gives its size to at_device_auto
+ * (device.h), and the process keeps that device. */
 typedef struct {
 	at_device dev;
 	int tf32;
 } at_exec;
 
+/* The size of one stage's work, for auto: its multiply-adds, and the
+ * bytes its GPU path copies between host and device (inputs, weights and
+ * outputs).  One estimate per stage, with the shapes of its entry below;
+ * cols = heads * D; wo != 0 for attend's projection. */
+typedef struct {
+	double madds, bytes;
+} at_work;
+at_work at_work_embed(int B, int T, int C, int V);
+at_work at_work_qkv(int B, int T, int C, int cols);
+at_work at_work_scores(int BH, int T, int D);
+at_work at_work_mask(size_t n);
+at_work at_work_softmax(size_t rows, int n);
+at_work at_work_attend(int B, int H, int T, int D, int wo);
+
 /* The reason the last failing at_stage_* call gave. */
 const char *at_stage_error(void);
 
-/* 1 where the stage computes a record piece by piece as it arrives (the
- * CPU), 0 where it needs the record whole (the GPU). */
-int at_stage_streams(const at_exec *e);
+/* 1 where the stage computes a record of work w piece by piece as it
+ * arrives (the CPU), 0 where it needs the record whole (the GPU).  Under
+ * auto, the first call decides the device from w: a filter asks when a
+ * record's header arrives, before its data. */
+int at_stage_streams(const at_exec *e, at_work w);
 
 /* x[B,T,C] = wte[tokens] + wpe[t]; tokens already checked < V. */
 int at_stage_embed(const at_exec *e, float *x, const int32_t *tokens,
