@@ -13,8 +13,8 @@
 
 static const char usage[] =
 	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                    [-l LAYERS] [--keep] [--device DEV] [-z LEVEL]\n"
-	"                    [--threads N] [--no-shuffle] [FILE]\n";
+	"                    [-l LAYERS] [--keep] [--device DEV] [--precision P]\n"
+	"                    [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n";
 
 #define MAX_RANGES 64
 #define MAX_LAYERS 4096

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,18 @@ static void read_prompts(gen *g, const char *path)
 	free(line);
 	if (g->rows == 0)
 		cli_die("%s: no prompts (the file is empty)", path);
+}
+
+/* --logits: the writer's temporary file, which a closed pipe on standard
+ * output (SIGPIPE) must not leave behind. */
+static const char *logits_tmp;
+
+static void on_sigpipe(int sig)
+{
+	if (logits_tmp && logits_tmp[0])
+		unlink(logits_tmp);
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 /* Dies with the engine's reason. */
@@ -380,6 +393,9 @@ int main(int argc, char **argv)
 				cli_prog);
 	if (g.prompt && g.prompts)
 		cli_usage_error("--prompt and --prompts exclude each other");
+	if (g.logits_path && strcmp(g.logits_path, "-") == 0)
+		cli_usage_error("--logits -: standard output carries the text; "
+				"give --logits a file");
 	if (c.model && c.seed_given)
 		cli_usage_error("--model-seed applies to the default model only, "
 				"and a model file (-m or ANDREA_MODEL) is in use");
@@ -398,6 +414,8 @@ int main(int argc, char **argv)
 	if (g.logits_path) {
 		c.output = g.logits_path;
 		cli_open_output(&c, &g.lw);
+		logits_tmp = g.lw.tmp;
+		signal(SIGPIPE, on_sigpipe);
 	}
 	g.tty = isatty(STDOUT_FILENO);
 	run(&g);

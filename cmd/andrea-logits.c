@@ -12,8 +12,8 @@
 
 static const char usage[] =
 	"usage: andrea-logits [-f] [-o FILE] [-m MODEL] [--seed S] [--last]\n"
-	"                     [--keep] [--device DEV] [-z LEVEL]\n"
-	"                     [--threads N] [--no-shuffle] [FILE]\n";
+	"                     [--keep] [--device DEV] [--precision P]\n"
+	"                     [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n";
 
 typedef struct {
 	at_model model;

@@ -41,7 +41,7 @@ static const char usage[] =
 	"                    [--config NAME] [--layers L] [--heads H]\n"
 	"                    [--d-model C] [--ctx T] [--vocab V]\n"
 	"                    [--text | --tokens LIST] [--device DEV]\n"
-	"                    [-z LEVEL] [--threads N] [FILE]\n";
+	"                    [--precision P] [-z LEVEL] [--threads N] [FILE]\n";
 
 typedef struct {
 	cli_common c;

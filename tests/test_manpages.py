@@ -1,5 +1,6 @@
-"""Every executable has a man page whose SYNOPSIS is its --help text, and
-every page renders without warnings."""
+"""Every executable has a man page whose SYNOPSIS is its --help text,
+every page renders without warnings, and the examples of the pages in
+EXAMPLE_PAGES print what the page shows."""
 import glob
 import os
 import re
@@ -8,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, run, tool_env
 
 PROGS = sorted(os.path.basename(p)[len("andrea-"):-2]
                for p in glob.glob(os.path.join(ROOT, "cmd", "andrea-*.c")))
@@ -48,3 +49,47 @@ def test_man_page_renders(page):
 
 def test_every_page_is_referenced_and_present():
     assert len(PAGES) >= len(PROGS) + 2
+
+
+# ---- the examples that show their output ----
+
+# pages whose EXAMPLES are run here: each block of an example (between .nf
+# and .fi) that shows output is run with sh in a fresh directory, bin/
+# first on PATH, and must print what the page shows
+EXAMPLE_PAGES = ["man1/andrea-generate.1"]
+COMMANDS = ("andrea-", "printf ", "cmp ", "sed ", "echo ", "od ")
+ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
+        ("\\&", ""), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", "")]
+
+
+def example_blocks(page):
+    """[(commands, expected output)] of the EXAMPLES of a page, as text; a
+    line is a command where it starts with one of COMMANDS or continues
+    the one before (after a backslash, a pipe or &&), output otherwise."""
+    text = open(os.path.join(ROOT, "man", page)).read()
+    text = text.split("\n.SH EXAMPLES\n", 1)[1].split("\n.SH ", 1)[0]
+    blocks = []
+    for body in re.findall(r"\n\.nf\n(.*?)\n\.fi\n", text, re.S):
+        cmds, out = [], []
+        for line in body.split("\n"):
+            for roff, plain in ROFF:
+                line = line.replace(roff, plain)
+            more = cmds and not out and cmds[-1].rstrip().endswith(("\\", "|", "&&"))
+            if more or line.startswith(COMMANDS):
+                cmds.append(line)
+            else:
+                out.append(line)
+        blocks.append(("\n".join(cmds) + "\n", "\n".join(out) + "\n" if out else None))
+    return blocks
+
+
+@pytest.mark.parametrize("page", EXAMPLE_PAGES)
+def test_examples_print_what_the_page_shows(tmp_path, page):
+    env = tool_env({"OMP_NUM_THREADS": "1"})
+    env["PATH"] = os.path.join(ROOT, "bin") + os.pathsep + env["PATH"]
+    shown = [(c, o) for c, o in example_blocks(page) if o is not None]
+    assert shown
+    for cmds, want in shown:
+        p = subprocess.run(["sh", "-c", cmds], capture_output=True, env=env,
+                           cwd=tmp_path, timeout=120)
+        assert p.stdout.decode() == want, (cmds, p.stderr.decode())

@@ -92,6 +92,28 @@ def test_chain_embed_blocks_logits_matches_numpy(tmp_path):
                               out["logits"]), spec
 
 
+def test_block_runs_a_layer_list_with_repeats(tmp_path):
+    """-l 1,0,1 and -l 2 -l 2: a layer named twice runs twice, in the order
+    given; T = 1 and D = 1 (C = H) too."""
+    rng = np.random.default_rng(15)
+    for B, T, H, D in ((2, 6, 3, 2), (1, 1, 3, 1)):
+        C = H * D
+        model, p = full_model(tmp_path, rng, 3, H, C, 11, 8)
+        x = rand(rng, B, T, C)
+        s = pack(tmp_path, [("x", x)])
+        for spec, order in ((["-l", "1,0,1"], (1, 0, 1)),
+                            (["-l", "2", "-l", "2"], (2, 2)),
+                            (["-l", "2-", "-l", "0-1,0"], (2, 0, 1, 0))):
+            out = run("block", "-m", model, *spec, input=s, check=0).stdout
+            rec, = atsfmt.read(out)
+            assert dict(rec.attrs)["layer"] == str(order[-1])
+            got = np.frombuffer(rec.payload, np.float32).reshape(B, T, C)
+            ref = x
+            for layer in order:
+                ref = oracle.block(ref, p, layer, H)
+            assert oracle.rel_err(got, ref) <= TOL, (B, T, H, D, spec)
+
+
 def test_block_then_stages_give_head_2_of_layer_1(tmp_path):
     rng = np.random.default_rng(12)
     B, T, H, D, V = 2, 11, 4, 3, 19

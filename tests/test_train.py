@@ -259,6 +259,28 @@ def test_forward_activations_match_numpy(tmp_path):
     assert oracle.rel_err(recs[-1][2], logits) <= 1e-5
 
 
+def test_forward_records_names_attributes_and_order(tmp_path):
+    """The headers of andrea-train --forward, record by record, as the
+    stages write them (and as they were before the forward engine)."""
+    rng = np.random.default_rng(4)
+    model, _ = write_model(tmp_path, rng, SMALL)
+    acts = os.path.join(tmp_path, "acts.ats")
+    run("train", "--forward", "-m", model, "--tokens", "1,2,3", "-o", acts,
+        check=0)
+    head = [("norm", "ln1"), ("n_head", "2")]
+    rest = head + [("scale", "0.5"), ("mask", "causal"), ("fill", "-inf")]
+    want = [("tokens", (1, 3), []), ("x", (1, 3, 8), [])]
+    for l in range(2):
+        layer = [("layer", str(l))]
+        want += [(n, (1, 2, 3, 4), layer + head) for n in "qkv"]
+        want += [(n, (1, 2, 3, 3), layer + rest) for n in ("scores", "attn")]
+        want += [("out", (1, 2, 3, 4), layer + rest),
+                 ("y", (1, 3, 8), layer + rest), ("x", (1, 3, 8), layer)]
+    want.append(("logits", (1, 3, 11), []))
+    got = [(r.name, r.dims, r.attrs) for r in atsfmt.read(open(acts, "rb").read())]
+    assert got == want
+
+
 def test_stage_filters_reproduce_a_head_from_the_engine(tmp_path):
     """andrea-embed gives the engine's x bit for bit, and the stage filters
     fed with the engine's layer-0 output recompute head 1 of layer 1."""
