@@ -39,6 +39,8 @@ int at_cublas_load(void)
 		{(void **)&at_cublas.create, "cublasCreate_v2"},
 		{(void **)&at_cublas.destroy, "cublasDestroy_v2"},
 		{(void **)&at_cublas.set_math_mode, "cublasSetMathMode"},
+		{(void **)&at_cublas.set_stream, "cublasSetStream_v2"},
+		{(void **)&at_cublas.set_workspace, "cublasSetWorkspace_v2"},
 		{(void **)&at_cublas.status_string, "cublasGetStatusString"},
 		{(void **)&at_cublas.sgemm, "cublasSgemm_v2"},
 		{(void **)&at_cublas.sgemm_strided_batched, "cublasSgemmStridedBatched"},

@@ -31,6 +31,8 @@ struct at_cublas_api {
 	decltype(&cublasCreate_v2) create;
 	decltype(&cublasDestroy_v2) destroy;
 	decltype(&cublasSetMathMode) set_math_mode;
+	decltype(&cublasSetStream_v2) set_stream;
+	decltype(&cublasSetWorkspace_v2) set_workspace;
 	decltype(&cublasGetStatusString) status_string;
 	decltype(&cublasSgemm_v2) sgemm;
 	decltype(&cublasSgemmStridedBatched) sgemm_strided_batched;

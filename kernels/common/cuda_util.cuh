@@ -29,6 +29,12 @@ int at_cu_alloc(void **p, size_t bytes, const char *what);
 // The process's cuBLAS handle, created on first use, math mode set to
 // fp32 (CUBLAS_DEFAULT_MATH) or TF32 tensor cores; NULL after a failure.
 cublasHandle_t at_cu_blas(int tf32);
+// The stream the kernels of kernels/ops and kernels/forward launch on:
+// the legacy default stream (0), except while the forward engine records
+// or replays a decoding step as a CUDA graph (kernels/forward/engine.cu),
+// which the legacy stream cannot be captured into.  The products follow
+// it too (common/gemm.cu).
+extern cudaStream_t at_cu_stream;
 // Blocks for a grid-stride loop over n items with bs threads each.
 unsigned at_cu_blocks(size_t n, unsigned bs);
 // The current device's multiprocessors (1 if it cannot be asked), for

@@ -15,6 +15,8 @@ extern "C" {
 
 static char last_error[512] = "CUDA: no error";
 
+cudaStream_t at_cu_stream = 0;
+
 extern "C" const char *at_cuda_error(void)
 {
 	return last_error;

@@ -18,7 +18,8 @@ static int zero(float *C, int M, int N, long long sC, int batch,
 		return 0;
 	}
 	for (int i = 0; i < (sC ? batch : 1); i++)
-		CU_CHECK(cudaMemsetAsync(C + i * sC, 0, mn * sizeof *C), what);
+		CU_CHECK(cudaMemsetAsync(C + i * sC, 0, mn * sizeof *C,
+					 at_cu_stream), what);
 	return 0;
 }
 
@@ -36,6 +37,7 @@ static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 	cublasHandle_t h = at_cu_blas(g->prec == AT_PREC_TF32);
 	if (!h)
 		return -1;
+	BLAS_CHECK(at_cublas.set_stream(h, at_cu_stream), what);
 	if (batch == 1) {
 		BLAS_CHECK(at_cublas.sgemm(h, opb, opa, N, M, K, &alpha, B, ldb,
 					   A, lda, &beta, C, N),
@@ -65,6 +67,7 @@ static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 	cublasComputeType_t ct = g->prec == AT_PREC_TF32 ?
 		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 	size_t es = g->prec == AT_PREC_BF16 ? 2 : 4; // bytes per operand
+	BLAS_CHECK(at_cublas.set_stream(g->h, at_cu_stream), what);
 	if (batch == 1) {
 		BLAS_CHECK(at_cublas.gemm_ex(g->h, opb, opa, N, M, K, &alpha, B,
 					     ty, ldb, A, ty, lda, &beta, C,

@@ -34,9 +34,9 @@ int at_cu_to_bf16(bf16 *dst, const float *src, size_t n)
 	if (n == 0)
 		return 0;
 	if (((uintptr_t)src % 16) == 0 && ((uintptr_t)dst % 8) == 0)
-		to_bf16_kernel<<<at_cu_blocks(n / 4 + 1, 256), 256>>>(dst, src, n);
+		to_bf16_kernel<<<at_cu_blocks(n / 4 + 1, 256), 256, 0, at_cu_stream>>>(dst, src, n);
 	else
-		to_bf16_scalar<<<at_cu_blocks(n, 256), 256>>>(dst, src, n);
+		to_bf16_scalar<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(dst, src, n);
 	CU_LAUNCHED("bf16 conversion kernel");
 	return 0;
 }
@@ -52,7 +52,7 @@ int at_cu_from_bf16(float *dst, const bf16 *src, size_t n)
 {
 	if (n == 0)
 		return 0;
-	from_bf16_kernel<<<at_cu_blocks(n, 256), 256>>>(dst, src, n);
+	from_bf16_kernel<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(dst, src, n);
 	CU_LAUNCHED("bf16 conversion kernel");
 	return 0;
 }

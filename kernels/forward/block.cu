@@ -49,7 +49,7 @@ int at_cu_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int Tq, int n,
 {
 	if (rows == 0)
 		return 0;
-	softmax_fwd_kernel<<<at_cu_blocks(rows, 8), 256>>>(s, s16, rows, Tq, n,
+	softmax_fwd_kernel<<<at_cu_blocks(rows, 8), 256, 0, at_cu_stream>>>(s, s16, rows, Tq, n,
 							    scale);
 	CU_LAUNCHED("causal softmax kernel");
 	return 0;
@@ -71,7 +71,7 @@ int at_cu_gelu_fwd(OUT *out, const float *in, size_t n)
 {
 	if (n == 0)
 		return 0;
-	gelu_fwd_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, n);
+	gelu_fwd_kernel<OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(out, in, n);
 	CU_LAUNCHED("GELU kernel");
 	return 0;
 }
@@ -103,7 +103,7 @@ static int kv_store(OUT *cache, const float *in, int B, int T, int H, int D,
 	size_t n = (size_t)B * T * H * D;
 	if (n == 0)
 		return 0;
-	kv_store_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(
+	kv_store_kernel<OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
 		cache, in, B, T, H, D, kv->cap, kv->start, kv->pos);
 	CU_LAUNCHED("KV cache kernel");
 	return 0;
@@ -173,7 +173,7 @@ static int decode_attn(void *out, const float *q, const void *k,
 		       const void *v, float *s, const int *pos, int B, int H,
 		       int D, int cap, float scale)
 {
-	decode_attn_kernel<KV><<<B * H, 128>>>((KV *)out, q, (const KV *)k,
+	decode_attn_kernel<KV><<<B * H, 128, 0, at_cu_stream>>>((KV *)out, q, (const KV *)k,
 					       (const KV *)v, s, pos, H, D, cap,
 					       scale);
 	CU_LAUNCHED("decoding attention kernel");
@@ -263,7 +263,8 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
 	}
 	CU_CHECK(cudaMemcpyAsync(a->xmid, x_in, BTC * sizeof *a->xmid,
-				 cudaMemcpyDeviceToDevice), "the residual copy");
+				 cudaMemcpyDeviceToDevice, at_cu_stream),
+		 "the residual copy");
 	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, 1.0f,
 		       a->xmid, 0, 1, "the output projection"));
 	if (a->hook) { // y alone, which the residual add above folds in
@@ -283,7 +284,8 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 			    (size_t)BT * F));
 	}
 	CU_CHECK(cudaMemcpyAsync(x_out, a->xmid, BTC * sizeof *x_out,
-				 cudaMemcpyDeviceToDevice), "the residual copy");
+				 cudaMemcpyDeviceToDevice, at_cu_stream),
+		 "the residual copy");
 	TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, 1.0f,
 		       x_out, 0, 1, "the MLP's second product"));
 	return 0;

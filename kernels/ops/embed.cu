@@ -35,11 +35,11 @@ static int embed(float *x, const int32_t *tokens, const int *pos,
 	int aligned = ((uintptr_t)x | (uintptr_t)wte | (uintptr_t)wpe) % 16 == 0;
 	if (C % 4 == 0 && aligned) {
 		size_t n = bt * (C / 4);
-		embed_kernel<4><<<at_cu_blocks(n, 256), 256>>>(x, tokens, pos, wte,
+		embed_kernel<4><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(x, tokens, pos, wte,
 								wpe, T, C, n);
 	} else {
 		size_t n = bt * C;
-		embed_kernel<1><<<at_cu_blocks(n, 256), 256>>>(x, tokens, pos, wte,
+		embed_kernel<1><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(x, tokens, pos, wte,
 								wpe, T, C, n);
 	}
 	CU_LAUNCHED("embedding kernel");

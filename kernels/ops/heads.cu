@@ -83,10 +83,10 @@ int at_cu_split_heads(OUT *out, const float *in, int G, int B, int T, int H,
 	if (n == 0)
 		return 0;
 	if (vec4_ok(out, in, D))
-		split_kernel<4, OUT><<<at_cu_blocks(n / 4, 256), 256>>>(
+		split_kernel<4, OUT><<<at_cu_blocks(n / 4, 256), 256, 0, at_cu_stream>>>(
 			out, in, G, B, T, H, D, n / 4);
 	else
-		split_kernel<1, OUT><<<at_cu_blocks(n, 256), 256>>>(
+		split_kernel<1, OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
 			out, in, G, B, T, H, D, n);
 	CU_LAUNCHED("split-heads kernel");
 	return 0;
@@ -99,10 +99,10 @@ int at_cu_merge_heads(OUT *out, const float *in, int B, int T, int H, int D)
 	if (n == 0)
 		return 0;
 	if (vec4_ok(out, in, D))
-		merge_kernel<4, OUT><<<at_cu_blocks(n / 4, 256), 256>>>(
+		merge_kernel<4, OUT><<<at_cu_blocks(n / 4, 256), 256, 0, at_cu_stream>>>(
 			out, in, T, H, D, n / 4);
 	else
-		merge_kernel<1, OUT><<<at_cu_blocks(n, 256), 256>>>(out, in, T,
+		merge_kernel<1, OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(out, in, T,
 								     H, D, n);
 	CU_LAUNCHED("merge-heads kernel");
 	return 0;

@@ -43,7 +43,7 @@ int at_cu_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
 	if (N == 0 || C == 0)
 		return 0;
 	const unsigned bs = 256, wpb = bs / 32;
-	layernorm_kernel<OUT><<<at_cu_blocks(N, wpb), bs>>>(out, mean, rstd, in,
+	layernorm_kernel<OUT><<<at_cu_blocks(N, wpb), bs, 0, at_cu_stream>>>(out, mean, rstd, in,
 							    w, b, N, C, eps);
 	CU_LAUNCHED("LayerNorm kernel");
 	return 0;

@@ -141,19 +141,19 @@ extern "C" int at_cuda_mask_causal(float *s, int BH, int T, float fill)
 		unsigned grid = 128u * at_cu_sm_count();
 		if (want < grid)
 			grid = (unsigned)want;
-		mask_sectors_kernel<<<grid, 256>>>(s, (unsigned)T, rows, fill);
+		mask_sectors_kernel<<<grid, 256, 0, at_cu_stream>>>(s, (unsigned)T, rows, fill);
 		CU_LAUNCHED("mask kernel");
 		return 0;
 	}
 	if (T % 4 == 0 && (uintptr_t)s % 16 == 0 && rows <= UINT32_MAX) {
 		unsigned grid = rows < (1u << 31) ? (unsigned)rows : (1u << 31) - 1;
-		mask_rows4_kernel<<<grid, 256>>>(s, T, (unsigned)rows, fill);
+		mask_rows4_kernel<<<grid, 256, 0, at_cu_stream>>>(s, T, (unsigned)rows, fill);
 		CU_LAUNCHED("mask kernel");
 		return 0;
 	}
 	size_t pairs = (size_t)BH * ((T + 1) / 2);
 	const unsigned bs = 256;
-	mask_kernel<<<at_cu_blocks(pairs, bs / 32), bs>>>(s, T, pairs, fill);
+	mask_kernel<<<at_cu_blocks(pairs, bs / 32), bs, 0, at_cu_stream>>>(s, T, pairs, fill);
 	CU_LAUNCHED("mask kernel");
 	return 0;
 }

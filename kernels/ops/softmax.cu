@@ -156,9 +156,9 @@ static void launch(float *p, const float *s, size_t rows, int n)
 	if (G == 32) {
 		const unsigned bs = 256;
 		softmax_kernel<VEC, PER, G>
-			<<<at_cu_blocks(rows, bs / 32), bs>>>(p, s, rows, n);
+			<<<at_cu_blocks(rows, bs / 32), bs, 0, at_cu_stream>>>(p, s, rows, n);
 	} else {
-		softmax_kernel<VEC, PER, G><<<at_cu_blocks(rows, 1), G>>>(p, s,
+		softmax_kernel<VEC, PER, G><<<at_cu_blocks(rows, 1), G, 0, at_cu_stream>>>(p, s,
 									  rows, n);
 	}
 }
@@ -200,7 +200,7 @@ extern "C" int at_cuda_softmax_rows(float *p, const float *s, size_t rows,
 		done = launch_fitting<1, 32, 32>(p, s, rows, n) ||
 		       launch_fitting<1, BLOCK_G, 32>(p, s, rows, n);
 	if (!done)
-		softmax_long_kernel<<<at_cu_blocks(rows, 1), BLOCK_G>>>(p, s, rows,
+		softmax_long_kernel<<<at_cu_blocks(rows, 1), BLOCK_G, 0, at_cu_stream>>>(p, s, rows,
 									n);
 	CU_LAUNCHED("softmax kernel");
 	return 0;
