@@ -1,5 +1,5 @@
-// attn.cu - the causal softmax's backward (its forward is the model
-// layer's, kernels/forward/block.cu).
+// attn.cu - the causal softmax's backward (its forward is
+// kernels/forward/block.cu's).
 //
 // One warp per row: one dot product over the keys j <= i, then one write
 // of scale * a * (da - dot), zeros beyond.
