@@ -102,21 +102,20 @@ step memcheck-pipeline sanitized_pipeline
 sanitized_model() {
 	set -o pipefail
 	local m="$LOG/tiny.ats" p="$LOG/prompts.txt"
+	local cs="$CS --tool memcheck --error-exitcode 99 --log-file $LOG/forward-memcheck.%p.txt"
 	bin/andrea-train --config tiny --ctx 16 --steps 0 -o "$m" -f &&
 		printf 'The \n\nab\n' >"$p" &&
 		for prec in fp32 bf16; do
-			"$CS" --tool memcheck --error-exitcode 99 \
-				bin/andrea-generate -m "$m" --prompts "$p" -n 40 \
+			$cs bin/andrea-generate -m "$m" --prompts "$p" -n 40 \
 				--device cuda --precision "$prec" >/dev/null || return 1
 		done &&
 		printf 'the cat' | bin/andrea-embed --text -m "$m" |
-		"$CS" --tool memcheck --error-exitcode 99 \
-			bin/andrea-block -m "$m" -l all --device cuda |
-		"$CS" --tool memcheck --error-exitcode 99 \
-			bin/andrea-logits -m "$m" --device cuda >/dev/null &&
-		printf 'the cat' | "$CS" --tool memcheck --error-exitcode 99 \
-			bin/andrea-train --forward --text -m "$m" --device cuda \
-			>/dev/null
+		$cs bin/andrea-block -m "$m" -l all --device cuda |
+		$cs bin/andrea-logits -m "$m" --device cuda >/dev/null &&
+		printf 'the cat' | $cs bin/andrea-train --forward --text -m "$m" \
+			--device cuda >/dev/null &&
+		! grep -l 'ERROR SUMMARY: [1-9]' "$LOG"/forward-memcheck.*.txt
 }
+rm -f "$LOG"/forward-memcheck.*.txt
 step memcheck-forward sanitized_model
 finish

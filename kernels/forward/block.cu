@@ -113,22 +113,26 @@ __device__ __forceinline__ float as_float(float v) { return v; }
 __device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); }
 
 // One decoding step's attention, a block per (row, head): the query q
-// [B,H*D] (float) against the row's n = pos[b] + 1 cached keys, its
+// [B,H*D] (float) against the row's n = pos[b] + 1 cached keys, their
 // softmax in s (scratch, [B*H,cap]), and out[b, h*D + d] = sum_j p_j
-// v[j,d].  Warps take keys in turn for the scores (lanes across d).
+// v[j,d].  Warps take keys in turn, lanes the d of a key, for the scores
+// and for the sum (each warp's part in shared memory, then added), so
+// that every lane has independent loads in flight rather than one long
+// chain of them.
 template <typename KV>
 __global__ static void decode_attn_kernel(KV *out, const float *q,
 					  const KV *k, const KV *v, float *s,
 					  const int *pos, int H, int D, int cap,
 					  float scale)
 {
+	extern __shared__ float part[]; // [warps, D]
+	__shared__ float red[32];
 	int bh = blockIdx.x, b = bh / H, h = bh % H;
 	int n = pos[b] + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 	int warps = blockDim.x / 32;
 	const float *qr = q + (size_t)b * H * D + (size_t)h * D;
 	const KV *kr = k + (size_t)bh * cap * D, *vr = v + (size_t)bh * cap * D;
 	float *sr = s + (size_t)bh * cap;
-	__shared__ float red[32];
 	float m = -INFINITY;
 	for (int j = warp; j < n; j += warps) {
 		float dot = 0.0f;
@@ -159,23 +163,40 @@ __global__ static void decode_attn_kernel(KV *out, const float *q,
 	l = 0.0f;
 	for (int w = 0; w < warps; w++)
 		l += red[w];
+	for (int d = lane; d < D; d += 32) {
+		float acc = 0.0f;
+#pragma unroll 4
+		for (int j = warp; j < n; j += warps)
+			acc += sr[j] * as_float(vr[(size_t)j * D + d]);
+		part[warp * D + d] = acc;
+	}
+	__syncthreads();
 	float inv = 1.0f / l;
 	for (int d = threadIdx.x; d < D; d += blockDim.x) {
 		float acc = 0.0f;
-		for (int j = 0; j < n; j++)
-			acc += sr[j] * as_float(vr[(size_t)j * D + d]);
+		for (int w = 0; w < warps; w++)
+			acc += part[w * D + d];
 		store_as(out + (size_t)b * H * D + (size_t)h * D + d, acc * inv);
 	}
 }
+
+#define DECODE_SHARED (48u << 10) // bytes of shared memory a block may take
 
 template <typename KV>
 static int decode_attn(void *out, const float *q, const void *k,
 		       const void *v, float *s, const int *pos, int B, int H,
 		       int D, int cap, float scale)
 {
-	decode_attn_kernel<KV><<<B * H, 128, 0, at_cu_stream>>>((KV *)out, q, (const KV *)k,
-					       (const KV *)v, s, pos, H, D, cap,
-					       scale);
+	int warps = 8;
+	while (warps > 1 && (size_t)warps * D * 4 > DECODE_SHARED)
+		warps /= 2;
+	size_t shared = (size_t)warps * D * 4;
+	if (shared > DECODE_SHARED)
+		return at_cu_failf("decoding: a head of %d values is more than "
+				   "the attention kernel holds", D);
+	decode_attn_kernel<KV><<<B * H, 32 * warps, shared, at_cu_stream>>>(
+		(KV *)out, q, (const KV *)k, (const KV *)v, s, pos, H, D, cap,
+		scale);
 	CU_LAUNCHED("decoding attention kernel");
 	return 0;
 }
