@@ -14,6 +14,10 @@
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
 #   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
 #                      (BENCH_ARGS='andrea-12m bf16' picks some configurations)
+#   make bench-generate   andrea-generate's decode tokens/s vs NumPy (CPU) and,
+#                      where PyTorch sees a GPU, PyTorch eager and HF generate
+#   make bench-forward    embed | block -l all | logits vs NumPy / PyTorch
+#                      (both: BENCH_ARGS='andrea-12m cpu 1 --quick' and so on)
 #
 # Nothing is detected through dpkg: nvcc is looked up on PATH, in
 # $CUDA_HOME/bin and in /usr/local/cuda*/bin; OpenBLAS and libpng are used
@@ -142,6 +146,13 @@ bench-train-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-train-gpu.sh $(BENCH_ARGS)
 
+# CPU rows everywhere, GPU rows where PyTorch sees a GPU (and CUDA=1)
+bench-generate: all
+	PYTHON=$(GPU_PYTHON) sh bench/run-generate.sh $(BENCH_ARGS)
+
+bench-forward: all
+	PYTHON=$(GPU_PYTHON) sh bench/run-forward.sh $(BENCH_ARGS)
+
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
 	sh bench/run-$*.sh
@@ -171,6 +182,7 @@ clean:
 # make fuzz: the libFuzzer targets (fuzz/README)
 include fuzz/fuzz.mk
 
-.PHONY: all setup test test-gpu bench-gpu bench-train-gpu kernels demo install clean
+.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
+	bench-forward kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

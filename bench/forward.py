@@ -1,0 +1,236 @@
+"""make bench-forward: the whole model as filters,
+
+    andrea-embed TOKENS | andrea-block -l all | andrea-logits > /dev/null
+
+at andrea-120m (initialised by andrea-train --steps 0), B = 1 and 8,
+T = 1024 (BOS and 1023 random bytes a row, packed as tokens [B,T] with
+andrea-pack -z 0 beforehand), against a reference computing the same
+logits [B,T,V] in one process: PyTorch eager fp32 (TF32 off) on the GPU,
+timed between torch.cuda.synchronize() calls, after one warm-up; NumPy
+float32 on the CPU (refmodel.Model, no cache, both: the same weights and
+tokens).  The tools run with --device cuda (a tool that refuses it runs
+with --device auto, which is said) or --device cpu.
+
+andrea's figures, each the median of 3 runs taking turns with the
+reference's:
+- wall: the three processes from the first start to the last exit, at the
+  default -z 1 and at -z 0 (ANDREA_ZLEVEL), process starts, model loading,
+  device set-up, the embedding and the stream coding of x and logits
+  included;
+- in-process: the tools time nothing themselves, so this is the -z 0 wall
+  minus the wall of the same pipeline over T = 1 (one BOS a row: process
+  starts, model loading, device set-up, nearly no compute).  What remains
+  is the compute and moving x twice and the logits once, uncompressed,
+  through pipes: an estimate, as the processes overlap.
+ratio = reference ms / andrea ms; the goal (>= 1.0x on both devices) is
+judged on the in-process figure; the wall ratio is printed beside it.
+A check run (untimed) compares andrea's logits with the reference's.
+
+Arguments filter the rows (andrea-120m, andrea-12m: named only; cpu, cuda,
+1, 8); --quick runs T = 256 once per row.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from refmodel import (BIN, BOS, CONFIGS, GPU, Model, atsfmt, bench_args,
+                      bench_start, load_average, make_model, median, scratch)
+
+BATCHES, DEVICES, TOOLS = (1, 8), ("cpu", "cuda"), ("embed", "block", "logits")
+USAGE = ("usage: forward.py [--quick] [andrea-120m] [andrea-12m] [cpu] "
+         "[cuda] [1] [8]")
+
+
+def pack_tokens(tmp, tok, tag):
+    """tokens [B,T] int32 as a stream file for andrea-embed."""
+    npy = os.path.join(tmp, f"tok-{tag}.npy")
+    path = os.path.join(tmp, f"tok-{tag}.ats")
+    np.save(npy, np.ascontiguousarray(tok, np.int32))
+    subprocess.run([os.path.join(BIN, "andrea-pack"), "-z", "0", "-o", path,
+                    f"tokens={npy}"], check=True)
+    return path
+
+
+def pipeline(model, tokens, devs, level=None, out=None):
+    """One run of embed | block -l all | logits; (seconds, None) or
+    (None, (tool, its stderr)).  devs: the --device of each tool; out: a
+    file for the logits (None: /dev/null)."""
+    env = {k: v for k, v in os.environ.items() if k != "ANDREA_ZLEVEL"}
+    if level is not None:
+        env["ANDREA_ZLEVEL"] = str(level)
+    args = {"embed": [tokens], "block": ["-l", "all"], "logits": []}
+    sink = open(out or os.devnull, "wb")
+    errs = [tempfile.TemporaryFile() for _ in TOOLS]
+    procs = []
+    t0 = time.perf_counter()
+    for i, tool in enumerate(TOOLS):
+        procs.append(subprocess.Popen(
+            [os.path.join(BIN, f"andrea-{tool}"), "-m", model, "--device",
+             devs[tool]] + args[tool],
+            stdin=procs[-1].stdout if procs else subprocess.DEVNULL,
+            stdout=sink if tool == TOOLS[-1] else subprocess.PIPE,
+            stderr=errs[i], env=env))
+        if i:
+            procs[-2].stdout.close()
+    rcs = [p.wait() for p in procs]
+    dt = time.perf_counter() - t0
+    sink.close()
+    msgs = []
+    for f in errs:
+        f.seek(0)
+        msgs.append(f.read().decode(errors="replace").strip())
+        f.close()
+    for tool, rc, msg in zip(TOOLS, rcs, msgs):
+        if rc != 0 and msg:  # the first tool that says why
+            return None, (tool, msg)
+    if any(rcs):
+        return None, ("pipeline", f"exit status {rcs}")
+    return dt, None
+
+
+def settle_devices(model, tokens, dev):
+    """The --device of each tool: dev, or auto for a tool that refuses it
+    (tried on the T = 1 input); (devs, notes) or (None, the failure)."""
+    devs = {t: dev for t in TOOLS}
+    notes = []
+    for _ in TOOLS:
+        dt, err = pipeline(model, tokens, devs)
+        if err is None:
+            return devs, notes
+        tool, msg = err
+        if dev != "cuda" or tool not in devs or devs[tool] == "auto":
+            return None, f"andrea-{tool}: {msg}"
+        devs[tool] = "auto"
+        notes.append(f"andrea-{tool} ran with --device auto ({msg})")
+    return None, "no device settles"
+
+
+def reference(ref, tok):
+    """Seconds of one reference forward pass to logits [B,T,V], and them
+    (a NumPy array)."""
+    o = ref.o
+    with o.inference():
+        t = o.tokens(tok, ref.dev)
+        o.sync()
+        t0 = time.perf_counter()
+        logits = ref.forward(t)
+        o.sync()
+        dt = time.perf_counter() - t0
+        return dt, (logits if ref.dev is None else logits.cpu().numpy())
+
+
+def check(tmp, model, tokens, devs, ref, tok):
+    """The largest |andrea - reference| over the logits, from one untimed
+    run; and the largest |logit|."""
+    out = os.path.join(tmp, "logits.ats")
+    _, err = pipeline(model, tokens, devs, level=0, out=out)
+    if err:
+        return None, None
+    with open(out, "rb") as f:
+        rec = next(r for r in atsfmt.read(f.read()) if r.name == "logits")
+    os.remove(out)
+    ours = np.frombuffer(rec.payload, np.float32).reshape(rec.dims)
+    theirs = reference(ref, tok)[1]
+    return float(np.abs(ours - theirs).max()), float(np.abs(theirs).max())
+
+
+def row(tmp, torch, name, model, w, cfg, B, T, dev, reps):
+    """One row's figures (dict), or None after saying why."""
+    rng = np.random.default_rng(B)
+    tok = np.concatenate([np.full((B, 1), BOS), rng.integers(0, 256, (B, T - 1))],
+                         1).astype(np.int64)
+    tokens = pack_tokens(tmp, tok, f"{B}x{T}")
+    base = pack_tokens(tmp, tok[:, :1], f"{B}x1")
+    devs, notes = settle_devices(model, base, dev)
+    if devs is None:
+        print(f"{name} B={B} {dev}: andrea failed: {notes}", flush=True)
+        return None
+    for note in notes:
+        print(f"  {name} B={B} {dev}: {note}", flush=True)
+    gpu = torch if dev == "cuda" else None
+    ref = None
+    try:
+        ref = Model(w, cfg, dev=GPU if gpu else None)
+        if gpu:
+            reference(ref, tok)  # warm-up: cuBLAS, the allocator
+        runs = {"z1": [], "z0": [], "base": [], "ref": []}
+        for _ in range(reps):
+            for key, level, path in (("z1", None, tokens), ("z0", 0, tokens),
+                                     ("base", None, base)):
+                dt, err = pipeline(model, path, devs, level)
+                if err:
+                    print(f"{name} B={B} {dev}: andrea-{err[0]} failed: {err[1]}",
+                          flush=True)
+                    return None
+                runs[key].append(dt)
+            runs["ref"].append(reference(ref, tok)[0])
+        diff, big = check(tmp, model, tokens, devs, ref, tok)
+    finally:
+        del ref
+        if gpu:
+            gpu.cuda.empty_cache()
+    f = {k: median(v) * 1e3 for k, v in runs.items()}
+    f["inproc"] = f["z0"] - f["base"]
+    print(f"  {name} B={B} {dev}: logits max |andrea - reference| "
+          + (f"{diff:.2e} (largest |logit| {big:.2f})" if diff is not None
+             else "not checked (the check run failed)"), flush=True)
+    return f
+
+
+def ratio(ref, ours):
+    """ref / ours as '1.23x'; n/a where ours is not above 0 (the
+    in-process estimate of a short run can be)."""
+    return f"{ref / ours:.2f}x" if ours > 0 else "n/a"
+
+
+def main():
+    quick, only, keep = bench_args(sys.argv[1:], DEVICES, BATCHES, USAGE)
+    T, reps = (256, 1) if quick else (1024, 3)
+    names = [n for n in CONFIGS if n in only] or ["andrea-120m"]
+    torch, devs = bench_start(keep, DEVICES)
+    print(f"andrea-embed | andrea-block -l all | andrea-logits, T={T}, "
+          f"median of {reps}{', --quick' if quick else ''}", flush=True)
+    table = []
+    with scratch() as tmp:
+        for name in names:
+            if not devs:
+                continue
+            model, w, cfg = make_model(tmp, name, no_bos=False)
+            for dev in devs:
+                for B in BATCHES:
+                    if not keep(B, BATCHES):
+                        continue
+                    try:
+                        f = row(tmp, torch, name, model, w, cfg, B, T, dev, reps)
+                    except Exception as e:  # one row's failure ends no run
+                        print(f"{name} B={B} {dev}: the row failed: "
+                              f"{type(e).__name__}: {e}", flush=True)
+                        f = None
+                    if f:
+                        table.append((name, B, dev, f))
+            os.remove(model)
+    print(f"\n{'config':<12}{'B':>3}{'T':>6} {'device':<7}{'wall ms':>9}"
+          f"{'-z 0 ms':>9}{'start ms':>9}{'in-proc':>9}  {'reference':<14}"
+          f"{'ref ms':>9}{'ratio':>8}{'wall ratio':>11}")
+    for name, B, dev, f in table:
+        what = "PyTorch eager" if dev == "cuda" else "NumPy"
+        print(f"{name:<12}{B:>3}{T:>6} {dev:<7}{f['z1']:>9.1f}{f['z0']:>9.1f}"
+              f"{f['base']:>9.1f}{f['inproc']:>9.1f}  {what:<14}{f['ref']:>9.1f}"
+              f"{ratio(f['ref'], f['inproc']):>8}{ratio(f['ref'], f['z1']):>11}")
+    print("wall: default -z 1; start: the same pipeline over T = 1; in-proc = "
+          "-z 0 wall - start; ratio = ref / in-proc, wall ratio = ref / wall")
+    print(f"\ngoals (load average now {load_average()}):")
+    for name, B, dev, f in table:
+        what = "PyTorch eager" if dev == "cuda" else "NumPy"
+        met = f["inproc"] > 0 and f["ref"] >= f["inproc"]
+        print(f"  {name} B={B} {dev} in-process >= 1.0x {what}: "
+              f"{'met' if met else 'NOT met'} ({ratio(f['ref'], f['inproc'])}; "
+              f"wall {ratio(f['ref'], f['z1'])})")
+
+
+if __name__ == "__main__":
+    main()
