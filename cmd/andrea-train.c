@@ -210,13 +210,6 @@ static void load_model_file(const options *o, tr_model *m)
 	at_model_close(&src);
 }
 
-/* Threads of the arithmetic: OpenMP loops and OpenBLAS follow --threads
- * (or ANDREA_THREADS, else the number of processors). */
-static void set_threads(const options *o)
-{
-	at_ops_threads(o->c.wopts.threads);
-}
-
 /* ------------------------------------------------------------------ */
 /* --forward */
 
@@ -676,6 +669,5 @@ int main(int argc, char **argv)
 	if (!tr_engine_precision_ok(dev, o.precision))
 		cli_die("--precision %s needs the GPU (--device cuda): the CPU "
 			"computes in fp32", tr_precision_name(o.precision));
-	set_threads(&o);
 	return o.forward ? forward_main(&o, operand.v[0]) : train_main(&o, dev);
 }
