@@ -43,18 +43,19 @@ MVEC      ?= $(if $(wildcard /usr/lib/*/libmvec.so /lib/*/libmvec.so /usr/lib64/
 SAN       ?= 0
 
 CFLAGS  ?= -O2 -g
-CFLAGS  += -fno-trapping-math -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp -Ilib -MMD -MP
-LDFLAGS += -fopenmp
+CFLAGS  += -fno-trapping-math -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp-simd -Ilib -MMD -MP
 LDLIBS  += -lz -lm
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
-# OpenBLAS's OpenMP build (BLAS=openblas-openmp, preferred where installed)
-# shares the stages' OpenMP threads; the default pthread build keeps a
-# second pool whose idle threads spin for ~0.1 s after every call and fight
-# the OpenMP threads, and the other stages of a pipeline, for the cores.
+# The loops and the products run on andrea's own threads (lib/core/parallel.h),
+# OpenBLAS on one thread; -fopenmp-simd takes OpenMP's simd pragmas only, so
+# no OpenMP thread is ever started.  OpenBLAS's OpenMP build (BLAS=openblas-
+# openmp) is preferred where installed: it starts no thread of its own,
+# while the pthread build starts its pool as it loads, whose threads spin
+# for ~0.1 s before they sleep.
 ifeq ($(BLAS),openblas-openmp)
 CFLAGS  += -DANDREA_CBLAS
 LDLIBS  += -L$(dir $(OPENBLAS_OMP)) -Wl,-rpath,$(dir $(OPENBLAS_OMP)) -l:libopenblas.so.0

@@ -203,13 +203,6 @@ static void load_model_file(const options *o, tr_model *m)
 	at_model_close(&src);
 }
 
-/* Threads of the arithmetic: OpenMP loops and OpenBLAS follow --threads
- * (or ANDREA_THREADS, else the number of processors). */
-static void set_threads(const options *o)
-{
-	at_ops_threads(o->c.wopts.threads);
-}
-
 /* ------------------------------------------------------------------ */
 /* --forward */
 
@@ -674,7 +667,6 @@ int main(int argc, char **argv)
 	o.opts = opts;
 	cli_operands operand = cli_parse(&o.c, opts, usage, CLI_ANY, argc, argv);
 	check_mode(&o, operand);
-	set_threads(&o);
 	if (o.forward) /* the device is chosen once the tokens are known */
 		return forward_main(&o, operand.v[0]);
 	at_device dev = stage_device(&o.c, 1);

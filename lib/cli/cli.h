@@ -18,7 +18,7 @@ typedef struct {
 	int force;          /* -f: write binary to a terminal anyway */
 	at_read_opts ropts;
 	at_write_opts wopts;
-	int threads_given;  /* --threads or ANDREA_THREADS set the codec's */
+	int threads_given;  /* --threads or ANDREA_THREADS was given */
 	int keep;           /* --keep: write consumed records too */
 	const char *device; /* --device, ANDREA_DEVICE */
 	const char *model;  /* -m, ANDREA_MODEL; NULL: the seeded default */

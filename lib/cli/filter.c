@@ -1,7 +1,7 @@
 /* filter.c - the shared read / pass-through / compute / write loop. */
 #include "cli/filter.h"
 
-#include "ops/ops.h"
+#include "core/parallel.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -60,9 +60,9 @@ void at_filter_serial(int on)
 {
 	static int before;
 	if (on)
-		before = at_ops_threads(1);
+		before = at_set_threads(1);
 	else if (before)
-		at_ops_threads(before);
+		at_set_threads(before);
 }
 
 /* Bytes a streaming filter reads, transforms and writes at a time when

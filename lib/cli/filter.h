@@ -69,10 +69,10 @@ void at_filter_put(at_writer *w, const void *p, size_t n);
 void at_filter_end(at_writer *w);
 
 /* The arithmetic of a streaming stage runs on one thread (for the codec's
- * threads see at_filter_payload_begin): the stages of a pipeline overlap and keep the cores busy,
- * and idle OpenMP and OpenBLAS workers would spin between pieces, taking
- * the cores from the other stages.  at_filter_serial(1) sets this and
- * at_filter_serial(0) restores the count before. */
+ * threads see at_filter_payload_begin): the stages of a pipeline overlap
+ * and keep the cores busy, and a piece or two at a time is too little to
+ * share.  at_filter_serial(1) sets this and at_filter_serial(0) restores
+ * the count before. */
 void at_filter_serial(int on);
 
 /* at_payload_begin (stream.h) for a record read as it arrives, dying on

@@ -3,6 +3,7 @@
  * It allocates nothing and ends the process only through cli.c, so that
  * fuzz/fuzz_argv.c sees every exit. */
 #include "cli/opts.h"
+#include "core/parallel.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -209,6 +210,8 @@ cli_operands cli_parse(cli_common *c, cli_opt *opts, const char *usage,
 	}
 	if (max_operands >= 0 && argc - optind > max_operands)
 		cli_usage_error("too many operands (see %s --help)", cli_prog);
+	/* the arithmetic's threads follow --threads, as the codec's do */
+	at_set_threads(c->ropts.threads);
 	return (cli_operands){argc - optind, argv + optind};
 }
 

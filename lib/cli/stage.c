@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 
+#include "core/parallel.h"
 #include "ops/ops.h"
 #include "ops/precision.h"
 #include "ops/stages.h"
@@ -63,7 +64,7 @@ at_device stage_device_sized(const cli_common *c, int precision,
 	if (dev == AT_DEV_AUTO) /* tf32 and bf16 exist on the GPU only */
 		dev = precision != AT_PREC_FP32
 			      ? at_device_auto(INFINITY, 0, 1)
-			      : at_device_auto(madds, bytes, at_ops_max_threads());
+			      : at_device_auto(madds, bytes, at_threads());
 	stage_check_precision(dev, precision);
 	return dev;
 }

@@ -1,5 +1,5 @@
 /* parallel.c - a parallel for over a pool of pthreads that sleep between
- * bursts.
+ * bursts, and the thread count of the arithmetic.
  *
  * The workers are started on first use and kept: starting threads for each
  * burst cost a thread start and, in the codec, fresh zlib states (a few
@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #define MAX_THREADS 256
 
@@ -42,10 +43,15 @@ static void drain(job *j, int tid)
 		j->fn(j->ctx, i, tid);
 }
 
+/* What /proc/PID/task/TID/comm and top -H show for a worker (at most 15
+ * bytes); tests/test_threads.py tells the pool's threads by it. */
+#define WORKER_NAME "andrea-pool"
+
 static void *run_worker(void *arg)
 {
 	int tid = (int)(long)arg;
 	unsigned long seen = 0;
+	pthread_setname_np(pthread_self(), WORKER_NAME);
 	pthread_mutex_lock(&pool.lock);
 	for (;;) {
 		while (pool.gen == seen)
@@ -109,4 +115,59 @@ void at_parallel_for(int n, int threads, void (*fn)(void *ctx, int i, int tid),
 			pthread_cond_wait(&pool.idle, &pool.lock);
 		pthread_mutex_unlock(&pool.lock);
 	}
+}
+
+static atomic_int arith_threads; /* 0: not set, the online processors */
+
+int at_threads(void)
+{
+	int n = atomic_load(&arith_threads);
+	if (n > 0)
+		return n;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	return cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+}
+
+int at_set_threads(int n)
+{
+	int before = at_threads();
+	atomic_store(&arith_threads, n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n);
+	return before;
+}
+
+typedef struct {
+	void (*fn)(void *ctx, size_t lo, size_t hi);
+	void *ctx;
+	size_t n, pieces;
+} range_job;
+
+static void range_piece(void *ctx, int i, int tid)
+{
+	const range_job *r = ctx;
+	(void)tid;
+	r->fn(r->ctx, r->n * (size_t)i / r->pieces,
+	      r->n * ((size_t)i + 1) / r->pieces);
+}
+
+/* Pieces per thread at most: enough that a thread which falls behind
+ * (descheduled, or sharing its core) holds back only a small piece. */
+#define PIECES_PER_THREAD 8
+
+void at_parallel_range(size_t n, double ns,
+		       void (*fn)(void *ctx, size_t lo, size_t hi), void *ctx)
+{
+	int threads = at_threads();
+	double by_work = (double)n * ns / AT_PIECE_NS;
+	size_t pieces = (size_t)threads * PIECES_PER_THREAD;
+	if (by_work < (double)pieces)
+		pieces = (size_t)by_work;
+	if (pieces > n)
+		pieces = n;
+	if (threads < 2 || pieces < 2) {
+		if (n)
+			fn(ctx, 0, n);
+		return;
+	}
+	range_job r = {fn, ctx, n, pieces};
+	at_parallel_for((int)pieces, threads, range_piece, &r);
 }

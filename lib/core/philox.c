@@ -3,9 +3,6 @@
 
 #include <math.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "core/parallel.h"
 
@@ -233,10 +230,7 @@ void at_seeded_normal(uint64_t seed, const char *name, double std, float *out,
 		      size_t n)
 {
 	uint64_t k = seed ^ at_name_hash(name);
-	int threads = 1;
-#ifdef _OPENMP
-	threads = omp_get_max_threads(); /* --threads, as for the other loops */
-#endif
+	int threads = at_threads(); /* --threads, as for the other loops */
 	/* small draws on one thread: starting another costs more */
 	if ((uint64_t)n < (uint64_t)threads * MIN_SHARE)
 		threads = 1;

@@ -1,42 +1,40 @@
 /* matmul.c - the one CPU matrix product: CBLAS where built with it, else
- * C; and the thread count the ops and OpenBLAS share. */
+ * C; split over the pool's threads (core/parallel.h) either way. */
 #include "ops/ops.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "core/parallel.h"
 
 #ifdef ANDREA_CBLAS
 #include <cblas.h>
-#endif
+#include <pthread.h>
 
-int at_ops_threads(int n)
-{
-	int before = 1;
-#ifdef _OPENMP
-	before = omp_get_max_threads();
-	omp_set_num_threads(n);
-#endif
-#ifdef ANDREA_CBLAS
-	openblas_set_num_threads(n);
-#endif
-	return before;
-}
+/* OpenBLAS computes on the calling thread only: at_gemm splits the
+ * product over the pool instead.  OpenBLAS's own workers (OpenMP's, or
+ * its pthread server's) spin after each call, and each call waits for
+ * all of them, also for one whose core is busy elsewhere.  Its OpenMP
+ * build takes the count from OpenMP's setting of the calling thread, so
+ * each thread sets it before its first product; the setting also resizes
+ * OpenBLAS's buffers, unguarded, hence the lock. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int blas_serial;
 
-int at_ops_max_threads(void)
+static void blas_serial_here(void)
 {
-#ifdef _OPENMP
-	return omp_get_max_threads();
-#else
-	return 1;
-#endif
+	if (blas_serial)
+		return;
+	pthread_mutex_lock(&blas_lock);
+	openblas_set_num_threads(1);
+	pthread_mutex_unlock(&blas_lock);
+	blas_serial = 1;
 }
+#endif
 
 #ifdef ANDREA_CBLAS
 static void gemm(int ta, int tb, int M, int N, int K, float alpha,
 		 const float *A, int lda, const float *B, int ldb, float beta,
 		 float *C, int ldc)
 {
+	blas_serial_here();
 	/* one row (a decoding step): a matrix-vector product, which OpenBLAS
 	 * does without sgemm's packing of B, several times faster there */
 	if (M == 1 && !ta) {
@@ -50,14 +48,13 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha,
 		    ldb, beta, C, ldc);
 }
 #else
-/* The plain C product, parallel over the rows of C; each element sums its
- * K terms in order.  Without op(B) transposed (and beta 0) the i-k-j order
- * streams rows of B and C; otherwise one dot product per element. */
+/* The plain C product; each element sums its K terms in order.  Without
+ * op(B) transposed (and beta 0) the i-k-j order streams rows of B and C;
+ * otherwise one dot product per element. */
 static void gemm(int ta, int tb, int M, int N, int K, float alpha,
 		 const float *A, int lda, const float *B, int ldb, float beta,
 		 float *C, int ldc)
 {
-#pragma omp parallel for schedule(static)
 	for (int i = 0; i < M; i++) {
 		float *c = C + (size_t)i * ldc;
 		/* a_ik = a[k * sa]; b_kj = b[k * sb] from b at column j */
@@ -88,6 +85,44 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha,
 }
 #endif
 
+/* Rows (or columns) of C in a unit of the split.  Cut into rows at
+ * multiples of 48, a product has the bits of the whole one, so the thread
+ * count does not change them: 48 is a multiple of the register blocks of
+ * OpenBLAS's sgemm kernels (OpenBLAS 0.3.21 on this AVX2 machine keeps
+ * the bits at multiples of 12 and not at 16).  Cut into columns it does
+ * not (but for one row), so columns are cut only where there are too few
+ * rows to share. */
+#define SPLIT 48
+/* Multiply-adds per nanosecond on one core, for the size of the pieces. */
+#ifdef ANDREA_CBLAS
+#define FMA_PER_NS 20.0
+#else
+#define FMA_PER_NS 1.0
+#endif
+
+typedef struct {
+	int ta, tb, M, N, K, rows; /* rows: pieces are rows of C, else columns */
+	float alpha, beta;
+	const float *A, *B;
+	float *C;
+	int lda, ldb, ldc;
+} gemm_job;
+
+static void gemm_piece(void *ctx, size_t lo, size_t hi)
+{
+	const gemm_job *g = ctx;
+	int end = g->rows ? g->M : g->N;
+	int a = (int)lo * SPLIT, b = (int)hi * SPLIT < end ? (int)hi * SPLIT : end;
+	if (g->rows) /* rows a..b of op(A) and C */
+		gemm(g->ta, g->tb, b - a, g->N, g->K, g->alpha,
+		     g->ta ? g->A + a : g->A + (size_t)a * g->lda, g->lda, g->B,
+		     g->ldb, g->beta, g->C + (size_t)a * g->ldc, g->ldc);
+	else /* columns a..b of op(B) and C */
+		gemm(g->ta, g->tb, g->M, b - a, g->K, g->alpha, g->A, g->lda,
+		     g->tb ? g->B + (size_t)a * g->ldb : g->B + a, g->ldb,
+		     g->beta, g->C + a, g->ldc);
+}
+
 void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -101,5 +136,8 @@ void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 			}
 		return;
 	}
-	gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	gemm_job g = {ta, tb, M, N, K, M > SPLIT, alpha, beta, A, B, C, lda, ldb, ldc};
+	int along = g.rows ? M : N, across = g.rows ? N : M;
+	at_parallel_range((size_t)(along + SPLIT - 1) / SPLIT,
+			  (double)SPLIT * across * K / FMA_PER_NS, gemm_piece, &g);
 }

@@ -3,19 +3,38 @@
 
 #include <math.h>
 
+#include "core/parallel.h"
+
+typedef struct {
+	float *out;
+	const float *in;
+} pair_job;
+
+static void gelu_range(void *ctx, size_t lo, size_t hi)
+{
+	const pair_job *j = ctx;
+	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+	for (size_t i = lo; i < hi; i++) {
+		float x = j->in[i];
+		j->out[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+	}
+}
+
 void at_gelu_forward(float *out, const float *in, size_t n)
 {
-	const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < n; i++) {
-		float x = in[i];
-		out[i] = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-	}
+	pair_job j = {out, in};
+	at_parallel_range(n, 5.0, gelu_range, &j);
+}
+
+static void add_range(void *ctx, size_t lo, size_t hi)
+{
+	const pair_job *j = ctx;
+	for (size_t i = lo; i < hi; i++)
+		j->out[i] += j->in[i];
 }
 
 void at_add_inplace(float *x, const float *y, size_t n)
 {
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < n; i++)
-		x[i] += y[i];
+	pair_job j = {x, y};
+	at_parallel_range(n, 0.2, add_range, &j);
 }

@@ -3,7 +3,8 @@
  *
  * Row-major float32 everywhere; shape letters as in docs/ARCHITECTURE.md.  Matrix
  * products go through CBLAS (OpenBLAS) when the build has it, else through
- * a plain C loop; the other ops are OpenMP loops.
+ * a plain C loop; they and the other ops run on the threads of
+ * core/parallel.h (at_threads), never on OpenMP's or OpenBLAS's own.
  */
 #ifndef ANDREA_OPS_H
 #define ANDREA_OPS_H
@@ -19,12 +20,6 @@
  * trainer use it. */
 void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 	     int lda, const float *B, int ldb, float beta, float *C, int ldc);
-
-/* Sets the threads of the OpenMP loops and of OpenBLAS to n; returns the
- * count before. */
-int at_ops_threads(int n);
-/* The threads of the OpenMP loops now (1 without OpenMP). */
-int at_ops_max_threads(void);
 
 /* x[B,T,C] = wte[tokens[b,t]] + wpe[t]; tokens already checked < V. */
 void at_embed_forward(float *x, const int32_t *tokens, const float *wte,

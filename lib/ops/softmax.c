@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/parallel.h"
+
 #define EXP_LO -87.3f
 
 static inline float fast_exp(float x)
@@ -35,12 +37,19 @@ static inline float fast_exp(float x)
 	return x < EXP_LO ? 0.0f : p * scale.f;
 }
 
-void at_softmax_rows(float *p, const float *s, size_t rows, int n)
+typedef struct {
+	float *p;
+	const float *s;
+	int n;
+} softmax_job;
+
+static void softmax_range(void *ctx, size_t lo, size_t hi)
 {
-#pragma omp parallel for schedule(static)
-	for (size_t r = 0; r < rows; r++) {
-		const float *x = s + r * n;
-		float *o = p + r * n;
+	const softmax_job *job = ctx;
+	int n = job->n;
+	for (size_t r = lo; r < hi; r++) {
+		const float *x = job->s + r * n;
+		float *o = job->p + r * n;
 		/* a masked tail of -inf gives exact zeros (fast_exp(-inf) is
 		 * 0): the rest of the row needs no exp, sum or scaling */
 		int m = n;
@@ -73,4 +82,10 @@ void at_softmax_rows(float *p, const float *s, size_t rows, int n)
 		for (int j = m; j < n; j++)
 			o[j] = 0.0f;
 	}
+}
+
+void at_softmax_rows(float *p, const float *s, size_t rows, int n)
+{
+	softmax_job j = {p, s, n};
+	at_parallel_range(rows, 1.0 * n, softmax_range, &j);
 }

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "core/parallel.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
 
@@ -36,7 +37,7 @@ static int on_gpu(const at_exec *e, at_work w)
 {
 	at_device dev = e->dev;
 	if (dev == AT_DEV_AUTO)
-		dev = at_device_auto(w.madds, w.bytes, at_ops_max_threads());
+		dev = at_device_auto(w.madds, w.bytes, at_threads());
 	return dev == AT_DEV_CUDA;
 }
 

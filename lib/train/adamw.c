@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "core/parallel.h"
+
 double tr_lr_at(const tr_hparams *h, long s)
 {
 	if (s < h->warmup)
@@ -20,43 +22,67 @@ double tr_lr_at(const tr_hparams *h, long s)
  * number of threads. */
 #define NORM_BLOCKS 64
 
-double tr_grad_norm(const float *g, size_t n)
-{
+typedef struct {
+	const float *g;
+	size_t n, per;
 	double part[NORM_BLOCKS];
-	size_t per = (n + NORM_BLOCKS - 1) / NORM_BLOCKS;
-#pragma omp parallel for schedule(static)
-	for (int b = 0; b < NORM_BLOCKS; b++) {
-		size_t lo = (size_t)b * per, hi = lo + per > n ? n : lo + per;
+} norm_job;
+
+static void norm_blocks(void *ctx, size_t b0, size_t b1)
+{
+	norm_job *j = ctx;
+	for (size_t b = b0; b < b1; b++) {
+		size_t lo = b * j->per, hi = lo + j->per > j->n ? j->n : lo + j->per;
 		double s = 0.0;
 		for (size_t i = lo; i < hi; i++)
-			s += (double)g[i] * g[i];
-		part[b] = s;
+			s += (double)j->g[i] * j->g[i];
+		j->part[b] = s;
 	}
+}
+
+double tr_grad_norm(const float *g, size_t n)
+{
+	norm_job j = {g, n, (n + NORM_BLOCKS - 1) / NORM_BLOCKS, {0}};
+	at_parallel_range(NORM_BLOCKS, 0.5 * j.per, norm_blocks, &j);
+	const double *part = j.part;
 	double total = 0.0;
 	for (int b = 0; b < NORM_BLOCKS; b++)
 		total += part[b];
 	return sqrt(total);
 }
 
+typedef struct {
+	float *w, *m1, *m2;
+	const float *g;
+	float b1, b2, eps, c1, c2, lr, gs, wd;
+} adamw_job;
+
+static void adamw_range(void *ctx, size_t lo, size_t hi)
+{
+	const adamw_job *a = ctx;
+	float *w = a->w, *m1 = a->m1, *m2 = a->m2;
+	for (size_t j = lo; j < hi; j++) {
+		float gj = a->g[j] * a->gs;
+		m1[j] = a->b1 * m1[j] + (1.0f - a->b1) * gj;
+		m2[j] = a->b2 * m2[j] + (1.0f - a->b2) * gj * gj;
+		float mh = m1[j] / a->c1, vh = m2[j] / a->c2;
+		w[j] -= a->lr * (mh / (sqrtf(vh) + a->eps) + a->wd * w[j]);
+	}
+}
+
 void tr_adamw_update(tr_model *m, float *mom1, float *mom2, const tr_hparams *h,
 		     double lr, long t, double gscale)
 {
-	float b1 = (float)h->beta1, b2 = (float)h->beta2, eps = (float)h->eps;
-	float c1 = (float)(1.0 - pow(h->beta1, (double)t));
-	float c2 = (float)(1.0 - pow(h->beta2, (double)t));
-	float flr = (float)lr, gs = (float)gscale;
+	adamw_job a = {.b1 = (float)h->beta1, .b2 = (float)h->beta2,
+		       .eps = (float)h->eps,
+		       .c1 = (float)(1.0 - pow(h->beta1, (double)t)),
+		       .c2 = (float)(1.0 - pow(h->beta2, (double)t)),
+		       .lr = (float)lr, .gs = (float)gscale};
 	for (int i = 0; i < m->n_params; i++) {
 		const tr_param *p = &m->params[i];
-		float wd = p->decay ? (float)h->weight_decay : 0.0f;
-		float *w = m->p + p->off, *g = m->g + p->off;
-		float *m1 = mom1 + p->off, *m2 = mom2 + p->off;
-#pragma omp parallel for schedule(static)
-		for (size_t j = 0; j < p->n; j++) {
-			float gj = g[j] * gs;
-			m1[j] = b1 * m1[j] + (1.0f - b1) * gj;
-			m2[j] = b2 * m2[j] + (1.0f - b2) * gj * gj;
-			float mh = m1[j] / c1, vh = m2[j] / c2;
-			w[j] -= flr * (mh / (sqrtf(vh) + eps) + wd * w[j]);
-		}
+		a.wd = p->decay ? (float)h->weight_decay : 0.0f;
+		a.w = m->p + p->off, a.g = m->g + p->off;
+		a.m1 = mom1 + p->off, a.m2 = mom2 + p->off;
+		at_parallel_range(p->n, 3.0, adamw_range, &a);
 	}
 }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/parallel.h"
+
 /* Below this many elements a comparison runs on one thread. */
 #define PARALLEL_MIN (1u << 16)
 
@@ -56,6 +58,23 @@ static void merge(at_diff_stats *s, const at_diff_stats *t)
 	}
 }
 
+typedef struct {
+	const at_tensor *a, *b;
+	const at_tol *tol;
+	uint64_t n;
+	int nblocks;
+	at_diff_stats *part;
+} compare_job;
+
+static void compare_block(void *ctx, int k, int tid)
+{
+	const compare_job *j = ctx;
+	uint64_t per = j->n / (uint64_t)j->nblocks;
+	(void)tid;
+	compare_range(j->a, j->b, j->tol, per * k,
+		      k == j->nblocks - 1 ? j->n : per * (k + 1), &j->part[k]);
+}
+
 void at_compare(const at_tensor *a, const at_tensor *b, const at_tol *tol,
 		int threads, at_diff_stats *s)
 {
@@ -71,11 +90,8 @@ void at_compare(const at_tensor *a, const at_tensor *b, const at_tol *tol,
 		s->n = n;
 		return;
 	}
-#pragma omp parallel for num_threads(nblocks) schedule(static, 1)
-	for (int k = 0; k < nblocks; k++)
-		compare_range(a, b, tol, n / nblocks * k,
-			      k == nblocks - 1 ? n : n / nblocks * (k + 1),
-			      &part[k]);
+	compare_job j = {a, b, tol, n, nblocks, part};
+	at_parallel_for(nblocks, nblocks, compare_block, &j);
 	*s = part[0];
 	for (int k = 1; k < nblocks; k++)
 		merge(s, &part[k]);

@@ -2,7 +2,10 @@
  * item runs exactly once, tids stay below the thread count asked for,
  * bursts of changing sizes reuse the pool, a call from inside a burst
  * (also one made after the burst's caller has run out of items) runs on
- * its caller alone, and several threads may call at once.
+ * its caller alone, and several threads may call at once; and of
+ * at_parallel_range: its pieces cover the range once, in more than one
+ * piece only where the work is worth it and threads are set, and
+ * at_set_threads returns the count before.
  *
  * Prints one line per failed check and a final "N passed, M failed";
  * exits 1 when anything failed.
@@ -87,8 +90,68 @@ static void *call_many(void *arg)
 	return NULL;
 }
 
+#define RANGE_N 100000
+
+static struct {
+	atomic_int runs[RANGE_N];
+	atomic_int pieces;
+	atomic_int off_caller; /* pieces run by another thread */
+	pthread_t caller;
+} cover;
+
+static void mark(void *ctx, size_t lo, size_t hi)
+{
+	(void)ctx;
+	for (size_t i = lo; i < hi; i++)
+		atomic_fetch_add(&cover.runs[i], 1);
+	atomic_fetch_add(&cover.pieces, 1);
+	if (!pthread_equal(pthread_self(), cover.caller))
+		atomic_fetch_add(&cover.off_caller, 1);
+}
+
+/* at_parallel_range over n units of ns each: every unit once; returns
+ * the number of pieces. */
+static int range(size_t n, double ns)
+{
+	memset(&cover, 0, sizeof cover);
+	cover.caller = pthread_self();
+	at_parallel_range(n, ns, mark, NULL);
+	int once = 1;
+	for (size_t i = 0; i < n; i++)
+		once &= atomic_load(&cover.runs[i]) == 1;
+	CHECK(once);
+	return atomic_load(&cover.pieces);
+}
+
+static void ranges(void)
+{
+	int before = at_set_threads(4);
+	CHECK(before >= 1);
+	CHECK(at_threads() == 4);
+	CHECK(range(0, 1e6) == 0);
+	CHECK(range(1, 1e9) == 1);                 /* one unit: one piece */
+	CHECK(range(RANGE_N, 0.1) == 1);           /* 10 us of work */
+	CHECK(range(RANGE_N, AT_PIECE_NS * 3 / RANGE_N) == 3);
+	CHECK(range(RANGE_N, 100.0) == 4 * 8);     /* at most 8 a thread */
+	CHECK(range(7, 1e9) == 7);                 /* at most one a unit */
+	/* a burst hands pieces to the workers (the caller may take all of
+	 * them only if no worker ever wakes: try a few times) */
+	int shared = 0;
+	for (int r = 0; r < 50 && !shared; r++) {
+		range(RANGE_N, 1000.0);
+		shared = atomic_load(&cover.off_caller) > 0;
+	}
+	CHECK(shared);
+	CHECK(at_set_threads(1) == 4);
+	CHECK(range(RANGE_N, 1000.0) == 1);        /* on the caller alone */
+	CHECK(atomic_load(&cover.off_caller) == 0);
+	at_set_threads(before);
+}
+
 int main(void)
 {
+	ranges();
+
 	burst(0, 4);
 	burst(1, 1);
 	burst(1, 8);
