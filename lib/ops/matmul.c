@@ -102,6 +102,7 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha,
 
 typedef struct {
 	int ta, tb, M, N, K, rows; /* rows: pieces are rows of C, else columns */
+	int unit;                  /* rows or columns in a unit */
 	float alpha, beta;
 	const float *A, *B;
 	float *C;
@@ -112,7 +113,8 @@ static void gemm_piece(void *ctx, size_t lo, size_t hi)
 {
 	const gemm_job *g = ctx;
 	int end = g->rows ? g->M : g->N;
-	int a = (int)lo * SPLIT, b = (int)hi * SPLIT < end ? (int)hi * SPLIT : end;
+	int a = (int)lo * g->unit;
+	int b = (int)hi * g->unit < end ? (int)hi * g->unit : end;
 	if (g->rows) /* rows a..b of op(A) and C */
 		gemm(g->ta, g->tb, b - a, g->N, g->K, g->alpha,
 		     g->ta ? g->A + a : g->A + (size_t)a * g->lda, g->lda, g->B,
@@ -136,8 +138,16 @@ void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 			}
 		return;
 	}
-	gemm_job g = {ta, tb, M, N, K, M > SPLIT, alpha, beta, A, B, C, lda, ldb, ldc};
+	gemm_job g = {ta, tb, M, N, K, M > SPLIT, SPLIT, alpha, beta, A, B, C,
+		      lda, ldb, ldc};
 	int along = g.rows ? M : N, across = g.rows ? N : M;
-	at_parallel_range((size_t)(along + SPLIT - 1) / SPLIT,
-			  (double)SPLIT * across * K / FMA_PER_NS, gemm_piece, &g);
+	/* one row (a decoding step) reads B once, memory-bound: one long
+	 * stretch of columns per thread streams it better than many short
+	 * ones (and a row keeps its bits however its columns are cut) */
+	if (M == 1) {
+		int t = at_threads();
+		g.unit = (N + t - 1) / t;
+	}
+	at_parallel_range((size_t)(along + g.unit - 1) / g.unit,
+			  (double)g.unit * across * K / FMA_PER_NS, gemm_piece, &g);
 }
