@@ -128,7 +128,7 @@ static at_fwd *engine(block_ctx *b, int B, int T)
 {
 	if (b->engine)
 		return b->engine;
-	double bytes, madds = at_fwd_work(&b->weights.w, (double)B * T,
+	double bytes, madds = at_fwd_work(b->weights.w.C, b->weights.w.V, (double)B * T,
 					  b->n_blocks, T / 2.0, 0, &bytes);
 	at_device dev = stage_device_sized(b->c, b->precision, madds, bytes);
 	char err[600];

@@ -57,6 +57,7 @@ typedef struct {
 	seq *s;
 	int rows, ctx, V;
 	float *logits;  /* [rows,V] */
+	float *window;  /* --no-cache: [ctx,V], the logits of a whole window */
 	int32_t *last;  /* [rows] the token each row feeds next */
 	int *scratch;
 	at_writer lw;   /* --logits */
@@ -186,14 +187,11 @@ static void next_logits(gen *g)
 		for (int r = 0; r < g->rows; r++) {
 			seq *q = &g->s[r];
 			int T = (int)(q->n - q->w0);
-			float *all = malloc((size_t)T * g->V * sizeof *all);
-			if (!all)
-				cli_die("out of memory");
-			check(at_fwd_logits(g->engine, all, q->tok + q->w0, 1, T,
-					    err, sizeof err), err);
+			check(at_fwd_logits(g->engine, g->window, q->tok + q->w0, 1,
+					    T, err, sizeof err), err);
 			memcpy(g->logits + (size_t)r * g->V,
-			       all + (size_t)(T - 1) * g->V, g->V * sizeof *all);
-			free(all);
+			       g->window + (size_t)(T - 1) * g->V,
+			       g->V * sizeof *g->window);
 		}
 	}
 	g->t_decode += now() - t0;
@@ -339,7 +337,7 @@ static void load(gen *g, const cli_common *c)
 	double positions = 0, bytes;
 	for (int r = 0; r < g->rows; r++)
 		positions += (double)g->s[r].n + g->n_new;
-	double madds = at_fwd_work(&g->weights.w, positions, cfg->n_layer,
+	double madds = at_fwd_work(g->weights.w.C, g->V, positions, cfg->n_layer,
 				   g->ctx / 2.0, positions, &bytes);
 	at_device dev = stage_device_sized(c, g->precision, madds, bytes);
 	check(at_fwd_new(&g->engine, &g->weights.w, dev, g->precision,
@@ -347,7 +345,9 @@ static void load(gen *g, const cli_common *c)
 	g->logits = malloc((size_t)g->rows * g->V * sizeof *g->logits);
 	g->last = malloc((size_t)g->rows * sizeof *g->last);
 	g->scratch = malloc((size_t)g->V * sizeof *g->scratch);
-	if (!g->logits || !g->last || !g->scratch)
+	if (g->no_cache)
+		g->window = malloc((size_t)g->ctx * g->V * sizeof *g->window);
+	if (!g->logits || !g->last || !g->scratch || (g->no_cache && !g->window))
 		cli_die("out of memory");
 }
 
@@ -429,6 +429,7 @@ int main(int argc, char **argv)
 	}
 	free(g.s);
 	free(g.logits);
+	free(g.window);
 	free(g.last);
 	free(g.scratch);
 	at_fwd_free(g.engine);

@@ -28,7 +28,7 @@ static at_fwd *engine(logits_ctx *l, uint64_t rows)
 {
 	if (l->engine)
 		return l->engine;
-	double bytes, madds = at_fwd_work(&l->weights.w, 0, 0, 0, (double)rows,
+	double bytes, madds = at_fwd_work(l->C, l->V, 0, 0, 0, (double)rows,
 					  &bytes);
 	at_device dev = stage_device_sized(l->c, l->precision, madds, bytes);
 	char err[600];

@@ -250,15 +250,9 @@ static int forward_main(options *o, const char *path)
 	else
 		tokens_from_stream(o, path, &tok);
 	stage_check_device(&o->c, o->precision);
-	at_weights wts;
-	at_block_w *layers = malloc(((size_t)m.cfg.n_layer + 1) * sizeof *layers);
-	if (!layers)
-		cli_die("out of memory");
-	tr_model_weights(&m, &wts, layers);
 	double bytes, n = (double)tok.dims[0] * tok.dims[1];
-	double madds = at_fwd_work(&wts, n, m.cfg.n_layer, tok.dims[1] / 2.0, n,
-				   &bytes);
-	free(layers);
+	double madds = at_fwd_work(m.cfg.d_model, m.cfg.vocab, n, m.cfg.n_layer,
+				   tok.dims[1] / 2.0, n, &bytes);
 	at_device dev = stage_device_sized(&o->c, o->precision, madds, bytes);
 	char err[600];
 	at_writer w;

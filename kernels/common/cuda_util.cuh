@@ -8,6 +8,8 @@
 #define ANDREA_CUDA_UTIL_CUH
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -47,6 +49,26 @@ unsigned at_cu_sm_count(void);
 		if (e_ != cudaSuccess)                                   \
 			return at_cu_fail(e_, what, __FILE__, __LINE__); \
 	} while (0)
+
+// Returns a call's non-zero result (-1, or a hook's own value) at once.
+#define TRY(call)                      \
+	do {                           \
+		int rc_ = (call);      \
+		if (rc_)               \
+			return rc_;    \
+	} while (0)
+
+// The reason of a failure, kept while the clean-up after it runs (which
+// may fail too and overwrite at_cuda_error()), then made the error again
+// without doubling its "CUDA: " prefix.
+struct at_cu_kept_error {
+	char msg[512];
+	at_cu_kept_error() { snprintf(msg, sizeof msg, "%s", at_cuda_error()); }
+	void restore() const
+	{
+		at_cu_failf("%s", msg + (strncmp(msg, "CUDA: ", 6) ? 0 : 6));
+	}
+};
 
 // After a launch: a bad configuration shows here, a fault later.
 #define CU_LAUNCHED(what) CU_CHECK(cudaGetLastError(), what)

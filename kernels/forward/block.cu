@@ -13,13 +13,6 @@
 #include "forward/forward_kernels.cuh"
 #include "model/arch.h"
 
-#define TRY(call)                      \
-	do {                           \
-		int rc_ = (call);      \
-		if (rc_)               \
-			return rc_;    \
-	} while (0)
-
 // ---- the causal softmax: one warp per row ----
 //
 // An online maximum and sum over the row's visible keys (the masked ones

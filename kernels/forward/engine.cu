@@ -22,13 +22,6 @@ extern "C" {
 #include "ops/forward_cuda.h"
 }
 
-#define TRY(call)                      \
-	do {                           \
-		int rc_ = (call);      \
-		if (rc_)               \
-			return rc_;    \
-	} while (0)
-
 // The buffers of a pass over N = B*T positions with up to S score
 // elements.
 struct pass_bufs {
@@ -283,10 +276,9 @@ extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
 		return NULL;
 	}
 	if (setup(g, w) < 0) {
-		char keep[512];
-		snprintf(keep, sizeof keep, "%s", at_cuda_error());
+		at_cu_kept_error kept;
 		at_cuda_fwd_free(g);
-		at_cu_failf("%s", keep + (strncmp(keep, "CUDA: ", 6) ? 0 : 6));
+		kept.restore();
 		return NULL;
 	}
 	return g;
@@ -413,8 +405,8 @@ extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x,
 	return 0;
 }
 
-// Embedding, every layer (with the cache of row `row` when kv), head of
-// the last `last` rows of each of B sequences (0: every row).
+// The embedding of tokens [B,T] and every layer (with cache row `row`
+// when kv), leaving x in g->big.x; the head is the caller's.
 static int whole(at_cuda_fwd *g, const at_cu_hook *h, const int32_t *tokens,
 		 int B, int T, const at_cu_kv *kv, int row)
 {

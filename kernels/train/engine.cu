@@ -19,12 +19,6 @@
 #include "common/cublas_lazy.cuh"
 #include "model/arch.h"
 
-#define TRY(call)                      \
-	do {                           \
-		if ((call) < 0)        \
-			return -1;     \
-	} while (0)
-
 #define MAX_BUFS 64
 #define SLOTS 3 // two for training batches, one for evaluation
 
@@ -321,10 +315,9 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		return NULL;
 	}
 	if (setup(d, m, mom1, mom2) < 0) {
-		char keep[512];
-		snprintf(keep, sizeof keep, "%s", at_cuda_error());
+		at_cu_kept_error kept;
 		tr_cuda_free(d);
-		at_cu_failf("%s", keep + (strncmp(keep, "CUDA: ", 6) ? 0 : 6));
+		kept.restore();
 		return NULL;
 	}
 	return d;

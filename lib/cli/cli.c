@@ -88,6 +88,14 @@ static void vmsg(const char *fmt, va_list ap)
 	fputc('\n', stderr);
 }
 
+/* Ends the program with status, removing the output being written. */
+static _Noreturn void leave(int status)
+{
+	if (open_writer)
+		at_writer_abort(open_writer);
+	exit(status);
+}
+
 _Noreturn void cli_die(const char *fmt, ...)
 {
 	fflush(stdout); /* what was printed stays ahead of the error */
@@ -95,9 +103,7 @@ _Noreturn void cli_die(const char *fmt, ...)
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
-	if (open_writer)
-		at_writer_abort(open_writer);
-	exit(cli_failure_status);
+	leave(cli_failure_status);
 }
 
 _Noreturn void cli_usage_error(const char *fmt, ...)
@@ -106,9 +112,7 @@ _Noreturn void cli_usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
-	if (open_writer)
-		at_writer_abort(open_writer);
-	exit(2);
+	leave(2);
 }
 
 _Noreturn void cli_fail(const char *err)

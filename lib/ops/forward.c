@@ -52,22 +52,22 @@ static int grow(float **p, size_t *have, size_t n)
 	return *p ? 0 : -1;
 }
 
-/* Scratch for rows x C activations and ns score elements. */
+/* Scratch for rows x C activations (x, h, t, q, k, v; 4C for the MLP)
+ * and ns score elements. */
 static int scratch(at_fwd *e, size_t rows, size_t ns)
 {
-	size_t nc = rows * e->w->C, have = e->nc;
-	float **bufs[6] = {&e->x, &e->h, &e->t, &e->q, &e->k, &e->v};
-	for (int i = 0; i < 6; i++) {
-		size_t h = have;
-		if (grow(bufs[i], &h, nc) < 0)
-			return -1;
+	size_t nc = rows * e->w->C;
+	if (nc > e->nc) {
+		float **bufs[6] = {&e->x, &e->h, &e->t, &e->q, &e->k, &e->v};
+		e->nc = 0;
+		for (int i = 0; i < 6; i++) {
+			free(*bufs[i]);
+			if (!(*bufs[i] = malloc(nc * sizeof **bufs[i] + 1)))
+				return -1;
+		}
+		e->nc = nc;
 	}
-	e->nc = nc > have ? nc : have;
-	size_t hs = e->ns;
-	if (grow(&e->s, &hs, ns) < 0)
-		return -1;
-	e->ns = hs;
-	return grow(&e->f, &e->nf, 4 * nc);
+	return grow(&e->s, &e->ns, ns) < 0 ? -1 : grow(&e->f, &e->nf, 4 * nc);
 }
 
 int at_fwd_new(at_fwd **out, const at_weights *w, at_device dev, int precision,
@@ -191,9 +191,7 @@ int at_fwd_head(at_fwd *e, float *logits, const float *x, int N, char *err,
 				errlen);
 	if (scratch(e, (size_t)N, 0) < 0)
 		return fail(err, errlen, "out of memory");
-	at_head_run(e->w->lnf_w, e->w->lnf_b, e->w->lm_head, e->h, NULL, NULL,
-		    logits, x, N, e->w->C, e->w->V);
-	return 0;
+	return cpu_head(e, logits, x, N, 1);
 }
 
 int at_fwd_logits(at_fwd *e, float *logits, const int32_t *tokens, int B,
@@ -289,10 +287,10 @@ int at_fwd_decode(at_fwd *e, const int32_t *tokens, int B, float *logits,
 	return 0;
 }
 
-double at_fwd_work(const at_weights *w, double positions, int layers,
-		   double keys, double head, double *bytes)
+double at_fwd_work(int c, int v, double positions, int layers, double keys,
+		   double head, double *bytes)
 {
-	double C = w->C, V = w->V, block = 12 * C * C;
+	double C = c, V = v, block = 12 * C * C;
 	*bytes = 4 * (layers * block + (head > 0 ? C * V : 0) +
 		      2 * positions * C);
 	return positions * layers * (block + 2 * keys * C) + head * C * V;

@@ -75,13 +75,13 @@ int at_fwd_decode(at_fwd *e, const int32_t *tokens, int B, float *logits,
 /* The positions row `row` of the cache holds. */
 int at_fwd_cached(const at_fwd *e, int row);
 
-/* The size of some forward work for choosing a device (device.h):
- * `positions` positions through `layers` blocks, each attending to
- * `keys` keys on average, and the head over `head` positions; *bytes gets
- * what the GPU path copies (the weights used, x in and out).  Returns the
- * multiply-adds. */
-double at_fwd_work(const at_weights *w, double positions, int layers,
-		   double keys, double head, double *bytes);
+/* The size of some forward work of a model of width C and vocabulary V,
+ * for choosing a device (device.h): `positions` positions through
+ * `layers` blocks, each attending to `keys` keys on average, and the head
+ * over `head` positions; *bytes gets what the GPU path copies (the
+ * weights used, x in and out).  Returns the multiply-adds. */
+double at_fwd_work(int C, int V, double positions, int layers, double keys,
+		   double head, double *bytes);
 
 /* Where and how the engine computes: "NVIDIA H200 (bf16)", "CPU (fp32)". */
 void at_fwd_describe(const at_fwd *e, char *buf, size_t len);
