@@ -30,9 +30,8 @@ typedef struct {
 	at_loaded weights;   /* the layers named, each once */
 	int *order;          /* the layers in the order they run */
 	int n_blocks;
-	const cli_common *c;
 	int precision;
-	at_fwd *engine;      /* made for the first record */
+	stage_engine engine;
 } block_ctx;
 
 /* Parses a non-negative layer number at *p, advancing it; -1 if none. */
@@ -123,19 +122,23 @@ static void load_blocks(block_ctx *b)
 	free(want);
 }
 
-/* The engine, made for the first record: auto decides by its size. */
-static at_fwd *engine(block_ctx *b, int B, int T)
+/* The multiply-adds of the blocks over x [B,T,C], and the bytes their
+ * GPU path copies, in *bytes: what auto decides by. */
+static double work(const block_ctx *b, double B, double T, double *bytes)
 {
-	if (b->engine)
-		return b->engine;
-	double bytes, madds = at_fwd_work(b->weights.w.C, b->weights.w.V, (double)B * T,
-					  b->n_blocks, T / 2.0, 0, &bytes);
-	at_device dev = stage_device_sized(b->c, b->precision, madds, bytes);
-	char err[600];
-	if (at_fwd_new(&b->engine, &b->weights.w, dev, b->precision, 0, err,
-		       sizeof err) < 0)
-		cli_die("%s", err);
-	return b->engine;
+	return at_fwd_work(b->weights.w.C, b->weights.w.V, B * T, b->n_blocks,
+			   T / 2.0, 0, bytes);
+}
+
+/* Auto's engine begins while the first x arrives. */
+static void block_prepare(at_filter *f, int slot, const at_header *h)
+{
+	block_ctx *b = f->ctx;
+	double bytes, madds;
+	if (h->rank == 3) {
+		madds = work(b, (double)h->dims[0], (double)h->dims[1], &bytes);
+		stage_engine_prepare(&b->engine, madds, bytes);
+	}
 }
 
 /* Checks one x, runs every block on it in place, marks it and writes it. */
@@ -152,8 +155,9 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_filter_die(f, 0, "B*T=%llu rows is more than this tool handles",
 			      (unsigned long long)x->dims[0] * x->dims[1]);
 	char err[600];
-	if (at_fwd_blocks(engine(b, B, T), x->data, B, T, b->order,
-			  b->n_blocks, err, sizeof err) < 0)
+	double bytes, madds = work(b, B, T, &bytes);
+	if (at_fwd_blocks(stage_engine_get(&b->engine, madds, bytes), x->data,
+			  B, T, b->order, b->n_blocks, err, sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
 	at_attr_setf(&x->attrs, "layer", "%d", b->order[b->n_blocks - 1]);
 	at_filter_write(w, x);
@@ -175,16 +179,16 @@ int main(int argc, char **argv)
 		b.ranges[b.n_ranges++] = (range){0, 0};
 	/* a bad --device or --precision fails before any input */
 	stage_check_device(&c, b.precision);
-	b.c = &c;
 	stage_open_model(&c, &b.model);
 	char err[600];
 	if (at_model_need_heads(&b.model, err, sizeof err) < 0)
 		cli_die("%s", err);
 	load_blocks(&b);
+	stage_engine_init(&b.engine, &c, &b.weights.w, b.precision);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = block_run,
-		       .ctx = &b};
+		       .prepare = block_prepare, .ctx = &b};
 	at_filter_main(&c, &f, operand.v[0]);
-	at_fwd_free(b.engine);
+	stage_engine_free(&b.engine);
 	at_weights_free(&b.weights);
 	free(b.order);
 	at_model_close(&b.model);

@@ -18,24 +18,28 @@ static const char usage[] =
 typedef struct {
 	at_model model;
 	at_loaded weights; /* the head, loaded before any output */
-	at_fwd *engine;       /* made for the first record */
-	const cli_common *c;
+	stage_engine engine;
 	int C, V, last, precision;
 } logits_ctx;
 
-/* The engine, made for the first record: auto decides by its size. */
-static at_fwd *engine(logits_ctx *l, uint64_t rows)
+/* The head's engine for `rows` rows of x (or, prepare, only begun). */
+static at_fwd *engine(logits_ctx *l, double rows, int prepare)
 {
-	if (l->engine)
-		return l->engine;
-	double bytes, madds = at_fwd_work(l->C, l->V, 0, 0, 0, (double)rows,
-					  &bytes);
-	at_device dev = stage_device_sized(l->c, l->precision, madds, bytes);
-	char err[600];
-	if (at_fwd_new(&l->engine, &l->weights.w, dev, l->precision, 0, err,
-		       sizeof err) < 0)
-		cli_die("%s", err);
-	return l->engine;
+	double bytes, madds = at_fwd_work(l->C, l->V, 0, 0, 0, rows, &bytes);
+	if (prepare) {
+		stage_engine_prepare(&l->engine, madds, bytes);
+		return NULL;
+	}
+	return stage_engine_get(&l->engine, madds, bytes);
+}
+
+/* Auto's engine begins while the first x arrives. */
+static void logits_prepare(at_filter *f, int slot, const at_header *h)
+{
+	logits_ctx *l = f->ctx;
+	if (h->rank == 3)
+		engine(l, (double)h->dims[0] * (l->last ? 1 : (double)h->dims[1]),
+		       1);
 }
 
 /* Checks one x and writes its logits (only row T-1 with --last). */
@@ -68,7 +72,7 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 	if (at_tensor_init(&out, "logits", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
 	char err[600];
-	if (at_fwd_head(engine(l, rows), out.data, src, (int)rows, err,
+	if (at_fwd_head(engine(l, (double)rows, 0), out.data, src, (int)rows, err,
 			sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
 	out.attrs = x->attrs;
@@ -94,7 +98,6 @@ int main(int argc, char **argv)
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	/* a bad --device or --precision fails before any input */
 	stage_check_device(&c, l.precision);
-	l.c = &c;
 	stage_open_model(&c, &l.model);
 	if (!l.model.cfg.d_model || !l.model.cfg.vocab)
 		cli_die("%s: the model's C or V is unknown (no config, wte or "
@@ -105,10 +108,11 @@ int main(int argc, char **argv)
 	if (at_weights_load(&l.weights, &l.model, AT_LOAD_HEAD, NULL, err,
 			    sizeof err) < 0)
 		cli_die("%s", err);
+	stage_engine_init(&l.engine, &c, &l.weights.w, l.precision);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = logits_run,
-		       .ctx = &l};
+		       .prepare = logits_prepare, .ctx = &l};
 	at_filter_main(&c, &f, operand.v[0]);
-	at_fwd_free(l.engine);
+	stage_engine_free(&l.engine);
 	at_weights_free(&l.weights);
 	at_model_close(&l.model);
 	return 0;

@@ -219,6 +219,8 @@ extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
 	cudaGetLastError();
 }
 
+static int warm_up(at_cuda_fwd *g);
+
 static int setup(at_cuda_fwd *g, const at_weights *w)
 {
 	TRY(at_cublas_load());
@@ -275,7 +277,7 @@ extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
 		at_cuda_fwd_free(g);
 		return NULL;
 	}
-	if (setup(g, w) < 0) {
+	if (setup(g, w) < 0 || warm_up(g) < 0) {
 		at_cu_kept_error kept;
 		at_cuda_fwd_free(g);
 		kept.restore();
@@ -361,6 +363,30 @@ static int head(at_cuda_fwd *g, pass_bufs *b, const float *x, int N)
 						 AT_LN_EPS));
 	return at_cu_gemm(&g->g, 0, 0, N, g->V, C, 1.0f, b->ln, 0, g->lm_head,
 			  0, 0.0f, b->logits, 0, 1, "the head product");
+}
+
+// The first product of each shape costs cuBLAS the loading of its
+// kernels: some 100 ms in all on the H200, which the first record would
+// otherwise pay on top of its work.  One pass of the first loaded layer
+// and the head over zeros (a prompt's worth of rows, the sizes common work
+// takes) pays it while the engine is made, on a thread of its own where
+// the caller began it early (forward.h: at_fwd_begin).
+static int warm_up(at_cuda_fwd *g)
+{
+	int T = g->ctx < 1024 ? g->ctx : 1024, l = 0;
+	while (l < g->L && !g->w[l].ln1w)
+		l++;
+	if (T < 1 || (l == g->L && !g->lnfw))
+		return 0;
+	TRY(make_bufs(g, &g->big, T, (size_t)T * g->H * T));
+	pass_bufs *b = &g->big;
+	CU_CHECK(cudaMemset(b->x, 0, (size_t)T * g->C * 4), "warming up");
+	if (l < g->L)
+		TRY(block(g, b, NULL, l, NULL, NULL, NULL, b->x, 1, T));
+	if (g->lnfw)
+		TRY(head(g, b, b->x, T));
+	CU_CHECK(cudaDeviceSynchronize(), "warming up");
+	return 0;
 }
 
 // The caller's hook as a device hook, or NULL.

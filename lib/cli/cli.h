@@ -38,6 +38,9 @@ extern int cli_failure_status;
 /* Reports an unknown option or missing argument from getopt_long. */
 _Noreturn void cli_bad_option(char **argv);
 
+/* fn runs first when a cli_* call below ends the program (one at a time;
+ * NULL: none): to stop work on other threads before the exit. */
+void cli_before_exit(void (*fn)(void));
 _Noreturn void cli_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void cli_usage_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));

@@ -99,3 +99,62 @@ int stage_layer_attr(const at_tensor *t, int fallback)
 	long l;
 	return at_attr_long(&t->attrs, "layer", &l) == 0 ? (int)l : fallback;
 }
+
+static stage_engine *begun; /* the engine being made on its thread */
+
+/* Ending the program while CUDA starts on another thread could crash in
+ * CUDA's own exit handlers, so an error exit waits for it first. */
+static void settle_begun(void)
+{
+	if (begun)
+		stage_engine_free(begun);
+}
+
+static void engine_begin(stage_engine *s, at_device dev)
+{
+	s->start = at_fwd_begin(s->w, dev, s->precision, 0);
+	begun = s;
+	cli_before_exit(settle_begun);
+}
+
+void stage_engine_init(stage_engine *s, const cli_common *c,
+		       const at_weights *w, int precision)
+{
+	*s = (stage_engine){.c = c, .w = w, .precision = precision};
+	at_device dev = stage_device_lazy(c);
+	if (dev != AT_DEV_AUTO || precision != AT_PREC_FP32)
+		engine_begin(s, stage_device_sized(c, precision, 0, 0));
+}
+
+void stage_engine_prepare(stage_engine *s, double madds, double bytes)
+{
+	if (!s->start && !s->engine)
+		engine_begin(s, stage_device_sized(s->c, s->precision, madds,
+						   bytes));
+}
+
+at_fwd *stage_engine_get(stage_engine *s, double madds, double bytes)
+{
+	stage_engine_prepare(s, madds, bytes);
+	if (s->start) {
+		char err[600];
+		at_fwd_start *start = s->start;
+		s->start = NULL;
+		begun = NULL;
+		if (at_fwd_take(start, &s->engine, err, sizeof err) < 0)
+			cli_die("%s", err);
+	}
+	return s->engine;
+}
+
+void stage_engine_free(stage_engine *s)
+{
+	begun = NULL;
+	if (s->start) {
+		char err[600];
+		at_fwd_take(s->start, &s->engine, err, sizeof err);
+		s->start = NULL;
+	}
+	at_fwd_free(s->engine);
+	s->engine = NULL;
+}

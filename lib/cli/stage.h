@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "ops/device.h"
 #include "model/model.h"
+#include "ops/forward.h"
 
 /* Opens -m/ANDREA_MODEL or the seeded default (--seed, --heads). */
 void stage_open_model(const cli_common *c, at_model *m);
@@ -40,6 +41,26 @@ void stage_check_device(const cli_common *c, int precision);
 void stage_precision_opt(void *to, const char *arg, const char *what);
 /* Ends the program when precision needs the GPU and dev is the CPU. */
 void stage_check_precision(at_device dev, int precision);
+/* The forward engine of a whole-model stage (andrea-block, andrea-logits),
+ * begun as soon as its device is known so that the GPU's start overlaps
+ * the wait for input: at stage_engine_init for --device cpu or cuda (or a
+ * precision only the GPU has), at stage_engine_prepare (a record's header
+ * has arrived, its payload has not) for auto, which decides by the size
+ * of the work; otherwise at the first stage_engine_get. */
+typedef struct {
+	const cli_common *c;
+	const at_weights *w;
+	int precision;
+	at_fwd_start *start; /* begun, not yet taken */
+	at_fwd *engine;
+} stage_engine;
+void stage_engine_init(stage_engine *s, const cli_common *c,
+		       const at_weights *w, int precision);
+/* For work of `madds` multiply-adds copying `bytes` (stage_device_sized). */
+void stage_engine_prepare(stage_engine *s, double madds, double bytes);
+/* The engine, made now if it was not begun; ends the program on failure. */
+at_fwd *stage_engine_get(stage_engine *s, double madds, double bytes);
+void stage_engine_free(stage_engine *s);
 /* Ends the program with at_stage_error() when rc, the result of one of the
  * at_stage_* calls of ops/stages.h, is negative. */
 void stage_check(int rc);

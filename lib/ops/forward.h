@@ -42,6 +42,17 @@ int at_fwd_new(at_fwd **e, const at_weights *w, at_device dev, int precision,
 	       int rows, char *err, size_t errlen);
 void at_fwd_free(at_fwd *e);
 
+/* at_fwd_new on a thread of its own (forward_start.c): on the GPU the
+ * engine's making (the CUDA context, cuBLAS, the weights' upload: about
+ * half a second) then overlaps what the caller does meanwhile, such as
+ * waiting for its first input.  at_fwd_take waits for it and gives
+ * at_fwd_new's result; every begun start must be taken once.  Without a
+ * thread the making happens in at_fwd_take. */
+typedef struct at_fwd_start at_fwd_start;
+at_fwd_start *at_fwd_begin(const at_weights *w, at_device dev, int precision,
+			   int rows);
+int at_fwd_take(at_fwd_start *s, at_fwd **e, char *err, size_t errlen);
+
 /* Every activation of the calls that follow goes to hook (NULL: none):
  * the block's (prenorm.h), and x after the embedding (layer -1) and after
  * each block (its layer), logits (layer -1). */

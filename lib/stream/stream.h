@@ -63,9 +63,13 @@ typedef struct {
 	uint32_t chunk_raw; /* raw bytes per chunk */
 } at_write_opts;
 
+struct at_pump; /* pump.h */
+
 typedef struct at_reader {
 	FILE *f;
 	int owns_file;
+	struct at_pump *pump; /* reading ahead, where f is a pipe */
+	int read_err;         /* errno of a failed read, or 0 */
 	char label[256];   /* "<stdin>" or the path, for messages */
 	at_read_opts opts;
 	int records;       /* tensor records seen so far */
@@ -92,6 +96,7 @@ typedef struct {
 typedef struct at_writer {
 	FILE *f;
 	int owns_file;
+	struct at_pump *pump; /* writing behind, where f is a pipe */
 	char label[256];
 	at_write_opts opts;
 	char path[4096];   /* final name, for the rename */

@@ -17,6 +17,7 @@
 
 #include "core/le.h"
 #include "core/parallel.h"
+#include "stream/pump.h"
 
 
 /* Formats "<label>: record N 'name': msg" into r->err and returns -1. */
@@ -44,7 +45,14 @@ static int fail(at_reader *r, int index, const char *name, const char *fmt,
 /* Reads up to n bytes; fewer only at end of input or on a read error. */
 static size_t get(at_reader *r, void *buf, size_t n)
 {
-	size_t got = fread(buf, 1, n, r->f);
+	size_t got;
+	if (r->pump) {
+		got = at_pump_read(r->pump, buf, n, &r->read_err);
+	} else {
+		got = fread(buf, 1, n, r->f);
+		if (got < n && ferror(r->f))
+			r->read_err = errno;
+	}
 	r->offset += got;
 	return got;
 }
@@ -55,8 +63,9 @@ static int get_exact(at_reader *r, void *buf, size_t n, int index,
 {
 	if (get(r, buf, n) == n)
 		return 0;
-	if (ferror(r->f))
-		return fail(r, index, name, "read error: %s", strerror(errno));
+	if (r->read_err)
+		return fail(r, index, name, "read error: %s",
+			    strerror(r->read_err));
 	return fail(r, index, name, "input ended inside the record");
 }
 
@@ -69,20 +78,24 @@ int at_reader_open(at_reader *r, const char *path, const at_read_opts *o)
 	if (!path || strcmp(path, "-") == 0) {
 		r->f = stdin;
 		snprintf(r->label, sizeof r->label, "<stdin>");
-		return 0;
+	} else {
+		snprintf(r->label, sizeof r->label, "%s", path);
+		if (!(r->f = fopen(path, "rb"))) {
+			snprintf(r->err, sizeof r->err, "%s: %s", path,
+				 strerror(errno));
+			return -1;
+		}
+		r->owns_file = 1;
 	}
-	snprintf(r->label, sizeof r->label, "%s", path);
-	r->f = fopen(path, "rb");
-	if (!r->f) {
-		snprintf(r->err, sizeof r->err, "%s: %s", path, strerror(errno));
-		return -1;
-	}
-	r->owns_file = 1;
+	if (at_pump_wanted(fileno(r->f)))
+		r->pump = at_pump_reader(fileno(r->f));
 	return 0;
 }
 
 void at_reader_close(at_reader *r)
 {
+	at_pump_free(r->pump);
+	r->pump = NULL;
 	if (r->owns_file && r->f)
 		fclose(r->f);
 	r->f = NULL;
@@ -190,9 +203,9 @@ int at_read_header(at_reader *r, at_header *h)
 		int index = r->records + 1;
 		size_t got = get(r, p, AT_FIXED_HEADER);
 		if (got == 0) {
-			if (ferror(r->f))
+			if (r->read_err)
 				return fail(r, 0, NULL, "read error: %s",
-					    strerror(errno));
+					    strerror(r->read_err));
 			if (r->offset == 0)
 				return fail(r, 0, NULL,
 					    "empty input: not an andrea stream");

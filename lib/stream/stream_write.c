@@ -18,6 +18,7 @@
 
 #include "core/le.h"
 #include "core/parallel.h"
+#include "stream/pump.h"
 
 
 static int wfail(at_writer *w, const char *fmt, ...)
@@ -42,6 +43,8 @@ void at_writer_wrap(at_writer *w, FILE *f, const char *label,
 	if (w->opts.threads < 1)
 		w->opts.threads = 1;
 	snprintf(w->label, sizeof w->label, "%s", label);
+	if (f && at_pump_wanted(fileno(f)) && fflush(f) == 0)
+		w->pump = at_pump_writer(fileno(f));
 }
 
 int at_writer_open(at_writer *w, const char *path, const at_write_opts *o)
@@ -72,7 +75,8 @@ int at_writer_open(at_writer *w, const char *path, const at_write_opts *o)
 
 int at_writer_put(at_writer *w, const void *p, size_t n)
 {
-	if (n && fwrite(p, 1, n, w->f) != n)
+	if (n && (w->pump ? at_pump_write(w->pump, p, n) < 0
+			  : fwrite(p, 1, n, w->f) != n))
 		return wfail(w, "write error: %s", strerror(errno));
 	return 0;
 }
@@ -296,6 +300,14 @@ int at_writer_finish(at_writer *w)
 	put32(end + AT_FIXED_HEADER, (uint32_t)crc32(0L, end, AT_FIXED_HEADER));
 	if (at_writer_put(w, end, sizeof end) < 0)
 		return -1;
+	if (w->pump) {
+		int failed = at_pump_flush(w->pump) < 0;
+		int e = errno;
+		at_pump_free(w->pump);
+		w->pump = NULL;
+		if (failed)
+			return wfail(w, "write error: %s", strerror(e));
+	}
 	if (fflush(w->f) != 0 || ferror(w->f))
 		return wfail(w, "write error: %s", strerror(errno));
 	if (w->owns_file) {
@@ -320,6 +332,8 @@ int at_writer_finish(at_writer *w)
 void at_writer_abort(at_writer *w)
 {
 	record_free(&w->rec);
+	at_pump_free(w->pump); /* what was written goes out */
+	w->pump = NULL;
 	if (w->owns_file && w->f)
 		fclose(w->f);
 	w->f = NULL;
