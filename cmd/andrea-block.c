@@ -32,6 +32,8 @@ typedef struct {
 	int n_blocks;
 	int precision;
 	stage_engine engine;
+	at_tensor pending;   /* the header of the record in flight, no data */
+	int has_pending;
 } block_ctx;
 
 /* Parses a non-negative layer number at *p, advancing it; -1 if none. */
@@ -141,7 +143,25 @@ static void block_prepare(at_filter *f, int slot, const at_header *h)
 	}
 }
 
-/* Checks one x, runs every block on it in place, marks it and writes it. */
+/* Writes the record in flight once the engine has it (filter.h: drain). */
+static void block_drain(at_filter *f, at_writer *w)
+{
+	block_ctx *b = f->ctx;
+	if (!b->has_pending)
+		return;
+	b->has_pending = 0;
+	char err[600];
+	const float *x = at_fwd_blocks_end(b->engine.engine, err, sizeof err);
+	if (!x)
+		cli_die("%s", err);
+	b->pending.data = (void *)x;
+	at_filter_write(w, &b->pending);
+	b->pending.data = NULL;
+}
+
+/* Checks one x and begins every block on it; writes the record before it,
+ * which the GPU computed while this one arrived, and leaves this one in
+ * flight while the next arrives. */
 static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 {
 	block_ctx *b = f->ctx;
@@ -156,11 +176,15 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 			      (unsigned long long)x->dims[0] * x->dims[1]);
 	char err[600];
 	double bytes, madds = work(b, B, T, &bytes);
-	if (at_fwd_blocks(stage_engine_get(&b->engine, madds, bytes), x->data,
-			  B, T, b->order, b->n_blocks, err, sizeof err) < 0)
+	if (at_fwd_blocks_begin(stage_engine_get(&b->engine, madds, bytes),
+				x->data, B, T, b->order, b->n_blocks, err,
+				sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
-	at_attr_setf(&x->attrs, "layer", "%d", b->order[b->n_blocks - 1]);
-	at_filter_write(w, x);
+	block_drain(f, w);
+	b->pending = *x;
+	b->pending.data = NULL;
+	at_attr_setf(&b->pending.attrs, "layer", "%d", b->order[b->n_blocks - 1]);
+	b->has_pending = 1;
 }
 
 int main(int argc, char **argv)
@@ -186,7 +210,7 @@ int main(int argc, char **argv)
 	load_blocks(&b);
 	stage_engine_init(&b.engine, &c, &b.weights.w, b.precision);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = block_run,
-		       .prepare = block_prepare, .ctx = &b};
+		       .prepare = block_prepare, .drain = block_drain, .ctx = &b};
 	at_filter_main(&c, &f, operand.v[0]);
 	stage_engine_free(&b.engine);
 	at_weights_free(&b.weights);

@@ -165,6 +165,64 @@ def test_block_attributes_pass_through_and_keep(tmp_path):
     assert dict(list(atsfmt.read(out))[2].attrs)["layer"] == "0"
 
 
+def complete_records(out):
+    """The records of a stream cut short by an error (no end record)."""
+    return list(atsfmt.read(out + atsfmt.end_record()))
+
+
+def test_block_writes_each_record_in_order_while_the_next_computes(tmp_path):
+    """andrea-block leaves a record in flight while the next one arrives
+    (on the GPU the blocks run meanwhile): every output still comes out in
+    order, around the records passed through, and an error in a later
+    record, or an input cut short, loses none computed before it."""
+    rng = np.random.default_rng(15)
+    H, C = 2, 6
+    model, p = full_model(tmp_path, rng, 2, H, C, 11, 8)
+    xs = [rand(rng, 1, 4, C), rand(rng, 2, 3, C), rand(rng, 1, 1, C)]
+    want = [oracle.block(oracle.block(x, p, 0, H), p, 1, H) for x in xs]
+    note = rand(rng, 5)
+    good = [pack(tmp_path, [("x", xs[0]), ("note", note)]),
+            pack(tmp_path, [("x", xs[1])]), pack(tmp_path, [("x", xs[2])])]
+
+    def check(recs, n):
+        assert [r.name for r in recs] == ["x", "note", "x", "x"][:n + (n > 0)]
+        xr = [r for r in recs if r.name == "x"]
+        for r, w in zip(xr, want):
+            got = np.frombuffer(r.payload, np.float32).reshape(w.shape)
+            assert oracle.rel_err(got, w) <= TOL
+
+    out = run("block", "-m", model, "-l", "all", input=b"".join(good),
+              check=0).stdout
+    check(list(atsfmt.read(out)), 3)
+    bad = pack(tmp_path, [("x", rand(rng, 1, 2, C + 1))])
+    p1 = run("block", "-m", model, "-l", "all", input=good[0] + good[1] + bad,
+             check=1)
+    assert "record 4 'x'" in one_line_error(p1, "block")
+    check(complete_records(p1.stdout), 2)
+    cut = good[2][:len(good[2]) // 2]
+    p2 = run("block", "-m", model, "-l", "all", input=good[0] + good[1] + cut,
+             check=1)
+    assert "record 4 'x'" in one_line_error(p2, "block")
+    check(complete_records(p2.stdout), 2)
+
+
+def test_a_record_larger_than_the_pipe_buffers_passes_whole(tmp_path):
+    """On a pipe a stage reads ahead and writes behind through at most
+    32 MiB (lib/stream/pump.h): a 40 MB record passed through, and the
+    blocks' record after it, arrive byte for byte."""
+    rng = np.random.default_rng(16)
+    model, p = full_model(tmp_path, rng, 1, 2, 4, 11, 8)
+    big = rng.standard_normal(10_000_000).astype(np.float32)
+    x = rand(rng, 1, 3, 4)
+    s = pack(tmp_path, [("big", big), ("x", x)])
+    out = run("block", "-m", model, "-z", 0, input=s, check=0).stdout
+    recs = list(atsfmt.read(out))
+    assert [r.name for r in recs] == ["big", "x"]
+    assert np.frombuffer(recs[0].payload, np.float32).tobytes() == big.tobytes()
+    got = np.frombuffer(recs[1].payload, np.float32).reshape(x.shape)
+    assert oracle.rel_err(got, oracle.block(x, p, 0, 2)) <= TOL
+
+
 # ---- andrea-generate ----
 
 def gen_model(tmp, seed=21, L=2, H=2, C=8, ctx=12):

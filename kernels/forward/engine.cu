@@ -33,6 +33,16 @@ struct pass_bufs {
 	int *pos;
 };
 
+// One record of blocks begun and not yet ended (at_cuda_fwd_blocks_begin):
+// its x on the device and its bytes in pinned host memory both ways, so
+// that the copies run while the host does other work.
+struct blocks_slot {
+	float *dx, *h_in, *h_out;
+	size_t cap, bytes;       // bytes each holds; of the record in flight
+	cudaEvent_t done;
+	int busy;
+};
+
 struct at_cuda_fwd {
 	int C, H, L, V, ctx, prec, rows;
 	at_cu_gemm_mode g;
@@ -59,6 +69,8 @@ struct at_cuda_fwd {
 	int *steps;              // [rows + 1]: steps of B rows run so far
 	int graphs;              // 0: every step eager
 	void *blas_ws;           // cuBLAS's workspace: recording allocates none
+	blocks_slot slot[2];     // records of blocks in flight, oldest first
+	int in_flight;
 };
 
 #define BLAS_WORKSPACE (32u << 20)
@@ -165,8 +177,8 @@ static int make_bufs(at_cuda_fwd *g, pass_bufs *b, size_t N, size_t S)
 {
 	if (N <= b->N && S <= b->S)
 		return 0;
+	cudaDeviceSynchronize(); // work in flight may use them
 	free_bufs(b);
-	cudaDeviceSynchronize();
 	size_t C = g->C, F = 4 * C, mm = g->mm;
 	size_t V = g->V > 0 ? g->V : 1;
 	TRY(dalloc(&b->x, N * C * 4, "the residual stream"));
@@ -203,6 +215,14 @@ extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
 	cudaFreeHost(g->h_tok);
 	cudaFreeHost(g->h_pos);
 	cudaFreeHost(g->h_logits);
+	for (int i = 0; i < 2; i++) {
+		blocks_slot *sl = &g->slot[i];
+		cudaFree(sl->dx);
+		cudaFreeHost(sl->h_in);
+		cudaFreeHost(sl->h_out);
+		if (sl->done)
+			cudaEventDestroy(sl->done);
+	}
 	if (g->g.h)
 		at_cublas.destroy(g->g.h);
 	for (int b = 0; g->graph && b <= g->rows; b++)
@@ -416,6 +436,74 @@ extern "C" int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 	CU_CHECK(cudaMemcpy(x, b->x, bytes, cudaMemcpyDeviceToHost),
 		 "running the blocks");
 	return 0;
+}
+
+// Grows slot sl to hold `bytes` both ways.
+static int slot_room(blocks_slot *sl, size_t bytes)
+{
+	if (!sl->done)
+		CU_CHECK(cudaEventCreateWithFlags(&sl->done,
+						  cudaEventDisableTiming),
+			 "creating an event");
+	if (bytes <= sl->cap)
+		return 0;
+	cudaFree(sl->dx);
+	cudaFreeHost(sl->h_in);
+	cudaFreeHost(sl->h_out);
+	sl->dx = sl->h_in = sl->h_out = NULL;
+	sl->cap = 0;
+	TRY(dalloc(&sl->dx, bytes, "the residual stream"));
+	CU_CHECK(cudaMallocHost((void **)&sl->h_in, bytes), "pinned memory");
+	CU_CHECK(cudaMallocHost((void **)&sl->h_out, bytes), "pinned memory");
+	sl->cap = bytes;
+	return 0;
+}
+
+extern "C" int at_cuda_fwd_blocks_begin(at_cuda_fwd *g, const float *x, int B,
+					int T, const int *layers, int n)
+{
+	if (g->in_flight == 2)
+		return at_cu_failf("internal error: a third record of blocks "
+				   "begun before the first ended");
+	size_t N = (size_t)B * T, bytes = N * g->C * 4;
+	TRY(make_bufs(g, &g->big, N, N * g->H * T));
+	blocks_slot *sl = &g->slot[g->in_flight];
+	TRY(slot_room(sl, bytes));
+	memcpy(sl->h_in, x, bytes);
+	CU_CHECK(cudaMemcpyAsync(sl->dx, sl->h_in, bytes, cudaMemcpyHostToDevice,
+				 at_cu_stream), "copying x to the GPU");
+	for (int i = 0; i < n; i++)
+		TRY(block(g, &g->big, NULL, layers[i], NULL, NULL, NULL, sl->dx, B,
+			  T));
+	CU_CHECK(cudaMemcpyAsync(sl->h_out, sl->dx, bytes, cudaMemcpyDeviceToHost,
+				 at_cu_stream), "running the blocks");
+	CU_CHECK(cudaEventRecord(sl->done, at_cu_stream), "running the blocks");
+	sl->bytes = bytes;
+	sl->busy = 1;
+	g->in_flight++;
+	return 0;
+}
+
+extern "C" const float *at_cuda_fwd_blocks_end(at_cuda_fwd *g)
+{
+	if (g->in_flight == 0) {
+		at_cu_failf("internal error: no record of blocks in flight");
+		return NULL;
+	}
+	blocks_slot *sl = &g->slot[0];
+	cudaError_t e = cudaEventSynchronize(sl->done);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		at_cu_failf("running the blocks: %s", cudaGetErrorString(e));
+		return NULL;
+	}
+	// the oldest goes last, its pinned bytes valid until the next begin
+	blocks_slot done = *sl;
+	done.busy = 0;
+	g->slot[0] = g->slot[1];
+	g->slot[1] = done;
+	g->in_flight--;
+	return done.h_out;
 }
 
 extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x,

@@ -8,18 +8,36 @@
 #include <string.h>
 #include <sys/stat.h>
 
-_Noreturn void at_filter_die(const at_filter *f, int slot, const char *fmt, ...)
+/* Writes what f's run left pending (filter.h: drain). */
+static void drain(at_filter *f)
+{
+	if (f->drain && f->out && !f->draining) {
+		f->draining = 1;
+		f->drain(f, f->out);
+		f->draining = 0;
+	}
+}
+
+/* Ends the program on a failed input, after what was computed before. */
+static _Noreturn void input_failed(at_filter *f, const char *err)
+{
+	drain(f);
+	cli_fail(err);
+}
+
+_Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	drain(f);
 	cli_die("%s: record %d '%s': %s", f->label, f->index[slot],
 		f->inputs[slot], msg);
 }
 
-void at_filter_expect(const at_filter *f, int slot, const at_tensor *t,
+void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 		      int rank, const char *shape_letters)
 {
 	char shape[128];
@@ -160,6 +178,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		f->stream_threads = c->ropts.threads > 1 ? c->ropts.threads / 2 : 1;
 	at_writer w;
 	cli_open_output(c, &w);
+	f->out = &w;
 	at_tensor in[AT_FILTER_MAX_INPUTS];
 	int have[AT_FILTER_MAX_INPUTS] = {0}, filled = 0, groups = 0;
 	at_header *h = malloc(sizeof *h);
@@ -169,6 +188,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 	while ((rc = at_read_header(&r, h)) == 1) {
 		int s = slot_of(f, h->name);
 		if (s < 0) {
+			drain(f);
 			if (at_copy_record(&r, h, &w) < 0)
 				cli_fail(r.err[0] ? r.err : w.err);
 			continue;
@@ -179,19 +199,23 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		f->index[s] = h->index;
 		if (f->prepare)
 			f->prepare(f, s, h);
-		if (f->stream && !c->keep && f->n_inputs == 1 &&
-		    f->stream(f, &r, h, &w) == 0) {
-			groups++;
-			continue;
+		if (f->stream && !c->keep && f->n_inputs == 1) {
+			drain(f); /* it writes as it reads */
+			if (f->stream(f, &r, h, &w) == 0) {
+				groups++;
+				continue;
+			}
 		}
 		memset(&in[s], 0, sizeof in[s]);
 		if (!f->stream_last || c->keep || filled < f->n_inputs - 1 ||
 		    f->stream_last(f, in, s, &r, h, &w) != 0) {
 			if (at_read_payload(&r, h, &in[s]) < 0)
-				cli_fail(r.err);
+				input_failed(f, r.err);
 			have[s] = 1;
-			if (c->keep)
+			if (c->keep) {
+				drain(f);
 				at_filter_write(&w, &in[s]);
+			}
 			if (++filled < f->n_inputs)
 				continue;
 			f->run(f, in, &w);
@@ -205,7 +229,8 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 	}
 	free(h);
 	if (rc < 0)
-		cli_fail(r.err);
+		input_failed(f, r.err);
+	drain(f);
 	for (int i = 0; i < f->n_inputs; i++)
 		if (have[i])
 			for (int j = 0; j < f->n_inputs; j++)

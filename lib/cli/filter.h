@@ -42,12 +42,21 @@ struct at_filter {
 	 * read, to prepare what the group will need while it arrives (no
 	 * errors here: run reports them). */
 	void (*prepare)(at_filter *f, int slot, const at_header *h);
+	/* Optional, for a run that leaves its outputs pending (a GPU still
+	 * computing them while the next group is read): writes them.
+	 * at_filter_main calls it before anything else it writes (a record
+	 * passed through, --keep's inputs), at the end of the input, and
+	 * before ending the program on an error (at_filter_die, a failed
+	 * input), so that the order holds and nothing computed is lost. */
+	void (*drain)(at_filter *f, at_writer *w);
 	void *ctx;
 	/* filled by at_filter_main: for messages, and the codec threads of
 	 * a record read as it arrives (0: the configured count) */
 	const char *label;
 	int index[AT_FILTER_MAX_INPUTS];
 	int stream_threads;
+	at_writer *out;
+	int draining;
 };
 
 /* Reads path ("-" or NULL for stdin), writes to the output chosen in c,
@@ -55,10 +64,10 @@ struct at_filter {
 void at_filter_main(cli_common *c, at_filter *f, const char *path);
 
 /* "prog: <stdin>: record N 'name': msg" for input slot i; exits 1. */
-_Noreturn void at_filter_die(const at_filter *f, int slot, const char *fmt, ...)
+_Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Checks dtype f32 and rank of input slot i, naming the record if not. */
-void at_filter_expect(const at_filter *f, int slot, const at_tensor *t,
+void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 		      int rank, const char *shape_letters);
 /* Writes t or dies with the writer's error. */
 void at_filter_write(at_writer *w, const at_tensor *t);

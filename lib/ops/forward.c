@@ -25,6 +25,10 @@ struct at_fwd {
 	size_t nc, ns, nf;
 	float *x, *h, *t, *q, *k, *v, *s, *f;
 	int *pos;                /* [rows] positions of a decoding step */
+	/* records of at_fwd_blocks_begin computed here, oldest first */
+	float *held[2];
+	size_t held_n[2];
+	int in_flight;           /* begun, not yet ended (on the GPU too) */
 };
 
 static int fail(char *err, size_t errlen, const char *why)
@@ -114,7 +118,7 @@ void at_fwd_free(at_fwd *e)
 		return;
 	at_cuda_fwd_free(e->gpu);
 	float *bufs[] = {e->kc, e->vc, e->x, e->h, e->t, e->q, e->k, e->v,
-			 e->s, e->f};
+			 e->s, e->f, e->held[0], e->held[1]};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		free(bufs[i]);
 	free(e->len);
@@ -169,6 +173,51 @@ int at_fwd_blocks(at_fwd *e, float *x, int B, int T, const int *layers,
 			return rc;
 	}
 	return 0;
+}
+
+int at_fwd_blocks_begin(at_fwd *e, const float *x, int B, int T,
+			const int *layers, int n, char *err, size_t errlen)
+{
+	if (e->in_flight == 2)
+		return fail(err, errlen, "internal error: a third record of "
+			    "blocks begun before the first ended");
+	if (e->gpu && !e->hook) {
+		if (at_cuda_fwd_blocks_begin(e->gpu, x, B, T, layers, n) < 0)
+			return gpu_fail(-1, err, errlen);
+		e->in_flight++;
+		return 0;
+	}
+	/* here, or on the GPU waiting for it where a hook wants the
+	 * activations: computed now, in a buffer of its own */
+	int i = e->in_flight;
+	size_t nx = (size_t)B * T * e->w->C;
+	if (grow(&e->held[i], &e->held_n[i], nx) < 0)
+		return fail(err, errlen, "out of memory");
+	memcpy(e->held[i], x, nx * sizeof *x);
+	int rc = at_fwd_blocks(e, e->held[i], B, T, layers, n, err, errlen);
+	if (rc == 0)
+		e->in_flight++;
+	return rc;
+}
+
+const float *at_fwd_blocks_end(at_fwd *e, char *err, size_t errlen)
+{
+	if (e->in_flight == 0) {
+		fail(err, errlen, "internal error: no record of blocks in flight");
+		return NULL;
+	}
+	e->in_flight--;
+	if (e->gpu && !e->hook) {
+		const float *out = at_cuda_fwd_blocks_end(e->gpu);
+		if (!out)
+			gpu_fail(-1, err, errlen);
+		return out;
+	}
+	float *out = e->held[0];
+	size_t n = e->held_n[0];
+	e->held[0] = e->held[1], e->held_n[0] = e->held_n[1];
+	e->held[1] = out, e->held_n[1] = n;
+	return out;
 }
 
 /* logits [N,V] of x [N,C] on the CPU, ln in e->h; reported. */

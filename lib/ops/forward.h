@@ -62,6 +62,15 @@ void at_fwd_set_hook(at_fwd *e, const at_hook *hook);
  * allowed), in place. */
 int at_fwd_blocks(at_fwd *e, float *x, int B, int T, const int *layers,
 		  int n, char *err, size_t errlen);
+/* at_fwd_blocks in two halves, so that the GPU computes one record while
+ * the caller reads the next and writes the last: _begin copies x (the
+ * caller may free it on return) and starts the work; _end waits for the
+ * oldest record begun and returns its result, valid until the next
+ * _begin.  Up to two records may be in flight.  On the CPU, or with a
+ * hook, _begin does all the work. */
+int at_fwd_blocks_begin(at_fwd *e, const float *x, int B, int T,
+			const int *layers, int n, char *err, size_t errlen);
+const float *at_fwd_blocks_end(at_fwd *e, char *err, size_t errlen);
 
 /* logits [N,V] = LNf(x [N,C]) . lm_head. */
 int at_fwd_head(at_fwd *e, float *logits, const float *x, int N, char *err,

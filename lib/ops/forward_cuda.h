@@ -24,6 +24,14 @@ void at_cuda_fwd_free(at_cuda_fwd *g);
 
 int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 		       const int *layers, int n, const at_hook *hook);
+/* at_cuda_fwd_blocks without waiting (no hook): x is copied into pinned
+ * memory before it returns, the copies and the blocks run on the device
+ * meanwhile.  Up to two records may be in flight; _end waits for the
+ * oldest and returns its result, valid until the next _begin (NULL on
+ * failure). */
+int at_cuda_fwd_blocks_begin(at_cuda_fwd *g, const float *x, int B, int T,
+			     const int *layers, int n);
+const float *at_cuda_fwd_blocks_end(at_cuda_fwd *g);
 int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x, int N);
 int at_cuda_fwd_logits(at_cuda_fwd *g, float *logits, const int32_t *tokens,
 		       int B, int T, const at_hook *hook);
