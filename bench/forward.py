@@ -22,7 +22,8 @@ reference's:
   logits written to /dev/null as .npy), what a user would run instead.
 - in-process: the time a record takes in a running pipeline, past every
   tool's start: the -z 0 wall of a stream of 1 + EXTRA copies of the
-  tokens record less that of one, over EXTRA.  Its reference is one
+  tokens record less that of one, over EXTRA (EXTRA[dev][B]: enough
+  records that their time stands above the starts' spread).  Its reference is one
   forward of the reference's, timed in its process after a warm-up (on the
   GPU between torch.cuda.synchronize() calls): both past their first-use
   costs (cuBLAS's kernels, the buffers).
@@ -50,7 +51,9 @@ from refmodel import (BIN, BOS, CONFIGS, GPU, Model, atsfmt, bench_args,
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BATCHES, DEVICES, TOOLS = (1, 8), ("cpu", "cuda"), ("embed", "block", "logits")
-EXTRA = 4  # records more than one, for the in-process figure
+# records more than one, for the in-process figure: on the GPU some 0.5 s
+# of work, well above the spread of the starts (tens of ms)
+EXTRA = {"cuda": {1: 64, 8: 16}, "cpu": {1: 4, 8: 2}}
 USAGE = ("usage: forward.py [--quick] [andrea-120m] [andrea-12m] [cpu] "
          "[cuda] [1] [8]")
 
@@ -155,7 +158,8 @@ def row(tmp, torch, name, model, w, cfg, B, T, dev, reps):
     tok = np.concatenate([np.full((B, 1), BOS), rng.integers(0, 256, (B, T - 1))],
                          1).astype(np.int64)
     tokens = pack_tokens(tmp, tok, f"{B}x{T}")
-    more = pack_tokens(tmp, tok, f"{B}x{T}", 1 + EXTRA)
+    extra = EXTRA[dev][B] if B in EXTRA[dev] else 4
+    more = pack_tokens(tmp, tok, f"{B}x{T}", 1 + extra)
     base = pack_tokens(tmp, tok[:, :1], f"{B}x1")
     devs, notes = settle_devices(model, base, dev)
     if devs is None:
@@ -194,7 +198,8 @@ def row(tmp, torch, name, model, w, cfg, B, T, dev, reps):
             gpu.cuda.empty_cache()
     f = {k: median(v) * 1e3 for k, v in runs.items()}
     f["first"] = f["z0"] - f["base"]
-    f["inproc"] = (f["more"] - f["z0"]) / EXTRA
+    f["inproc"] = (f["more"] - f["z0"]) / extra
+    f["extra"] = extra
     print(f"  {name} B={B} {dev}: logits max |andrea - reference| "
           + (f"{diff:.2e} (largest |logit| {big:.2f})" if diff is not None
              else "not checked (the check run failed)"), flush=True)
@@ -253,7 +258,7 @@ def main():
               f"{f['refwall']:>9.1f}{ratio(f['refwall'], f['z1']):>8}")
     print("ms; wall: default -z 1; first: the -z 0 wall less that over "
           f"T = 1; in-proc: each record after the first of a stream of "
-          f"{1 + EXTRA} (-z 0); ref ms: one warm forward in the reference's "
+          f"1 + EXTRA ({', '.join(f'{d} B={b}: {e}' for d, v in EXTRA.items() for b, e in v.items())}; -z 0); ref ms: one warm forward in the reference's "
           "process; ref wall: the reference as a process (refrun.py); "
           "ratio = ref ms / in-proc, wall r = ref wall / wall")
     print(f"\ngoals (load average now {load_average()}):")

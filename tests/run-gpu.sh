@@ -97,8 +97,9 @@ sanitized_pipeline() {
 rm -f "$LOG"/pipeline-memcheck.*.txt
 step memcheck-pipeline sanitized_pipeline
 
-# memcheck over the forward engine: blocks, head, --forward, a batch of
-# prompts decoded with the KV cache, in fp32 and bf16
+# memcheck over the forward engine: blocks (two records, one in flight
+# while the other arrives), head, --forward, a batch of prompts decoded
+# with the KV cache, in fp32 and bf16
 sanitized_model() {
 	set -o pipefail
 	local m="$LOG/tiny.ats" p="$LOG/prompts.txt"
@@ -109,7 +110,8 @@ sanitized_model() {
 			$cs bin/andrea-generate -m "$m" --prompts "$p" -n 40 \
 				--device cuda --precision "$prec" >/dev/null || return 1
 		done &&
-		printf 'the cat' | bin/andrea-embed --text -m "$m" |
+		{ printf 'the cat' | bin/andrea-embed --text -m "$m" &&
+			printf 'a dog ran' | bin/andrea-embed --text -m "$m"; } |
 		$cs bin/andrea-block -m "$m" -l all --device cuda |
 		$cs bin/andrea-logits -m "$m" --device cuda >/dev/null &&
 		printf 'the cat' | $cs bin/andrea-train --forward --text -m "$m" \

@@ -10,6 +10,7 @@
 // device memory, so every step is the same graph): some 150 launches of
 // a 12-layer model become one.  ANDREA_CUDA_GRAPHS=0 keeps every step
 // eager, for comparison; a hook does too.
+#include <pthread.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,13 +35,27 @@ struct pass_bufs {
 };
 
 // One record of blocks begun and not yet ended (at_cuda_fwd_blocks_begin):
-// its x on the device and its bytes in pinned host memory both ways, so
-// that the copies run while the host does other work.
+// its x on the device and its bytes in pinned host memory both ways, and
+// what to run on it.
 struct blocks_slot {
 	float *dx, *h_in, *h_out;
-	size_t cap, bytes;       // bytes each holds; of the record in flight
-	cudaEvent_t done;
-	int busy;
+	size_t cap;              // bytes each holds
+	const int *layers;
+	int n, B, T, rc;
+};
+
+// The records in flight run on a thread of their own, which launches
+// them and waits for them.  Measured on the H200 machine (gVisor, driver
+// 580): work launched without a wait in the same thread did not start on
+// the GPU until that thread's next CUDA call, so launching on the
+// caller's thread and reading the next record meanwhile left the GPU
+// idle 16-20 ms a record at B = 8.
+struct blocks_worker {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	long queued, run, taken; // records so far: begun, computed, ended
+	int started, stop;
 };
 
 struct at_cuda_fwd {
@@ -69,11 +84,14 @@ struct at_cuda_fwd {
 	int *steps;              // [rows + 1]: steps of B rows run so far
 	int graphs;              // 0: every step eager
 	void *blas_ws;           // cuBLAS's workspace: recording allocates none
-	blocks_slot slot[2];     // records of blocks in flight, oldest first
-	int in_flight;
+	blocks_slot slot[2];     // records of blocks in flight: slot[first] oldest
+	int first;
+	blocks_worker work;
 };
 
 #define BLAS_WORKSPACE (32u << 20)
+
+static void stop_worker(at_cuda_fwd *g);
 
 static int dalloc(void *pp, size_t bytes, const char *what)
 {
@@ -215,13 +233,12 @@ extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
 	cudaFreeHost(g->h_tok);
 	cudaFreeHost(g->h_pos);
 	cudaFreeHost(g->h_logits);
+	stop_worker(g);
 	for (int i = 0; i < 2; i++) {
 		blocks_slot *sl = &g->slot[i];
 		cudaFree(sl->dx);
 		cudaFreeHost(sl->h_in);
 		cudaFreeHost(sl->h_out);
-		if (sl->done)
-			cudaEventDestroy(sl->done);
 	}
 	if (g->g.h)
 		at_cublas.destroy(g->g.h);
@@ -438,13 +455,11 @@ extern "C" int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 	return 0;
 }
 
-// Grows slot sl to hold `bytes` both ways.
+// ---- records of blocks in flight ----
+
+// Grows slot sl to hold `bytes` both ways (the worker idle).
 static int slot_room(blocks_slot *sl, size_t bytes)
 {
-	if (!sl->done)
-		CU_CHECK(cudaEventCreateWithFlags(&sl->done,
-						  cudaEventDisableTiming),
-			 "creating an event");
 	if (bytes <= sl->cap)
 		return 0;
 	cudaFree(sl->dx);
@@ -459,51 +474,119 @@ static int slot_room(blocks_slot *sl, size_t bytes)
 	return 0;
 }
 
+// The blocks over one slot's x, on the worker's thread: 0 or -1.
+static int run_slot(at_cuda_fwd *g, blocks_slot *sl)
+{
+	size_t N = (size_t)sl->B * sl->T, bytes = N * g->C * 4;
+	TRY(make_bufs(g, &g->big, N, N * g->H * sl->T));
+	CU_CHECK(cudaMemcpyAsync(sl->dx, sl->h_in, bytes, cudaMemcpyHostToDevice,
+				 at_cu_stream), "copying x to the GPU");
+	for (int i = 0; i < sl->n; i++)
+		TRY(block(g, &g->big, NULL, sl->layers[i], NULL, NULL, NULL, sl->dx,
+			  sl->B, sl->T));
+	CU_CHECK(cudaMemcpyAsync(sl->h_out, sl->dx, bytes, cudaMemcpyDeviceToHost,
+				 at_cu_stream), "running the blocks");
+	CU_CHECK(cudaStreamSynchronize(at_cu_stream), "running the blocks");
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	at_cuda_fwd *g = (at_cuda_fwd *)arg;
+	blocks_worker *w = &g->work;
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		if (w->run == w->queued) {
+			if (w->stop)
+				break;
+			pthread_cond_wait(&w->changed, &w->lock);
+			continue;
+		}
+		// the slot of record number w->run: the one begun after the
+		// oldest not yet ended, or the oldest
+		blocks_slot *sl = &g->slot[(g->first + (w->run - w->taken)) % 2];
+		pthread_mutex_unlock(&w->lock);
+		int rc = run_slot(g, sl);
+		pthread_mutex_lock(&w->lock);
+		sl->rc = rc;
+		w->run++;
+		pthread_cond_broadcast(&w->changed);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static void stop_worker(at_cuda_fwd *g)
+{
+	blocks_worker *w = &g->work;
+	if (!w->started)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = 1;
+	pthread_cond_broadcast(&w->changed);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->changed);
+	pthread_mutex_destroy(&w->lock);
+	w->started = 0;
+}
+
 extern "C" int at_cuda_fwd_blocks_begin(at_cuda_fwd *g, const float *x, int B,
 					int T, const int *layers, int n)
 {
-	if (g->in_flight == 2)
-		return at_cu_failf("internal error: a third record of blocks "
-				   "begun before the first ended");
-	size_t N = (size_t)B * T, bytes = N * g->C * 4;
-	TRY(make_bufs(g, &g->big, N, N * g->H * T));
-	blocks_slot *sl = &g->slot[g->in_flight];
-	TRY(slot_room(sl, bytes));
-	memcpy(sl->h_in, x, bytes);
-	CU_CHECK(cudaMemcpyAsync(sl->dx, sl->h_in, bytes, cudaMemcpyHostToDevice,
-				 at_cu_stream), "copying x to the GPU");
-	for (int i = 0; i < n; i++)
-		TRY(block(g, &g->big, NULL, layers[i], NULL, NULL, NULL, sl->dx, B,
-			  T));
-	CU_CHECK(cudaMemcpyAsync(sl->h_out, sl->dx, bytes, cudaMemcpyDeviceToHost,
-				 at_cu_stream), "running the blocks");
-	CU_CHECK(cudaEventRecord(sl->done, at_cu_stream), "running the blocks");
-	sl->bytes = bytes;
-	sl->busy = 1;
-	g->in_flight++;
+	blocks_worker *w = &g->work;
+	if (!w->started) {
+		pthread_mutex_init(&w->lock, NULL);
+		pthread_cond_init(&w->changed, NULL);
+		if (pthread_create(&w->thread, NULL, worker_main, g) != 0)
+			return at_cu_failf("cannot start a thread");
+		w->started = 1;
+	}
+	pthread_mutex_lock(&w->lock);
+	long in_flight = w->queued - w->taken;
+	blocks_slot *sl = &g->slot[(g->first + in_flight) % 2];
+	size_t bytes = (size_t)B * T * g->C * 4;
+	int rc = 0;
+	if (in_flight == 2) {
+		rc = at_cu_failf("internal error: a third record of blocks begun "
+				 "before the first ended");
+	} else if (bytes > sl->cap) { // CUDA calls here once the worker is idle
+		while (w->run < w->queued)
+			pthread_cond_wait(&w->changed, &w->lock);
+		rc = slot_room(sl, bytes);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (rc < 0)
+		return rc;
+	memcpy(sl->h_in, x, bytes); // the worker is not on this slot
+	pthread_mutex_lock(&w->lock);
+	sl->layers = layers;
+	sl->n = n;
+	sl->B = B;
+	sl->T = T;
+	w->queued++;
+	pthread_cond_broadcast(&w->changed);
+	pthread_mutex_unlock(&w->lock);
 	return 0;
 }
 
 extern "C" const float *at_cuda_fwd_blocks_end(at_cuda_fwd *g)
 {
-	if (g->in_flight == 0) {
+	blocks_worker *w = &g->work;
+	if (!w->started || w->queued == w->taken) {
 		at_cu_failf("internal error: no record of blocks in flight");
 		return NULL;
 	}
-	blocks_slot *sl = &g->slot[0];
-	cudaError_t e = cudaEventSynchronize(sl->done);
-	if (e != cudaSuccess) {
-		cudaGetLastError();
-		at_cu_failf("running the blocks: %s", cudaGetErrorString(e));
-		return NULL;
-	}
-	// the oldest goes last, its pinned bytes valid until the next begin
-	blocks_slot done = *sl;
-	done.busy = 0;
-	g->slot[0] = g->slot[1];
-	g->slot[1] = done;
-	g->in_flight--;
-	return done.h_out;
+	pthread_mutex_lock(&w->lock);
+	while (w->run == w->taken)
+		pthread_cond_wait(&w->changed, &w->lock);
+	blocks_slot *sl = &g->slot[g->first];
+	g->first ^= 1;
+	w->taken++;
+	pthread_mutex_unlock(&w->lock);
+	// the worker's reason is in at_cuda_error(); the result stays until
+	// this slot is begun again
+	return sl->rc < 0 ? NULL : sl->h_out;
 }
 
 extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x,
