@@ -45,11 +45,12 @@ struct blocks_slot {
 };
 
 // The records in flight run on a thread of their own, which launches
-// them and waits for them.  Measured on the H200 machine (gVisor, driver
-// 580): work launched without a wait in the same thread did not start on
-// the GPU until that thread's next CUDA call, so launching on the
-// caller's thread and reading the next record meanwhile left the GPU
-// idle 16-20 ms a record at B = 8.
+// them and waits for them, so that the caller's thread only copies bytes
+// (x into pinned memory, the result out of it) while the GPU computes.
+// On the H200 machine the GPU still idled some 15 ms a record at B = 8
+// while the caller copied, with the launches on either thread, and ran
+// through a sleep of the caller's: not explained (bench/README.md,
+// forward).
 struct blocks_worker {
 	pthread_t thread;
 	pthread_mutex_t lock;

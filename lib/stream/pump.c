@@ -60,6 +60,12 @@ static block *append_block(at_pump *p)
 	return b;
 }
 
+/* 1 when b is emptied and no more will come into it. */
+static int spent(const block *b)
+{
+	return b->off == b->len && (b->len == AT_PUMP_BLOCK || b->next);
+}
+
 /* Moves the emptied head block to the spare list.  Under the lock. */
 static void retire_head(at_pump *p)
 {
@@ -134,7 +140,7 @@ size_t at_pump_read(at_pump *p, void *buf, size_t n, int *err)
 	pthread_mutex_lock(&p->lock);
 	while (got < n) {
 		block *b = p->head;
-		if (b && b->off == b->len && (b->len == AT_PUMP_BLOCK || b->next)) {
+		if (b && spent(b)) {
 			retire_head(p);
 			continue;
 		}
@@ -165,7 +171,7 @@ static void *write_behind(void *arg)
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		block *b = p->head;
-		if (b && b->off == b->len && (b->len == AT_PUMP_BLOCK || b->next)) {
+		if (b && spent(b)) {
 			retire_head(p);
 			continue;
 		}
