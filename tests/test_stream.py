@@ -167,6 +167,24 @@ def test_level_from_environment(tmp_path, arrays):
             == pack(tmp_path, sub, "-z", 0).stdout)
 
 
+def test_default_level_stores_on_a_pipe_and_deflates_a_file(tmp_path):
+    """A pipe keeps nothing, so by default a tool stores what it writes
+    there; a file (-o, or standard output redirected to one) is deflated
+    at level 1.  -z and ANDREA_ZLEVEL win everywhere."""
+    sub = {"zeros": np.zeros((256, 1024), np.float32)}
+    stored, deflated = (pack(tmp_path, sub, "-z", z).stdout for z in (0, 1))
+    assert len(deflated) < len(stored) // 4 and len(stored) >= 1 << 20
+    assert pack(tmp_path, sub).stdout == stored  # captured: a pipe
+    assert pack(tmp_path, sub, env={"ANDREA_ZLEVEL": "1"}).stdout == deflated
+    out = tmp_path / "o.ats"
+    pack(tmp_path, sub, "-o", out)
+    assert out.read_bytes() == deflated
+    npy = save(tmp_path / "z.npy", sub["zeros"])
+    with open(out, "wb") as f:
+        subprocess.run([tool("pack"), f"zeros={npy}"], stdout=f, check=True)
+    assert out.read_bytes() == deflated
+
+
 @pytest.mark.parametrize("level", [0, 1, 6])
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_python_writer_matches_c_writer(tmp_path, arrays, level, shuffle):

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "model/model.h"
 #include "ops/device.h"
+#include "stream/pump.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -76,6 +77,8 @@ void cli_init(const char *prog, cli_common *c)
 	const char *given = getenv("ANDREA_THREADS");
 	c->threads_given = given && *given;
 	env_long("ANDREA_ZLEVEL", 0, 9, &level);
+	const char *z = getenv("ANDREA_ZLEVEL");
+	c->level_given = z && *z;
 	const char *mb = getenv("ANDREA_MAX_BYTES");
 	if (mb && *mb) {
 		char *end;
@@ -194,6 +197,7 @@ void cli_common_opt(cli_common *c, unsigned use, const char *arg,
 		break;
 	case CLI_USE_LEVEL:
 		c->wopts.level = (int)cli_long(arg, 0, 9, "-z/--level");
+		c->level_given = 1;
 		break;
 	case CLI_USE_THREADS:
 		c->ropts.threads = c->wopts.threads =
@@ -253,7 +257,13 @@ void cli_open_output(cli_common *c, at_writer *w)
 		if (isatty(STDOUT_FILENO) && !c->force)
 			cli_die("refusing to write binary data to a terminal "
 				"(redirect it, or use -f)");
-		at_writer_wrap(w, stdout, "<stdout>", &c->wopts);
+		/* A pipe keeps nothing, so deflating for it costs the stage
+		 * and the next one (inflating) time and saves nothing (bench/
+		 * README.md, stages): stored, unless a level was asked for. */
+		at_write_opts o = c->wopts;
+		if (!c->level_given && at_is_pipe(STDOUT_FILENO))
+			o.level = 0;
+		at_writer_wrap(w, stdout, "<stdout>", &o);
 		widen_pipe(STDOUT_FILENO);
 	}
 	open_writer = w;

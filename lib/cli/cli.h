@@ -19,6 +19,7 @@ typedef struct {
 	at_read_opts ropts;
 	at_write_opts wopts;
 	int threads_given;  /* --threads or ANDREA_THREADS was given */
+	int level_given;    /* -z or ANDREA_ZLEVEL was given */
 	int keep;           /* --keep: write consumed records too */
 	const char *device; /* --device, ANDREA_DEVICE */
 	const char *model;  /* -m, ANDREA_MODEL; NULL: the seeded default */

@@ -33,7 +33,7 @@ struct at_pump {
 	int err;       /* errno of the failed read or write, or 0 */
 };
 
-int at_pump_wanted(int fd)
+int at_is_pipe(int fd)
 {
 	struct stat st;
 	return fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));

@@ -7,7 +7,7 @@
  *
  * Up to AT_PUMP_BLOCKS blocks of AT_PUMP_BLOCK bytes wait in memory, taken
  * as the backlog grows and kept for reuse (fresh memory costs a page fault
- * a page).  Used on pipes and sockets (at_pump_wanted): a file is read and
+ * a page).  Used on pipes and sockets (at_is_pipe): a file is read and
  * written directly, and the bytes are the same either way.
  */
 #ifndef ANDREA_PUMP_H
@@ -21,7 +21,7 @@
 typedef struct at_pump at_pump;
 
 /* 1 when fd is a pipe or a socket. */
-int at_pump_wanted(int fd);
+int at_is_pipe(int fd);
 
 /* Starts reading fd ahead on a thread; NULL if none could be started (the
  * caller then reads fd itself). */

@@ -87,7 +87,7 @@ int at_reader_open(at_reader *r, const char *path, const at_read_opts *o)
 		}
 		r->owns_file = 1;
 	}
-	if (at_pump_wanted(fileno(r->f)))
+	if (at_is_pipe(fileno(r->f)))
 		r->pump = at_pump_reader(fileno(r->f));
 	return 0;
 }

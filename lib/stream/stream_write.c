@@ -43,7 +43,7 @@ void at_writer_wrap(at_writer *w, FILE *f, const char *label,
 	if (w->opts.threads < 1)
 		w->opts.threads = 1;
 	snprintf(w->label, sizeof w->label, "%s", label);
-	if (f && at_pump_wanted(fileno(f)) && fflush(f) == 0)
+	if (f && at_is_pipe(fileno(f)) && fflush(f) == 0)
 		w->pump = at_pump_writer(fileno(f));
 }
 
