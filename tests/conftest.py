@@ -8,6 +8,7 @@ ANDREA_TEST_DEVICE=cuda (set by `make test-gpu`) becomes ANDREA_DEVICE=cuda,
 so that the same suites check the GPU paths of the stages.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -69,7 +70,6 @@ def loaded_by(logdir, library):
     """{tool name: whether it looked for library} from loader_env's logs:
     'libcuda.so' is the CUDA driver, which any use of the GPU loads."""
     import glob
-    import re
     found = {}
     for path in glob.glob(os.path.join(logdir, "ld.*")):
         text = open(path, errors="replace").read()
@@ -77,3 +77,12 @@ def loaded_by(logdir, library):
         if m:
             found[m[1]] = found.get(m[1], False) or library in text
     return found
+
+
+def build_settings():
+    """CUDA=, BLAS=, PNG=, MVEC=, SAN= of the build in bin/ (build/config),
+    so that the nested make installs it instead of relinking another."""
+    m = re.fullmatch(r"cuda(\d)-(.+)-png(\d)-mvec(\d)-san(\d)-\d+",
+                     open(os.path.join(ROOT, "build", "config")).read().strip())
+    return [f"CUDA={m[1]}", f"BLAS={m[2]}", f"PNG={m[3]}", f"MVEC={m[4]}",
+            f"SAN={m[5]}"]

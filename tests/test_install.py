@@ -1,19 +1,9 @@
 """make install puts every executable and man page under DESTDIR/PREFIX."""
 import glob
 import os
-import re
 import subprocess
 
-from conftest import ROOT
-
-
-def build_settings():
-    """CUDA=, BLAS=, PNG=, MVEC=, SAN= of the build in bin/ (build/config),
-    so that the nested make installs it instead of relinking another."""
-    m = re.fullmatch(r"cuda(\d)-(.+)-png(\d)-mvec(\d)-san(\d)-\d+",
-                     open(os.path.join(ROOT, "build", "config")).read().strip())
-    return [f"CUDA={m[1]}", f"BLAS={m[2]}", f"PNG={m[3]}", f"MVEC={m[4]}",
-            f"SAN={m[5]}"]
+from conftest import ROOT, build_settings
 
 
 def test_make_install_into_a_staging_directory(tmp_path):

@@ -1,6 +1,7 @@
 /* cli.c - shared command-line handling and one-line diagnostics. */
 #include "cli/cli.h"
 #include "model/model.h"
+#include "ops/blas_core.h"
 #include "ops/device.h"
 #include "stream/pump.h"
 
@@ -62,6 +63,15 @@ static void keep_freed_memory(void)
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 #endif
+}
+
+void cli_blas_core(char **argv)
+{
+	const char *core = at_blas_core_wanted();
+	if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0)
+		return;
+	execv("/proc/self/exe", argv); /* OpenBLAS reads it as it loads */
+	unsetenv("OPENBLAS_CORETYPE");
 }
 
 void cli_init(const char *prog, cli_common *c)

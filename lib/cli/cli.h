@@ -39,6 +39,11 @@ extern int cli_failure_status;
 /* Reports an unknown option or missing argument from getopt_long. */
 _Noreturn void cli_bad_option(char **argv);
 
+/* Where OpenBLAS fell back to a generic kernel on a CPU with AVX2
+ * (ops/blas_core.h), sets OPENBLAS_CORETYPE to the matching one and starts
+ * the program again with argv, before it has read anything; otherwise, or
+ * if that fails, returns.  cli_parse calls it. */
+void cli_blas_core(char **argv);
 /* fn runs first when a cli_* call below ends the program (one at a time;
  * NULL: none): to stop work on other threads before the exit. */
 void cli_before_exit(void (*fn)(void));

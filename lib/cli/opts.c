@@ -193,6 +193,7 @@ static void take(cli_opt *o, const char *arg)
 cli_operands cli_parse(cli_common *c, cli_opt *opts, const char *usage,
 		       int max_operands, int argc, char **argv)
 {
+	cli_blas_core(argv);
 	struct option longopts[MAX_OPTS + 1];
 	char shortopts[2 * MAX_OPTS + 1];
 	build(opts, longopts, shortopts);
