@@ -17,6 +17,7 @@ import subprocess
 import termios
 import time
 
+import numpy as np
 import pytest
 
 import atsfmt
@@ -235,8 +236,35 @@ def test_cap_refuses_before_allocating():
         "exceeds the cap of 8589934592 bytes (ANDREA_MAX_BYTES)")
     # ANDREA_MAX_BYTES lowers the cap
     data = atsfmt.stream(atsfmt.record("x", "f32", (1, 4, 8), bytes(128)))
-    p = run_capped("softmax", data, 1 * GiB, ANDREA_MAX_BYTES="127")
-    assert "exceeds the cap of 127 bytes" in one_line_error(p, "softmax")
+    p = run_capped("qkv", data, 1 * GiB, ANDREA_MAX_BYTES="127")
+    assert "exceeds the cap of 127 bytes" in one_line_error(p, "qkv")
+
+
+def test_the_cap_is_on_what_a_stage_holds_not_on_what_flows():
+    """A record copied through, or one a stage reads as it arrives (mask
+    and softmax on the CPU), is never held whole, so the cap does not
+    apply to it; the same record is refused where it would be held."""
+    rng = np.random.default_rng(3)
+    note = rng.standard_normal(64).astype(np.float32)
+    s = np.tril(rng.standard_normal((1, 1, 8, 8))).astype(np.float32)
+    s[0, 0][np.triu_indices(8, 1)] = -np.inf
+    data = atsfmt.stream(atsfmt.record("note", "f32", note.shape, note.tobytes()),
+                         atsfmt.record("scores", "f32", s.shape, s.tobytes()))
+    p = subprocess.run([tool("softmax"), "--device", "cpu"], input=data,
+                       capture_output=True, timeout=60,
+                       env=clean_env(ANDREA_MAX_BYTES="127"))
+    assert p.returncode == 0, p.stderr
+    recs = atsfmt.read(p.stdout)
+    assert [r.name for r in recs] == ["note", "attn"]
+    assert recs[0].payload == note.tobytes()
+    got = np.frombuffer(recs[1].payload, np.float32).reshape(s.shape)
+    e = np.exp(s.astype(np.float64) - s.max(-1, keepdims=True))
+    assert np.abs(got - e / e.sum(-1, keepdims=True)).max() <= 1e-6
+    p = subprocess.run([tool("unpack"), "-d", os.devnull], input=data,
+                       capture_output=True, timeout=60,
+                       env=clean_env(ANDREA_MAX_BYTES="127"))
+    assert "record 1 'note': tensor of 256 bytes exceeds the cap of 127 " \
+        "bytes" in one_line_error(p, "unpack")
 
 
 def meminfo():

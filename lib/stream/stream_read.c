@@ -181,12 +181,8 @@ static int parse_header(at_reader *r, int index, at_header *h)
 	size_t elem = at_dtype_size(h->dtype);
 	if (at_shape_numel(h->rank, h->dims, &numel) < 0)
 		return fail(r, index, h->name, "element count overflows 64 bits");
-	if (numel > r->opts.max_bytes / elem)
-		return fail(r, index, h->name,
-			    "tensor of %.0f bytes exceeds the cap of %llu bytes "
-			    "(ANDREA_MAX_BYTES)",
-			    (double)numel * (double)elem,
-			    (unsigned long long)r->opts.max_bytes);
+	if (numel > UINT64_MAX / elem)
+		return fail(r, index, h->name, "byte count overflows 64 bits");
 	h->nbytes = numel * elem;
 	if (h->chunk_raw == 0 || h->chunk_raw > AT_MAX_CHUNK ||
 	    h->chunk_raw % elem)
@@ -464,6 +460,14 @@ void at_tensor_from_header(at_tensor *t, const at_header *h)
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
 {
 	memset(t, 0, sizeof *t);
+	/* the cap is on what is held: a record copied through or read as it
+	 * arrives (at_payload_begin) is never held whole */
+	if (h->nbytes > r->opts.max_bytes)
+		return fail(r, h->index, h->name,
+			    "tensor of %llu bytes exceeds the cap of %llu bytes "
+			    "(ANDREA_MAX_BYTES)",
+			    (unsigned long long)h->nbytes,
+			    (unsigned long long)r->opts.max_bytes);
 	/* a tensor that cannot fit is refused now, with a reason, rather
 	 * than after its chunks have been read; small ones skip the look */
 	uint64_t avail;
