@@ -18,6 +18,9 @@
 #                      where PyTorch sees a GPU, PyTorch eager and HF generate
 #   make bench-forward    embed | block -l all | logits vs NumPy / PyTorch
 #                      (both: BENCH_ARGS='andrea-12m cpu 1 --quick' and so on)
+#   make bench-stages     each CPU stage vs NumPy, the pipeline at T = 1024,
+#                      then at T = 4096 and 16384, B = 1 and 4, with peak
+#                      memory (BENCH_ARGS='4096 1' picks rows; ~10 min)
 #
 # Nothing is detected through dpkg: nvcc is looked up on PATH, in
 # $CUDA_HOME/bin and in /usr/local/cuda*/bin; OpenBLAS and libpng are used
@@ -156,7 +159,7 @@ bench-forward: all
 
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
-	sh bench/run-$*.sh
+	sh bench/run-$*.sh $(BENCH_ARGS)
 
 setup:
 	sh tools/setup.sh
