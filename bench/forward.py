@@ -256,9 +256,11 @@ def main():
               f"{f['first']:>8.1f}{f['inproc']:>9.1f}  {what:<14}"
               f"{f['ref']:>8.1f}{ratio(f['ref'], f['inproc']):>8}"
               f"{f['refwall']:>9.1f}{ratio(f['refwall'], f['z1']):>8}")
+    extras = ", ".join(f"{d} B={b}: {e}" for d, v in EXTRA.items()
+                       for b, e in v.items())
     print("ms; wall: default -z 1; first: the -z 0 wall less that over "
           f"T = 1; in-proc: each record after the first of a stream of "
-          f"1 + EXTRA ({', '.join(f'{d} B={b}: {e}' for d, v in EXTRA.items() for b, e in v.items())}; -z 0); ref ms: one warm forward in the reference's "
+          f"1 + EXTRA ({extras}; -z 0); ref ms: one warm forward in the reference's "
           "process; ref wall: the reference as a process (refrun.py); "
           "ratio = ref ms / in-proc, wall r = ref wall / wall")
     print(f"\ngoals (load average now {load_average()}):")

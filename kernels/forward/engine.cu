@@ -1,6 +1,7 @@
 // engine.cu - the forward engine on the GPU (lib/ops/forward_cuda.h): the
 // weights on the device, the KV cache, the buffers of a call, and the
-// passes through the one GPU block (block.cu).
+// passes through the one GPU block (block.cu); records of blocks in
+// flight are in_flight.cu's.
 //
 // Two sets of buffers: one grown to the largest call of blocks, logits or
 // prefill, and one made once for decoding steps of up to `rows` rows, so
@@ -10,91 +11,20 @@
 // device memory, so every step is the same graph): some 150 launches of
 // a 12-layer model become one.  ANDREA_CUDA_GRAPHS=0 keeps every step
 // eager, for comparison; a hook does too.
-#include <pthread.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "forward/forward_kernels.cuh"
+#include "forward/engine.cuh"
 #include "common/cublas_lazy.cuh"
 #include "model/arch.h"
 
-extern "C" {
-#include "ops/forward_cuda.h"
-}
+using namespace fwd_engine;
 
-// The buffers of a pass over N = B*T positions with up to S score
-// elements.
-struct pass_bufs {
-	size_t N, S;             // what they were made for
-	float *x, *xmid, *buf3, *fc, *att, *logits;
-	void *ln, *q, *kv, *merged, *gelu; // mm
-	bf16 *att16;
-	int32_t *tok;
-	int *pos;
-};
-
-// One record of blocks begun and not yet ended (at_cuda_fwd_blocks_begin):
-// its x on the device and its bytes in pinned host memory both ways, and
-// what to run on it.
-struct blocks_slot {
-	float *dx, *h_in, *h_out;
-	size_t cap;              // bytes each holds
-	const int *layers;
-	int n, B, T, rc;
-};
-
-// The records in flight run on a thread of their own, which launches
-// them and waits for them, so that the caller's thread only copies bytes
-// (x into pinned memory, the result out of it) while the GPU computes.
-// On the H200 machine the GPU still idled some 15 ms a record at B = 8
-// while the caller copied, with the launches on either thread, and ran
-// through a sleep of the caller's: not explained (bench/README.md,
-// forward).
-struct blocks_worker {
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t changed;
-	long queued, run, taken; // records so far: begun, computed, ended
-	int started, stop;
-};
-
-struct at_cuda_fwd {
-	int C, H, L, V, ctx, prec, rows;
-	at_cu_gemm_mode g;
-	size_t mm;               // bytes of an mm element
-	// weights (device); a layer that was not given has w[l].ln1w NULL
-	float *wte, *wpe, *lnfw, *lnfb;
-	void *lm_head;
-	at_cu_block_w *w;
-	void **allocs;           // every weight allocation, for freeing
-	int nallocs;
-	// the KV cache: L x [rows,H,ctx,D] each, mm
-	void *kc, *vc;
-	pass_bufs big, step;
-	// host staging: hooks' copies, decoding's tokens and positions
-	float *h_act;
-	size_t h_act_n;
-	int32_t *h_tok;
-	int *h_pos;
-	float *h_logits;
-	const at_hook *hook;     // the caller's, for the device hook
-	// decoding steps as graphs (see above)
-	cudaStream_t stream;     // where they are recorded and replayed
-	cudaGraphExec_t *graph;  // [rows + 1]: the step of B rows, once made
-	int *steps;              // [rows + 1]: steps of B rows run so far
-	int graphs;              // 0: every step eager
-	void *blas_ws;           // cuBLAS's workspace: recording allocates none
-	blocks_slot slot[2];     // records of blocks in flight: slot[first] oldest
-	int first;
-	blocks_worker work;
-};
 
 #define BLAS_WORKSPACE (32u << 20)
 
-static void stop_worker(at_cuda_fwd *g);
-
-static int dalloc(void *pp, size_t bytes, const char *what)
+int fwd_engine::dalloc(void *pp, size_t bytes, const char *what)
 {
 	return at_cu_alloc((void **)pp, bytes ? bytes : 1, what);
 }
@@ -192,7 +122,7 @@ static void free_bufs(pass_bufs *b)
 }
 
 // Makes b for N positions and S score elements (kept if big enough).
-static int make_bufs(at_cuda_fwd *g, pass_bufs *b, size_t N, size_t S)
+int fwd_engine::make_bufs(at_cuda_fwd *g, pass_bufs *b, size_t N, size_t S)
 {
 	if (N <= b->N && S <= b->S)
 		return 0;
@@ -234,13 +164,7 @@ extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
 	cudaFreeHost(g->h_tok);
 	cudaFreeHost(g->h_pos);
 	cudaFreeHost(g->h_logits);
-	stop_worker(g);
-	for (int i = 0; i < 2; i++) {
-		blocks_slot *sl = &g->slot[i];
-		cudaFree(sl->dx);
-		cudaFreeHost(sl->h_in);
-		cudaFreeHost(sl->h_out);
-	}
+	free_in_flight(g);
 	if (g->g.h)
 		at_cublas.destroy(g->g.h);
 	for (int b = 0; g->graph && b <= g->rows; b++)
@@ -367,7 +291,7 @@ static int report_x(at_cuda_fwd *g, const at_cu_hook *h, const float *x,
 
 // Layer l over x [B,T,C] (device) in place; k, v: the layer's cache, or
 // NULL for q's neighbours in b.
-static int block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
+int fwd_engine::block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
 		 const at_cu_kv *kv, void *k, void *v, float *x, int B, int T)
 {
 	size_t BTC = (size_t)B * T * g->C;
@@ -454,140 +378,6 @@ extern "C" int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 	CU_CHECK(cudaMemcpy(x, b->x, bytes, cudaMemcpyDeviceToHost),
 		 "running the blocks");
 	return 0;
-}
-
-// ---- records of blocks in flight ----
-
-// Grows slot sl to hold `bytes` both ways (the worker idle).
-static int slot_room(blocks_slot *sl, size_t bytes)
-{
-	if (bytes <= sl->cap)
-		return 0;
-	cudaFree(sl->dx);
-	cudaFreeHost(sl->h_in);
-	cudaFreeHost(sl->h_out);
-	sl->dx = sl->h_in = sl->h_out = NULL;
-	sl->cap = 0;
-	TRY(dalloc(&sl->dx, bytes, "the residual stream"));
-	CU_CHECK(cudaMallocHost((void **)&sl->h_in, bytes), "pinned memory");
-	CU_CHECK(cudaMallocHost((void **)&sl->h_out, bytes), "pinned memory");
-	sl->cap = bytes;
-	return 0;
-}
-
-// The blocks over one slot's x, on the worker's thread: 0 or -1.
-static int run_slot(at_cuda_fwd *g, blocks_slot *sl)
-{
-	size_t N = (size_t)sl->B * sl->T, bytes = N * g->C * 4;
-	TRY(make_bufs(g, &g->big, N, N * g->H * sl->T));
-	CU_CHECK(cudaMemcpyAsync(sl->dx, sl->h_in, bytes, cudaMemcpyHostToDevice,
-				 at_cu_stream), "copying x to the GPU");
-	for (int i = 0; i < sl->n; i++)
-		TRY(block(g, &g->big, NULL, sl->layers[i], NULL, NULL, NULL, sl->dx,
-			  sl->B, sl->T));
-	CU_CHECK(cudaMemcpyAsync(sl->h_out, sl->dx, bytes, cudaMemcpyDeviceToHost,
-				 at_cu_stream), "running the blocks");
-	CU_CHECK(cudaStreamSynchronize(at_cu_stream), "running the blocks");
-	return 0;
-}
-
-static void *worker_main(void *arg)
-{
-	at_cuda_fwd *g = (at_cuda_fwd *)arg;
-	blocks_worker *w = &g->work;
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		if (w->run == w->queued) {
-			if (w->stop)
-				break;
-			pthread_cond_wait(&w->changed, &w->lock);
-			continue;
-		}
-		// the slot of record number w->run: the one begun after the
-		// oldest not yet ended, or the oldest
-		blocks_slot *sl = &g->slot[(g->first + (w->run - w->taken)) % 2];
-		pthread_mutex_unlock(&w->lock);
-		int rc = run_slot(g, sl);
-		pthread_mutex_lock(&w->lock);
-		sl->rc = rc;
-		w->run++;
-		pthread_cond_broadcast(&w->changed);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-static void stop_worker(at_cuda_fwd *g)
-{
-	blocks_worker *w = &g->work;
-	if (!w->started)
-		return;
-	pthread_mutex_lock(&w->lock);
-	w->stop = 1;
-	pthread_cond_broadcast(&w->changed);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	pthread_cond_destroy(&w->changed);
-	pthread_mutex_destroy(&w->lock);
-	w->started = 0;
-}
-
-extern "C" int at_cuda_fwd_blocks_begin(at_cuda_fwd *g, const float *x, int B,
-					int T, const int *layers, int n)
-{
-	blocks_worker *w = &g->work;
-	if (!w->started) {
-		pthread_mutex_init(&w->lock, NULL);
-		pthread_cond_init(&w->changed, NULL);
-		if (pthread_create(&w->thread, NULL, worker_main, g) != 0)
-			return at_cu_failf("cannot start a thread");
-		w->started = 1;
-	}
-	pthread_mutex_lock(&w->lock);
-	long in_flight = w->queued - w->taken;
-	blocks_slot *sl = &g->slot[(g->first + in_flight) % 2];
-	size_t bytes = (size_t)B * T * g->C * 4;
-	int rc = 0;
-	if (in_flight == 2) {
-		rc = at_cu_failf("internal error: a third record of blocks begun "
-				 "before the first ended");
-	} else if (bytes > sl->cap) { // CUDA calls here once the worker is idle
-		while (w->run < w->queued)
-			pthread_cond_wait(&w->changed, &w->lock);
-		rc = slot_room(sl, bytes);
-	}
-	pthread_mutex_unlock(&w->lock);
-	if (rc < 0)
-		return rc;
-	memcpy(sl->h_in, x, bytes); // the worker is not on this slot
-	pthread_mutex_lock(&w->lock);
-	sl->layers = layers;
-	sl->n = n;
-	sl->B = B;
-	sl->T = T;
-	w->queued++;
-	pthread_cond_broadcast(&w->changed);
-	pthread_mutex_unlock(&w->lock);
-	return 0;
-}
-
-extern "C" const float *at_cuda_fwd_blocks_end(at_cuda_fwd *g)
-{
-	blocks_worker *w = &g->work;
-	if (!w->started || w->queued == w->taken) {
-		at_cu_failf("internal error: no record of blocks in flight");
-		return NULL;
-	}
-	pthread_mutex_lock(&w->lock);
-	while (w->run == w->taken)
-		pthread_cond_wait(&w->changed, &w->lock);
-	blocks_slot *sl = &g->slot[g->first];
-	g->first ^= 1;
-	w->taken++;
-	pthread_mutex_unlock(&w->lock);
-	// the worker's reason is in at_cuda_error(); the result stays until
-	// this slot is begun again
-	return sl->rc < 0 ? NULL : sl->h_out;
 }
 
 extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x,

@@ -133,23 +133,32 @@ static void *read_ahead(void *arg)
 	return NULL;
 }
 
+/* The head block once it holds bytes not yet emptied, retiring spent
+ * ones; NULL once p->done and none are left.  Under the lock. */
+static block *filled(at_pump *p)
+{
+	for (;;) {
+		block *b = p->head;
+		if (b && spent(b))
+			retire_head(p);
+		else if (b && b->off < b->len)
+			return b;
+		else if (p->done)
+			return NULL;
+		else
+			pthread_cond_wait(&p->changed, &p->lock);
+	}
+}
+
 size_t at_pump_read(at_pump *p, void *buf, size_t n, int *err)
 {
 	unsigned char *out = buf;
 	size_t got = 0;
 	pthread_mutex_lock(&p->lock);
 	while (got < n) {
-		block *b = p->head;
-		if (b && spent(b)) {
-			retire_head(p);
-			continue;
-		}
-		if (!b || b->off == b->len) {
-			if (p->done)
-				break;
-			pthread_cond_wait(&p->changed, &p->lock);
-			continue;
-		}
+		block *b = filled(p);
+		if (!b)
+			break;
 		size_t k = b->len - b->off;
 		if (k > n - got)
 			k = n - got;
@@ -170,17 +179,9 @@ static void *write_behind(void *arg)
 	pthread_setname_np(pthread_self(), "andrea-pump");
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		block *b = p->head;
-		if (b && spent(b)) {
-			retire_head(p);
-			continue;
-		}
-		if (!b || b->off == b->len) {
-			if (p->done)
-				break;
-			pthread_cond_wait(&p->changed, &p->lock);
-			continue;
-		}
+		block *b = filled(p);
+		if (!b)
+			break;
 		size_t at = b->off, k = b->len - at;
 		int failed = p->err;
 		pthread_mutex_unlock(&p->lock);
