@@ -42,6 +42,13 @@ static void logits_prepare(at_filter *f, int slot, const at_header *h)
 		       1);
 }
 
+/* Logits as the head hands them over: into the record. */
+static int put_logits(void *w, const void *p, size_t n)
+{
+	at_filter_put(w, p, n);
+	return 0;
+}
+
 /* Checks one x and writes its logits (only row T-1 with --last). */
 static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 {
@@ -67,20 +74,20 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 			       C * sizeof *lastrows);
 		src = lastrows;
 	}
-	uint64_t dims[3] = {B, l->last ? 1 : T, (uint64_t)l->V};
-	at_tensor out;
-	if (at_tensor_init(&out, "logits", AT_F32, 3, dims) < 0)
-		cli_die("out of memory");
-	char err[600];
-	if (at_fwd_head(engine(l, (double)rows, 0), out.data, src, (int)rows, err,
-			sizeof err) < 0)
-		at_filter_die(f, 0, "%s", err);
+	at_tensor out = {.dtype = AT_F32, .rank = 3,
+			 .dims = {B, l->last ? 1 : T, (uint64_t)l->V}};
+	snprintf(out.name, sizeof out.name, "logits");
 	out.attrs = x->attrs;
 	if (l->last)
 		at_attr_setf(&out.attrs, "position", "%llu",
 			     (unsigned long long)(T - 1));
-	at_filter_write(w, &out);
-	at_tensor_free(&out);
+	/* written as the rows reach host memory: [B,T,V] is never held */
+	at_fwd *e = engine(l, (double)rows, 0);
+	char err[600];
+	at_filter_begin(w, &out);
+	if (at_fwd_head(e, src, (int)rows, put_logits, w, err, sizeof err) < 0)
+		at_filter_die(f, 0, "%s", err);
+	at_filter_end(w);
 	free(lastrows);
 }
 

@@ -164,6 +164,11 @@ extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
 	cudaFreeHost(g->h_tok);
 	cudaFreeHost(g->h_pos);
 	cudaFreeHost(g->h_logits);
+	for (int i = 0; i < 2; i++) {
+		cudaFreeHost(g->pieces.h[i]);
+		if (g->pieces.ev[i])
+			cudaEventDestroy(g->pieces.ev[i]);
+	}
 	free_in_flight(g);
 	if (g->g.h)
 		at_cublas.destroy(g->g.h);
@@ -380,16 +385,77 @@ extern "C" int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 	return 0;
 }
 
-extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x,
-				int N)
+// Rows of logits per piece copied back: 16 MiB, or one row.
+static size_t piece_rows(const at_cuda_fwd *g, int N)
+{
+	size_t rows = ((size_t)16 << 20) / ((size_t)g->V * 4);
+	return rows < 1 ? 1 : rows > (size_t)N ? (size_t)N : rows;
+}
+
+// The pinned pieces of the head's logits, for `rows` rows each.
+static int piece_room(at_cuda_fwd *g, size_t rows)
+{
+	head_pieces *p = &g->pieces;
+	if (!p->ev[0])
+		for (int i = 0; i < 2; i++)
+			CU_CHECK(cudaEventCreateWithFlags(&p->ev[i],
+							  cudaEventDisableTiming),
+				 "creating an event");
+	size_t n = rows * g->V;
+	if (n <= p->n)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		cudaFreeHost(p->h[i]);
+		p->h[i] = NULL;
+	}
+	p->n = 0;
+	for (int i = 0; i < 2; i++)
+		CU_CHECK(cudaMallocHost((void **)&p->h[i], n * 4),
+			 "pinned memory for the logits");
+	p->n = n;
+	return 0;
+}
+
+// Starts the copy of rows [r, r + n) of the logits into piece i.
+static int piece_copy(at_cuda_fwd *g, const float *logits, size_t r,
+		      size_t n, int i)
+{
+	head_pieces *p = &g->pieces;
+	CU_CHECK(cudaMemcpyAsync(p->h[i], logits + r * g->V, n * g->V * 4,
+				 cudaMemcpyDeviceToHost, at_cu_stream),
+		 "computing the logits");
+	CU_CHECK(cudaEventRecord(p->ev[i], at_cu_stream), "computing the logits");
+	return 0;
+}
+
+extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, const float *x, int N,
+				at_sink *sink, void *ctx)
 {
 	TRY(make_bufs(g, &g->big, N, 0));
+	size_t rows = piece_rows(g, N);
+	TRY(piece_room(g, rows));
 	pass_bufs *b = &g->big;
 	CU_CHECK(cudaMemcpy(b->x, x, (size_t)N * g->C * 4,
 			    cudaMemcpyHostToDevice), "copying x to the GPU");
 	TRY(head(g, b, b->x, N));
-	CU_CHECK(cudaMemcpy(logits, b->logits, (size_t)N * g->V * 4,
-			    cudaMemcpyDeviceToHost), "computing the logits");
+	// piece k goes through host buffer k % 2: the next one copies while
+	// the sink takes this one
+	head_pieces *p = &g->pieces;
+	for (size_t r = 0, k = 0; r < (size_t)N; r += rows, k++) {
+		size_t n = (size_t)N - r < rows ? (size_t)N - r : rows;
+		if (k == 0)
+			TRY(piece_copy(g, b->logits, r, n, 0));
+		if (r + rows < (size_t)N) {
+			size_t next = (size_t)N - r - rows < rows ? (size_t)N - r - rows
+								 : rows;
+			TRY(piece_copy(g, b->logits, r + rows, next, (int)(k + 1) % 2));
+		}
+		CU_CHECK(cudaEventSynchronize(p->ev[k % 2]), "computing the logits");
+		if (sink(ctx, p->h[k % 2], n * g->V * 4) < 0) {
+			cudaStreamSynchronize(at_cu_stream);
+			return AT_CUDA_SINK_STOPPED;
+		}
+	}
 	return 0;
 }
 

@@ -47,6 +47,14 @@ struct blocks_worker {
 	int started, stop;
 };
 
+// The head's logits on their way back (at_cuda_fwd_head): two pinned
+// pieces of n floats, each with the event of its copy.
+struct head_pieces {
+	float *h[2];
+	size_t n;
+	cudaEvent_t ev[2];
+};
+
 struct at_cuda_fwd {
 	int C, H, L, V, ctx, prec, rows;
 	at_cu_gemm_mode g;
@@ -66,6 +74,7 @@ struct at_cuda_fwd {
 	int32_t *h_tok;
 	int *h_pos;
 	float *h_logits;
+	head_pieces pieces;
 	const at_hook *hook;     // the caller's, for the device hook
 	// decoding steps as graphs (see above)
 	cudaStream_t stream;     // where they are recorded and replayed

@@ -28,6 +28,8 @@ struct at_fwd {
 	/* records of at_fwd_blocks_begin computed here, oldest first */
 	float *held[2];
 	size_t held_n[2];
+	float *piece;            /* a piece of at_fwd_head's logits */
+	size_t piece_n;
 	int in_flight;           /* begun, not yet ended (on the GPU too) */
 };
 
@@ -118,7 +120,7 @@ void at_fwd_free(at_fwd *e)
 		return;
 	at_cuda_fwd_free(e->gpu);
 	float *bufs[] = {e->kc, e->vc, e->x, e->h, e->t, e->q, e->k, e->v,
-			 e->s, e->f, e->held[0], e->held[1]};
+			 e->s, e->f, e->held[0], e->held[1], e->piece};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		free(bufs[i]);
 	free(e->len);
@@ -232,15 +234,35 @@ static int cpu_head(at_fwd *e, float *logits, const float *x, int N, int T)
 	return e->hook->fn(e->hook->ctx, "logits", -1, logits, 3, dims);
 }
 
-int at_fwd_head(at_fwd *e, float *logits, const float *x, int N, char *err,
-		size_t errlen)
+/* The CPU's head piece by piece: rows of about 4 MiB of logits. */
+static int cpu_head_pieces(at_fwd *e, const float *x, int N, at_sink *sink,
+			   void *ctx)
 {
-	if (e->gpu)
-		return gpu_fail(at_cuda_fwd_head(e->gpu, logits, x, N), err,
-				errlen);
-	if (scratch(e, (size_t)N, 0) < 0)
-		return fail(err, errlen, "out of memory");
-	return cpu_head(e, logits, x, N, 1);
+	const at_weights *w = e->w;
+	size_t rows = ((size_t)4 << 20) / ((size_t)w->V * sizeof(float));
+	rows = rows < 1 ? 1 : rows > (size_t)N ? (size_t)N : rows;
+	if (scratch(e, rows, 0) < 0 ||
+	    grow(&e->piece, &e->piece_n, rows * w->V) < 0)
+		return -2;
+	for (size_t r = 0; r < (size_t)N; r += rows) {
+		size_t n = (size_t)N - r < rows ? (size_t)N - r : rows;
+		at_head_run(w->lnf_w, w->lnf_b, w->lm_head, e->h, NULL, NULL,
+			    e->piece, x + r * w->C, (int)n, w->C, w->V);
+		if (sink(ctx, e->piece, n * w->V * sizeof(float)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int at_fwd_head(at_fwd *e, const float *x, int N, at_sink *sink, void *ctx,
+		char *err, size_t errlen)
+{
+	if (e->gpu) {
+		int rc = at_cuda_fwd_head(e->gpu, x, N, sink, ctx);
+		return rc == AT_CUDA_SINK_STOPPED ? -1 : gpu_fail(rc, err, errlen);
+	}
+	int rc = cpu_head_pieces(e, x, N, sink, ctx);
+	return rc == -2 ? fail(err, errlen, "out of memory") : rc;
 }
 
 int at_fwd_logits(at_fwd *e, float *logits, const int32_t *tokens, int B,

@@ -22,6 +22,7 @@
 #include "ops/device.h"
 #include "ops/precision.h"
 #include "ops/prenorm.h"
+#include "ops/stages.h"
 
 /* A model's weights as host pointers (float32, andrea-model(5)'s
  * shapes).  A part the caller will not run may be NULL: wte and wpe
@@ -72,9 +73,14 @@ int at_fwd_blocks_begin(at_fwd *e, const float *x, int B, int T,
 			const int *layers, int n, char *err, size_t errlen);
 const float *at_fwd_blocks_end(at_fwd *e, char *err, size_t errlen);
 
-/* logits [N,V] = LNf(x [N,C]) . lm_head. */
-int at_fwd_head(at_fwd *e, float *logits, const float *x, int N, char *err,
-		size_t errlen);
+/* logits [N,V] = LNf(x [N,C]) . lm_head, handed to sink in order and in
+ * pieces of whole rows, so that [N,V] is never held in host memory: on
+ * the CPU some 4 MiB of rows computed at a time, on the GPU all of them
+ * computed at once and copied back through pinned memory a piece at a
+ * time, the next piece copying while sink takes the last.  A sink's -1
+ * is returned (its reason is its own); the hook sees nothing. */
+int at_fwd_head(at_fwd *e, const float *x, int N, at_sink *sink, void *ctx,
+		char *err, size_t errlen);
 
 /* logits [B,T,V] of the whole model over tokens [B,T] (T <= ctx, ids
  * < V: checked by the caller); no cache. */

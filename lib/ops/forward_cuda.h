@@ -32,7 +32,11 @@ int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 int at_cuda_fwd_blocks_begin(at_cuda_fwd *g, const float *x, int B, int T,
 			     const int *layers, int n);
 const float *at_cuda_fwd_blocks_end(at_cuda_fwd *g);
-int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x, int N);
+/* at_fwd_head: the logits of x [N,C] to sink in pieces of whole rows;
+ * AT_CUDA_SINK_STOPPED where the sink returned -1. */
+#define AT_CUDA_SINK_STOPPED (-2)
+int at_cuda_fwd_head(at_cuda_fwd *g, const float *x, int N, at_sink *sink,
+		     void *ctx);
 int at_cuda_fwd_logits(at_cuda_fwd *g, float *logits, const int32_t *tokens,
 		       int B, int T, const at_hook *hook);
 /* Encodes tokens [T] into cache row `row` from position 0. */

@@ -74,7 +74,8 @@ const float *at_cuda_fwd_blocks_end(at_cuda_fwd *g)
 	return NULL;
 }
 
-int at_cuda_fwd_head(at_cuda_fwd *g, float *logits, const float *x, int N)
+int at_cuda_fwd_head(at_cuda_fwd *g, const float *x, int N, at_sink *sink,
+		     void *ctx)
 {
 	return -1;
 }
