@@ -180,11 +180,12 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 				x->data, B, T, b->order, b->n_blocks, err,
 				sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
-	block_drain(f, w);
+	at_filter_drain(f);
 	b->pending = *x;
 	b->pending.data = NULL;
 	at_attr_setf(&b->pending.attrs, "layer", "%d", b->order[b->n_blocks - 1]);
 	b->has_pending = 1;
+	f->pending = 1;
 }
 
 int main(int argc, char **argv)

@@ -209,6 +209,35 @@ def test_block_writes_each_record_in_order_while_the_next_computes(tmp_path):
     check(complete_records(p2.stdout), 2)
 
 
+def test_records_passed_through_wait_behind_the_record_in_flight(tmp_path):
+    """A record passed through while a block's output is pending is held
+    (up to 64 MiB, lib/cli/filter.c) and written after that output, so the
+    stage need not wait for it; a larger one drains first.  Either way the
+    order holds, and an input cut inside a held record loses only that
+    record."""
+    rng = np.random.default_rng(17)
+    model, p = full_model(tmp_path, rng, 1, 2, 4, 11, 8)
+    xs = [rand(rng, 1, 3, 4), rand(rng, 2, 1, 4)]
+    notes = [rand(rng, 7), rand(rng, 3)]
+    big = rng.standard_normal((64 << 20) // 4 + 1).astype(np.float32)
+    s = pack(tmp_path, [("x", xs[0]), ("n1", notes[0]), ("big", big),
+                        ("x", xs[1]), ("n2", notes[1])])
+    recs = list(atsfmt.read(run("block", "-m", model, "-z", 0, input=s,
+                                check=0).stdout))
+    assert [r.name for r in recs] == ["x", "n1", "big", "x", "n2"]
+    for r, want in zip([recs[1], recs[2], recs[4]], [notes[0], big, notes[1]]):
+        assert r.payload == want.tobytes()
+    for r, x in zip([recs[0], recs[3]], xs):
+        got = np.frombuffer(r.payload, np.float32).reshape(x.shape)
+        assert oracle.rel_err(got, oracle.block(x, p, 0, 2)) <= TOL
+    held = pack(tmp_path, [("x", xs[0]), ("n1", notes[0]),
+                           ("n2", rand(rng, 5000))])
+    cut = run("block", "-m", model, "-z", 0, input=held[:len(held) - 9000],
+              check=1)
+    assert "n2" in one_line_error(cut, "block")
+    assert [r.name for r in complete_records(cut.stdout)] == ["x", "n1"]
+
+
 def test_a_record_larger_than_the_pipe_buffers_passes_whole(tmp_path):
     """On a pipe a stage reads ahead and writes behind through at most
     32 MiB (lib/stream/pump.h): a 40 MB record passed through, and the

@@ -8,12 +8,42 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Writes what f's run left pending (filter.h: drain). */
-static void drain(at_filter *f)
+/* Records passed through while a run's outputs are pending wait here, in
+ * order, to follow those outputs, so that a small record between two
+ * large ones (the tokens andrea-embed passes along with each x) does not
+ * make the stage wait for its device to finish the last one.  Up to
+ * DEFER_MAX bytes; a record that would go beyond drains first instead. */
+#define DEFER_MAX ((uint64_t)64 << 20)
+static struct {
+	FILE *f;        /* an open_memstream over buf */
+	char *buf;
+	size_t size;    /* the stream's bytes so far */
+	size_t whole;   /* of them, whole records */
+	at_writer w;    /* writing into f */
+} deferred;
+
+/* Writes the deferred records to w and empties the buffer. */
+static void write_deferred(at_writer *w)
+{
+	if (!deferred.f)
+		return;
+	fclose(deferred.f);
+	deferred.f = NULL;
+	int rc = at_writer_put(w, deferred.buf, deferred.whole);
+	free(deferred.buf);
+	deferred.buf = NULL;
+	deferred.size = deferred.whole = 0;
+	if (rc < 0)
+		cli_fail(w->err);
+}
+
+void at_filter_drain(at_filter *f)
 {
 	if (f->drain && f->out && !f->draining) {
 		f->draining = 1;
 		f->drain(f, f->out);
+		f->pending = 0;
+		write_deferred(f->out);
 		f->draining = 0;
 	}
 }
@@ -21,8 +51,27 @@ static void drain(at_filter *f)
 /* Ends the program on a failed input, after what was computed before. */
 static _Noreturn void input_failed(at_filter *f, const char *err)
 {
-	drain(f);
+	at_filter_drain(f);
 	cli_fail(err);
+}
+
+/* Copies record h behind f's pending outputs; 0 where it is not to wait
+ * (nothing pending, or too large) and must be written now. */
+static int defer_record(at_filter *f, at_reader *r, const at_header *h)
+{
+	if (!f->pending || h->nbytes > DEFER_MAX - deferred.whole)
+		return 0;
+	if (!deferred.f) {
+		if (!(deferred.f = open_memstream(&deferred.buf, &deferred.size)))
+			return 0;
+		at_write_opts o = f->out->opts;
+		at_writer_wrap(&deferred.w, deferred.f, f->out->label, &o);
+	}
+	if (at_copy_record(r, h, &deferred.w) < 0) /* the part is not written */
+		input_failed(f, r->err[0] ? r->err : deferred.w.err);
+	fflush(deferred.f);
+	deferred.whole = deferred.size;
+	return 1;
 }
 
 _Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
@@ -32,7 +81,7 @@ _Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	drain(f);
+	at_filter_drain(f);
 	cli_die("%s: record %d '%s': %s", f->label, f->index[slot],
 		f->inputs[slot], msg);
 }
@@ -188,7 +237,9 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 	while ((rc = at_read_header(&r, h)) == 1) {
 		int s = slot_of(f, h->name);
 		if (s < 0) {
-			drain(f);
+			if (defer_record(f, &r, h))
+				continue;
+			at_filter_drain(f);
 			if (at_copy_record(&r, h, &w) < 0)
 				cli_fail(r.err[0] ? r.err : w.err);
 			continue;
@@ -200,7 +251,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 		if (f->prepare)
 			f->prepare(f, s, h);
 		if (f->stream && !c->keep && f->n_inputs == 1) {
-			drain(f); /* it writes as it reads */
+			at_filter_drain(f); /* it writes as it reads */
 			if (f->stream(f, &r, h, &w) == 0) {
 				groups++;
 				continue;
@@ -213,7 +264,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 				input_failed(f, r.err);
 			have[s] = 1;
 			if (c->keep) {
-				drain(f);
+				at_filter_drain(f);
 				at_filter_write(&w, &in[s]);
 			}
 			if (++filled < f->n_inputs)
@@ -230,7 +281,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 	free(h);
 	if (rc < 0)
 		input_failed(f, r.err);
-	drain(f);
+	at_filter_drain(f);
 	for (int i = 0; i < f->n_inputs; i++)
 		if (have[i])
 			for (int j = 0; j < f->n_inputs; j++)

@@ -49,6 +49,10 @@ struct at_filter {
 	 * before ending the program on an error (at_filter_die, a failed
 	 * input), so that the order holds and nothing computed is lost. */
 	void (*drain)(at_filter *f, at_writer *w);
+	/* Set by a run that leaves outputs pending: records passed through
+	 * meanwhile are then held (up to 64 MiB) and written after them at
+	 * the next drain, instead of draining first.  Cleared by a drain. */
+	int pending;
 	void *ctx;
 	/* filled by at_filter_main: for messages, and the codec threads of
 	 * a record read as it arrives (0: the configured count) */
@@ -62,6 +66,11 @@ struct at_filter {
 /* Reads path ("-" or NULL for stdin), writes to the output chosen in c,
  * and exits 1 on any failure.  Options and model are checked before. */
 void at_filter_main(cli_common *c, at_filter *f, const char *path);
+
+/* Writes what f's run left pending (its drain), then the records passed
+ * through behind it; a run that begins new work calls it to write the
+ * old. */
+void at_filter_drain(at_filter *f);
 
 /* "prog: <stdin>: record N 'name': msg" for input slot i; exits 1. */
 _Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
