@@ -34,11 +34,8 @@ struct blocks_slot {
 
 // The records in flight run on a thread of their own, which launches
 // them and waits for them, so that the caller's thread only copies bytes
-// (x into pinned memory, the result out of it) while the GPU computes.
-// On the H200 machine the GPU still idled some 15 ms a record at B = 8
-// while the caller copied, with the launches on either thread, and ran
-// through a sleep of the caller's: not explained (bench/README.md,
-// forward).
+// (x into pinned memory, the result out of it) and reads and writes the
+// stream while the GPU computes.
 struct blocks_worker {
 	pthread_t thread;
 	pthread_mutex_t lock;

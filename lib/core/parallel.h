@@ -6,8 +6,9 @@
  * that the other stages of a pipeline, or other jobs of a busy machine,
  * need; and a burst that waits for every worker to arrive (an OpenMP
  * barrier) waits for each one whose core is busy elsewhere.  These workers
- * sleep on a condition variable between bursts, and a burst never waits
- * for one to wake: the caller takes the items no worker has taken.
+ * watch for the next burst for a few tens of microseconds, then sleep on a
+ * condition variable, and a burst never waits for one to wake: the caller
+ * takes the items no worker has taken.
  */
 #ifndef ANDREA_PARALLEL_H
 #define ANDREA_PARALLEL_H

@@ -93,11 +93,18 @@ static void gemm(int ta, int tb, int M, int N, int K, float alpha,
  * not (but for one row), so columns are cut only where there are too few
  * rows to share. */
 #define SPLIT 48
-/* Multiply-adds per nanosecond on one core, for the size of the pieces. */
+/* Multiply-adds per nanosecond on one core, for the size of the pieces;
+ * one row (a matrix-vector product) goes at the speed of reading B, four
+ * bytes a multiply-add: some 4 a nanosecond at 16 GB/s.  Sized as if
+ * compute-bound, the 768 x 768 products of an andrea-120m decoding step
+ * looked too small to share and ran on one core of two, where NumPy's
+ * used both (bench/README.md, generate). */
 #ifdef ANDREA_CBLAS
 #define FMA_PER_NS 20.0
+#define GEMV_FMA_PER_NS 4.0
 #else
 #define FMA_PER_NS 1.0
+#define GEMV_FMA_PER_NS 1.0
 #endif
 
 typedef struct {
@@ -149,5 +156,7 @@ void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 		g.unit = (N + t - 1) / t;
 	}
 	at_parallel_range((size_t)(along + g.unit - 1) / g.unit,
-			  (double)g.unit * across * K / FMA_PER_NS, gemm_piece, &g);
+			  (double)g.unit * across * K /
+				  (M == 1 ? GEMV_FMA_PER_NS : FMA_PER_NS),
+			  gemm_piece, &g);
 }
