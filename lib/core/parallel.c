@@ -5,34 +5,37 @@
  * burst cost a thread start and, in the codec, fresh zlib states (a few
  * hundred KiB of first-touched memory) per thread per batch of chunks.
  * Between bursts they wait on a condition variable, so a stage waiting on
- * its pipe still costs no CPU; first they watch for the next burst for
- * SPIN_NS, since the ops of a layer come microseconds apart and a wake-up
- * from the condition variable takes longer than a decoding step's product
- * (tens of microseconds in a virtual machine): without the watch the
- * caller had done the products of an andrea-120m decoding step alone
- * before a worker woke.  A burst never waits for a worker to wake:
- * the caller drains the items itself, and a worker that wakes after the
- * last item was taken finds nothing to do.  A call made while the pool
- * serves another (from a worker, or from a second thread) runs on its
- * caller alone.
+ * its pipe still costs no CPU.  But where bursts come close together (the
+ * products of a decoding step, tens of microseconds apart) a wake-up from
+ * the condition variable takes about as long as a burst in a virtual
+ * machine, and the caller had done the products of an andrea-120m
+ * decoding step nearly alone.  So in a stretch of close bursts
+ * (at_parallel_close) a worker whose last wait was shorter than SPIN_NS
+ * watches for the next burst for up to SPIN_NS before it sleeps, and the
+ * caller watches for the workers to leave its burst before it sleeps.
+ * Elsewhere (training, the stages) nothing watches: on two busy cores the
+ * watching made a tiny training run slower than one thread.
  */
 #include "core/parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_THREADS 256
-/* How long a worker watches for the next burst before it sleeps. */
-#define SPIN_NS 20000L
+/* The longest a worker watches for the next burst before it sleeps,
+ * and the longest wait between bursts after which it watches at all. */
+#define SPIN_NS 200000L
 
 typedef struct {
 	void (*fn)(void *ctx, int i, int tid);
 	void *ctx;
 	int n, threads;
 	atomic_int next;
-	int busy; /* workers inside this job, under pool.lock */
+	atomic_int busy; /* workers inside this job, changed under pool.lock */
+	int close;       /* one of a stretch of close bursts */
 } job;
 
 static struct {
@@ -41,8 +44,9 @@ static struct {
 	job *cur;          /* the burst workers may join; NULL between bursts */
 	atomic_ulong gen;  /* bumped (under lock) for each burst */
 	int started;       /* workers 1..started exist */
+	atomic_int close;  /* at_parallel_close's setting */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-	  PTHREAD_COND_INITIALIZER, NULL, 0, 0};
+	  PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
 
 static long now_ns(void)
 {
@@ -51,25 +55,43 @@ static long now_ns(void)
 	return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
-/* Watches, without the lock, for a burst after `seen` for SPIN_NS. */
-static void watch_for_burst(unsigned long seen)
-{
-	long until = now_ns() + SPIN_NS;
-	for (int i = 1; atomic_load_explicit(&pool.gen, memory_order_relaxed) == seen;
-	     i++) {
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
-		if (i % 64 == 0 && now_ns() > until)
-			return;
-	}
-}
-
 static void drain(job *j, int tid)
 {
 	int i;
 	while ((i = atomic_fetch_add(&j->next, 1)) < j->n)
 		j->fn(j->ctx, i, tid);
+}
+
+/* Waits, without the lock, until fn(arg) or `until`; 1 if fn(arg).  It
+ * yields the processor as it goes: on a busy machine the watch then takes
+ * little from the threads that have work (a tiny training run on two busy
+ * cores was 10% slower with a plain spin). */
+static int watch(int (*fn)(const void *arg), const void *arg, long until)
+{
+	for (int i = 1; !fn(arg); i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		if (i % 16 == 0) {
+			if (now_ns() > until)
+				return 0;
+			sched_yield();
+		}
+	}
+	return 1;
+}
+
+/* A burst after *seen has begun. */
+static int gen_moved(const void *seen)
+{
+	return atomic_load_explicit(&pool.gen, memory_order_relaxed) !=
+	       *(const unsigned long *)seen;
+}
+
+/* No worker is inside job j. */
+static int job_left(const void *j)
+{
+	return atomic_load(&((const job *)j)->busy) == 0;
 }
 
 /* What /proc/PID/task/TID/comm and top -H show for a worker (at most 15
@@ -80,26 +102,31 @@ static void *run_worker(void *arg)
 {
 	int tid = (int)(long)arg;
 	unsigned long seen = 0;
+	long waited = SPIN_NS; /* the last wait between bursts, ns */
+	int close = 0;         /* the last burst was a close one */
 	pthread_setname_np(pthread_self(), WORKER_NAME);
 	pthread_mutex_lock(&pool.lock);
 	for (;;) {
-		if (pool.gen == seen) {
+		long idle = now_ns();
+		if (pool.gen == seen && close && waited < SPIN_NS) {
 			pthread_mutex_unlock(&pool.lock);
-			watch_for_burst(seen);
+			watch(gen_moved, &seen, idle + SPIN_NS);
 			pthread_mutex_lock(&pool.lock);
 		}
 		while (pool.gen == seen)
 			pthread_cond_wait(&pool.wake, &pool.lock);
+		waited = now_ns() - idle;
 		seen = pool.gen;
 		job *j = pool.cur;
 		if (!j || tid >= j->threads)
 			continue;
-		j->busy++;
+		close = j->close;
+		atomic_fetch_add(&j->busy, 1);
 		pthread_mutex_unlock(&pool.lock);
 		drain(j, tid);
 		pthread_mutex_lock(&pool.lock);
 		/* every caller waits on idle for its own job: wake them all */
-		if (--j->busy == 0)
+		if (atomic_fetch_sub(&j->busy, 1) == 1)
 			pthread_cond_broadcast(&pool.idle);
 	}
 	return NULL;
@@ -123,8 +150,10 @@ static int grow_pool(int threads)
 void at_parallel_for(int n, int threads, void (*fn)(void *ctx, int i, int tid),
 		     void *ctx)
 {
-	job j = {.fn = fn, .ctx = ctx, .n = n, .threads = threads};
+	job j = {.fn = fn, .ctx = ctx, .n = n, .threads = threads,
+		 .close = atomic_load(&pool.close)};
 	atomic_init(&j.next, 0);
+	atomic_init(&j.busy, 0);
 	if (j.threads > n)
 		j.threads = n;
 	if (j.threads > MAX_THREADS)
@@ -142,13 +171,23 @@ void at_parallel_for(int n, int threads, void (*fn)(void *ctx, int i, int tid),
 	}
 	drain(&j, 0);
 	if (shared) {
-		/* no worker may enter j after this; wait for those inside */
+		/* no worker may enter j after this; wait for those inside,
+		 * watching first: their last items end within microseconds */
 		pthread_mutex_lock(&pool.lock);
 		pool.cur = NULL;
-		while (j.busy > 0)
-			pthread_cond_wait(&pool.idle, &pool.lock);
 		pthread_mutex_unlock(&pool.lock);
+		if (!j.close || !watch(job_left, &j, now_ns() + SPIN_NS)) {
+			pthread_mutex_lock(&pool.lock);
+			while (atomic_load(&j.busy) > 0)
+				pthread_cond_wait(&pool.idle, &pool.lock);
+			pthread_mutex_unlock(&pool.lock);
+		}
 	}
+}
+
+int at_parallel_close(int on)
+{
+	return atomic_exchange(&pool.close, on);
 }
 
 static atomic_int arith_threads; /* 0: not set, the online processors */

@@ -6,9 +6,8 @@
  * that the other stages of a pipeline, or other jobs of a busy machine,
  * need; and a burst that waits for every worker to arrive (an OpenMP
  * barrier) waits for each one whose core is busy elsewhere.  These workers
- * watch for the next burst for a few tens of microseconds, then sleep on a
- * condition variable, and a burst never waits for one to wake: the caller
- * takes the items no worker has taken.
+ * sleep on a condition variable between bursts, and a burst never waits
+ * for one to wake: the caller takes the items no worker has taken.
  */
 #ifndef ANDREA_PARALLEL_H
 #define ANDREA_PARALLEL_H
@@ -20,6 +19,12 @@
  * free.  Falls back to the caller alone if a thread cannot start. */
 void at_parallel_for(int n, int threads, void (*fn)(void *ctx, int i, int tid),
 		     void *ctx);
+
+/* Marks the bursts that follow as close together (on != 0: a decoding
+ * step's products, some tens of microseconds apart), where the workers
+ * and the caller watch for each other a little before they sleep; returns
+ * the setting before. */
+int at_parallel_close(int on);
 
 /* The threads of the CPU arithmetic (the ops, the trainer, the seeded
  * model's draws): the online processors, at most 64, until

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "ops/forward_cuda.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
@@ -344,13 +345,18 @@ int at_fwd_decode(at_fwd *e, const int32_t *tokens, int B, float *logits,
 	} else {
 		if (scratch(e, (size_t)B, (size_t)B * w->H * w->ctx) < 0)
 			return fail(err, errlen, "out of memory");
+		/* a step's products are a few rows each, microseconds apart */
+		int was = at_parallel_close(1);
 		at_embed_at(e->x, tokens, e->pos, w->wte, w->wpe, B, w->C);
 		rc = report_x(e, e->x, -1, B, 1);
 		for (int l = 0; !rc && l < w->L; l++) {
 			at_kv kv = cache_of(e, l, 0, e->pos);
 			rc = cpu_block(e, l, &kv, e->x, B, 1);
 		}
-		if (rc || (rc = cpu_head(e, logits, e->x, B, 1)))
+		if (!rc)
+			rc = cpu_head(e, logits, e->x, B, 1);
+		at_parallel_close(was);
+		if (rc)
 			return rc;
 	}
 	for (int b = 0; b < B; b++)
