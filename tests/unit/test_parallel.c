@@ -2,7 +2,8 @@
  * item runs exactly once, tids stay below the thread count asked for,
  * bursts of changing sizes reuse the pool, a call from inside a burst
  * (also one made after the burst's caller has run out of items) runs on
- * its caller alone, and several threads may call at once; and of
+ * its caller alone, and several threads may call at once, also in a
+ * stretch of close bursts (at_parallel_close); and of
  * at_parallel_range: its pieces cover the range once, in more than one
  * piece only where the work is worth it and threads are set, and
  * at_set_threads returns the count before.
@@ -148,10 +149,11 @@ static void ranges(void)
 	at_set_threads(before);
 }
 
-int main(void)
+/* Every kind of burst, nesting and concurrent callers; run as usual and
+ * again in a stretch of close bursts, where the threads watch for each
+ * other before they sleep. */
+static void bursts(void)
 {
-	ranges();
-
 	burst(0, 4);
 	burst(1, 1);
 	burst(1, 8);
@@ -162,6 +164,7 @@ int main(void)
 		burst(1 + (r * 37) % MAX_ITEMS, 1 + r % 6);
 	burst(MAX_ITEMS, 300); /* beyond the pool's cap */
 
+	atomic_store(&inner_items, 0);
 	at_parallel_for(16, 4, outer, NULL);
 	CHECK(atomic_load(&inner_items) == 16 * 7);
 	atomic_store(&inner_items, 0);
@@ -170,6 +173,7 @@ int main(void)
 	CHECK(atomic_load(&inner_items) == 10 * 2 * 5);
 
 	/* three threads calling at once, each to completion */
+	atomic_store(&concurrent_items, 0);
 	pthread_t callers[3];
 	int started = 0;
 	for (int t = 0; t < 3; t++)
@@ -178,6 +182,16 @@ int main(void)
 	for (int t = 0; t < started; t++)
 		pthread_join(callers[t], NULL);
 	CHECK(atomic_load(&concurrent_items) == started * 300 * 8);
+}
 
+int main(void)
+{
+	ranges();
+	bursts();
+	CHECK(at_parallel_close(1) == 0);
+	bursts();
+	usleep(1000); /* past the workers' watch: they sleep, then wake */
+	bursts();
+	CHECK(at_parallel_close(0) == 1);
 	return check_finish("test_parallel");
 }
