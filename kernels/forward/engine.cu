@@ -441,17 +441,17 @@ extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, const float *x, int N,
 	// piece k goes through host buffer k % 2: the next one copies while
 	// the sink takes this one
 	head_pieces *p = &g->pieces;
+	auto rows_at = [&](size_t r) {
+		return (size_t)N - r < rows ? (size_t)N - r : rows;
+	};
+	TRY(piece_copy(g, b->logits, 0, rows_at(0), 0));
 	for (size_t r = 0, k = 0; r < (size_t)N; r += rows, k++) {
-		size_t n = (size_t)N - r < rows ? (size_t)N - r : rows;
-		if (k == 0)
-			TRY(piece_copy(g, b->logits, r, n, 0));
-		if (r + rows < (size_t)N) {
-			size_t next = (size_t)N - r - rows < rows ? (size_t)N - r - rows
-								 : rows;
-			TRY(piece_copy(g, b->logits, r + rows, next, (int)(k + 1) % 2));
-		}
+		size_t next = r + rows;
+		if (next < (size_t)N)
+			TRY(piece_copy(g, b->logits, next, rows_at(next),
+				       (int)(k + 1) % 2));
 		CU_CHECK(cudaEventSynchronize(p->ev[k % 2]), "computing the logits");
-		if (sink(ctx, p->h[k % 2], n * g->V * 4) < 0) {
+		if (sink(ctx, p->h[k % 2], rows_at(r) * g->V * 4) < 0) {
 			cudaStreamSynchronize(at_cu_stream);
 			return AT_CUDA_SINK_STOPPED;
 		}

@@ -63,9 +63,8 @@ static void drain(job *j, int tid)
 }
 
 /* Waits, without the lock, until fn(arg) or `until`; 1 if fn(arg).  It
- * yields the processor as it goes: on a busy machine the watch then takes
- * little from the threads that have work (a tiny training run on two busy
- * cores was 10% slower with a plain spin). */
+ * yields the processor as it goes, so that on a busy machine the watch
+ * takes little from the threads that have work. */
 static int watch(int (*fn)(const void *arg), const void *arg, long until)
 {
 	for (int i = 1; !fn(arg); i++) {
