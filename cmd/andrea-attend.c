@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
+#include "ops/ops.h"
 #include "ops/stages.h"
 #include "cli/stage.h"
 
@@ -21,6 +22,7 @@ typedef struct {
 	int concat, proj, layer; /* layer -1: from the attributes, else 0 */
 	at_model model;
 	at_tensor wo;            /* Wo of wo_layer, once loaded */
+	at_tensor bo;            /* and its bias, where the model has one */
 	int wo_layer;
 	at_exec exec;            /* the device; --tf32: TF32 products on the GPU */
 } attend_ctx;
@@ -33,9 +35,22 @@ static void load_wo(attend_ctx *a, int layer)
 	char name[64];
 	int C = a->model.cfg.d_model;
 	at_tensor_free(&a->wo);
+	at_tensor_free(&a->bo);
 	snprintf(name, sizeof name, "layers.%d.attn.wo", layer);
 	stage_param(&a->model, name, &a->wo, 2, C, C);
+	snprintf(name, sizeof name, "layers.%d.attn.bo", layer);
+	if (at_model_has(&a->model, name))
+		stage_param(&a->model, name, &a->bo, 1, C);
 	a->wo_layer = layer;
+}
+
+/* y += bo, where --proj's model has it (on the host, whichever device
+ * made y). */
+static void add_bo(const attend_ctx *a, at_tensor *y)
+{
+	if (a->proj && a->bo.data)
+		at_add_bias(y->data, a->bo.data, (size_t)(y->dims[0] * y->dims[1]),
+			    (size_t)y->dims[2]);
 }
 
 /* Checks what --proj needs, loads Wo, and returns the layer. */
@@ -118,6 +133,7 @@ static void attend_run(at_filter *f, at_tensor *in, at_writer *w)
 				    (int)v->dims[0], (int)v->dims[1],
 				    (int)v->dims[2], (int)v->dims[3], a->concat,
 				    a->proj ? a->wo.data : NULL));
+	add_bo(a, &dst);
 	at_filter_write(w, &dst);
 	at_tensor_free(&dst);
 }
@@ -170,6 +186,7 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 						 a->proj ? a->wo.data : NULL));
 		at_tensor_free(&out);
 	}
+	add_bo(a, &dst);
 	at_filter_write(w, &dst);
 	at_tensor_free(&dst);
 	return 0;
@@ -209,6 +226,7 @@ int main(int argc, char **argv)
 		       .prepare = attend_prepare, .ctx = &a};
 	at_filter_main(&c, &f, operand.v[0]);
 	at_tensor_free(&a.wo);
+	at_tensor_free(&a.bo);
 	at_model_close(&a.model);
 	return 0;
 }

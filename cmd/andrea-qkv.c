@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/filter.h"
+#include "ops/ops.h"
 #include "ops/stages.h"
 #include "cli/stage.h"
 
@@ -27,6 +28,7 @@ typedef struct {
 	at_tensor ln_w, ln_b;
 	float *wqkv;
 	int cols;
+	float *bias[3];        /* bq, bk, bv: their cols, where the model has them */
 } qkv_ctx;
 
 /* Copies columns [c0, c0+n) of w[rows, cols] into columns [d0, d0+n) of
@@ -72,7 +74,27 @@ static void load_params(qkv_ctx *q)
 		copy_columns(q->wqkv, 3 * (size_t)q->cols, m * q->cols, wm.data, C,
 			     C, q->head >= 0 ? q->head * D : 0, q->cols);
 		at_tensor_free(&wm);
+		snprintf(name, sizeof name, "layers.%d.attn.b%s", q->layer,
+			 which[m]);
+		if (!at_model_has(&q->model, name))
+			continue;
+		stage_param(&q->model, name, &wm, 1, C);
+		if (!(q->bias[m] = malloc((size_t)q->cols * sizeof *q->bias[m])))
+			cli_die("out of memory");
+		memcpy(q->bias[m], (float *)wm.data + (q->head >= 0 ? q->head * D : 0),
+		       (size_t)q->cols * sizeof *q->bias[m]);
+		at_tensor_free(&wm);
 	}
+}
+
+/* t[B,heads,T,D] += b[heads*D], head by head (on the host, whichever
+ * device made t). */
+static void add_head_bias(float *t, const float *b, int B, int heads, int T,
+			  int D)
+{
+	for (int i = 0; i < B * heads; i++)
+		at_add_bias(t + (size_t)i * T * D, b + (size_t)(i % heads) * D,
+			    (size_t)T, (size_t)D);
 }
 
 static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
@@ -96,6 +118,9 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	stage_check(at_stage_qkv(&q->exec, out[0].data, out[1].data, out[2].data,
 				 x->data, ln_w, q->ln_b.data, q->wqkv, B, T, C,
 				 heads, D));
+	for (int m = 0; m < 3; m++)
+		if (q->bias[m])
+			add_head_bias(out[m].data, q->bias[m], B, heads, T, D);
 	/* v first: andrea-attend, which needs v whole before it can use the
 	 * probabilities made from q and k, then uses them as they arrive */
 	static const int order[] = {2, 0, 1};
@@ -133,6 +158,8 @@ int main(int argc, char **argv)
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = qkv_run, .ctx = &q};
 	at_filter_main(&c, &f, operand.v[0]);
 	free(q.wqkv);
+	for (int m = 0; m < 3; m++)
+		free(q.bias[m]);
 	at_tensor_free(&q.ln_w);
 	at_tensor_free(&q.ln_b);
 	at_model_close(&q.model);

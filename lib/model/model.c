@@ -247,6 +247,28 @@ static void seeded_param(const at_model *m, const char *name, at_tensor *t)
 		at_seeded_normal(m->seed, name, 0.02, p, n);
 }
 
+int at_param_optional(const char *name)
+{
+	static const char *const biases[] = {"attn.bq", "attn.bk", "attn.bv",
+					     "attn.bo", "mlp.bfc", "mlp.bproj"};
+	const char *dot = strncmp(name, "layers.", 7) == 0 ? strchr(name + 7, '.')
+							  : NULL;
+	for (size_t i = 0; dot && i < sizeof biases / sizeof biases[0]; i++)
+		if (strcmp(dot + 1, biases[i]) == 0)
+			return 1;
+	return 0;
+}
+
+int at_model_has(const at_model *m, const char *name)
+{
+	if (m->seeded)
+		return !at_param_optional(name);
+	for (int i = 0; i < m->n_entries; i++)
+		if (strcmp(m->entries[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
 int at_model_param(const at_model *m, const char *name, int rank,
 		   const uint64_t *dims, at_tensor *out, char *err,
 		   size_t errlen)

@@ -57,6 +57,13 @@ void at_model_close(at_model *m);
 int at_model_param(const at_model *m, const char *name, int rank,
 		   const uint64_t *dims, at_tensor *out, char *err,
 		   size_t errlen);
+/* 1 where m holds the parameter `name`; the seeded model holds every
+ * parameter of andrea-model(5) but the optional biases. */
+int at_model_has(const at_model *m, const char *name);
+/* 1 where `name` is one of the optional parameters (the products'
+ * biases: layers.L.attn.bq, ...), which a model without them does
+ * without. */
+int at_param_optional(const char *name);
 
 /* Checks that the config knows what a stage needs: C, H (with C % H == 0),
  * and that layer is in range when the layer count is known. */

@@ -77,6 +77,19 @@ static int scratch(at_fwd *e, size_t rows, size_t ns)
 	return grow(&e->s, &e->ns, ns) < 0 ? -1 : grow(&e->f, &e->nf, 4 * nc);
 }
 
+int at_fwd_gpu_runs(const at_weights *w)
+{
+	if (w->lnf_w && !w->lm_head)
+		return 0;
+	for (int l = 0; l < w->L; l++) {
+		const at_block_w *b = &w->layer[l];
+		if (b->ln1_w && (b->bq || b->bk || b->bv || b->bo || b->bfc ||
+				 b->bproj))
+			return 0;
+	}
+	return 1;
+}
+
 int at_fwd_new(at_fwd **out, const at_weights *w, at_device dev, int precision,
 	       int rows, char *err, size_t errlen)
 {
@@ -86,6 +99,10 @@ int at_fwd_new(at_fwd **out, const at_weights *w, at_device dev, int precision,
 			 at_precision_name(precision));
 		return -1;
 	}
+	if (dev == AT_DEV_CUDA && !at_fwd_gpu_runs(w))
+		return fail(err, errlen, "the model has biases or a tied head, "
+			    "which this version computes on the CPU only: use "
+			    "--device cpu");
 	at_fwd *e = calloc(1, sizeof *e);
 	if (!e || !(e->len = calloc((size_t)rows + 1, sizeof *e->len)) ||
 	    !(e->pos = calloc((size_t)rows + 1, sizeof *e->pos))) {
@@ -227,8 +244,8 @@ const float *at_fwd_blocks_end(at_fwd *e, char *err, size_t errlen)
 static int cpu_head(at_fwd *e, float *logits, const float *x, int N, int T)
 {
 	const at_weights *w = e->w;
-	at_head_run(w->lnf_w, w->lnf_b, w->lm_head, e->h, NULL, NULL, logits, x,
-		    N, w->C, w->V);
+	at_head_run(w->lnf_w, w->lnf_b, w->lm_head, w->wte, e->h, NULL, NULL,
+		    logits, x, N, w->C, w->V);
 	if (!e->hook)
 		return 0;
 	uint64_t dims[3] = {(uint64_t)(N / T), (uint64_t)T, (uint64_t)w->V};
@@ -247,7 +264,7 @@ static int cpu_head_pieces(at_fwd *e, const float *x, int N, at_sink *sink,
 		return -2;
 	for (size_t r = 0; r < (size_t)N; r += rows) {
 		size_t n = (size_t)N - r < rows ? (size_t)N - r : rows;
-		at_head_run(w->lnf_w, w->lnf_b, w->lm_head, e->h, NULL, NULL,
+		at_head_run(w->lnf_w, w->lnf_b, w->lm_head, w->wte, e->h, NULL, NULL,
 			    e->piece, x + r * w->C, (int)n, w->C, w->V);
 		if (sink(ctx, e->piece, n * w->V * sizeof(float)) < 0)
 			return -1;

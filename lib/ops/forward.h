@@ -27,7 +27,8 @@
 /* A model's weights as host pointers (float32, andrea-model(5)'s
  * shapes).  A part the caller will not run may be NULL: wte and wpe
  * (then no embedding), a layer's ln1_w (then not that layer), lnf_w (then
- * no head). */
+ * no head).  lm_head NULL with lnf_w set: the head is tied to wte (which
+ * is then given), as GPT-2's is. */
 typedef struct {
 	int C, H, L, V, ctx;
 	const float *wte, *wpe;           /* [V,C], [ctx,C] */
@@ -42,6 +43,9 @@ typedef struct at_fwd at_fwd;
 int at_fwd_new(at_fwd **e, const at_weights *w, at_device dev, int precision,
 	       int rows, char *err, size_t errlen);
 void at_fwd_free(at_fwd *e);
+/* 1 where the GPU engine runs w: not yet a model with biases or a tied
+ * head (at_fwd_new on the GPU refuses those). */
+int at_fwd_gpu_runs(const at_weights *w);
 
 /* at_fwd_new on a thread of its own (forward_start.c): on the GPU the
  * engine's making (the CUDA context, cuBLAS, the weights' upload: about

@@ -38,3 +38,25 @@ void at_add_inplace(float *x, const float *y, size_t n)
 	pair_job j = {x, y};
 	at_parallel_range(n, 0.2, add_range, &j);
 }
+
+typedef struct {
+	float *x;
+	const float *b;
+	size_t n;
+} bias_job;
+
+static void bias_range(void *ctx, size_t lo, size_t hi)
+{
+	const bias_job *j = ctx;
+	for (size_t r = lo; r < hi; r++) {
+		float *row = j->x + r * j->n;
+		for (size_t i = 0; i < j->n; i++)
+			row[i] += j->b[i];
+	}
+}
+
+void at_add_bias(float *x, const float *b, size_t rows, size_t n)
+{
+	bias_job j = {x, b, n};
+	at_parallel_range(rows, 0.2 * (double)n, bias_range, &j);
+}

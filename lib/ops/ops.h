@@ -73,6 +73,8 @@ void at_softmax_rows(float *p, const float *s, size_t rows, int n);
 void at_gelu_forward(float *out, const float *in, size_t n);
 /* x[n] += y[n] (the residual connections). */
 void at_add_inplace(float *x, const float *y, size_t n);
+/* x[rows,n] += b[n] on every row (a product's bias). */
+void at_add_bias(float *x, const float *b, size_t rows, size_t n);
 
 /* o[BH,T,D] = a[BH,T,T] . v[BH,T,D].  Where a matrix is causal (every
  * entry above the diagonal exactly 0, as softmax leaves masked scores),

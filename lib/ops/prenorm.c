@@ -93,11 +93,14 @@ static int attention(const at_block_w *w, const at_block_acts *a,
 	layernorm(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, BT,
 		  C);
 	const float *wm[3] = {w->wq, w->wk, w->wv};
+	const float *bm[3] = {w->bq, w->bk, w->bv};
 	float *dst[3] = {a->q, a->k, a->v};
 	static const char *names[3] = {"q", "k", "v"};
 	for (int m = 0; m < 3; m++) {
 		at_gemm(0, 0, BT, C, C, 1.0f, a->ln1, C, wm[m], C, 0.0f, a->tmp,
 			C);
+		if (bm[m])
+			at_add_bias(a->tmp, bm[m], BT, C);
 		at_split_heads(dst[m], a->tmp, B, T, H, D);
 		REPORT(a, names[m], dst[m], 4, B, H, T, D);
 	}
@@ -110,6 +113,8 @@ static int attention(const at_block_w *w, const at_block_acts *a,
 	REPORT(a, "out", a->out, 4, B, H, T, D);
 	at_merge_heads(a->tmp, a->out, B, T, H, D);
 	at_gemm(0, 0, BT, C, C, 1.0f, a->tmp, C, w->wo, C, 0.0f, a->y, C);
+	if (w->bo)
+		at_add_bias(a->y, w->bo, BT, C);
 	REPORT(a, "y", a->y, 3, B, T, C, 0);
 	return 0;
 }
@@ -122,8 +127,12 @@ static void mlp(const at_block_w *w, const at_block_acts *a, const float *x,
 	layernorm(a->ln2, a->ln2_mean, a->ln2_rstd, x, w->ln2_w, w->ln2_b, BT,
 		  C);
 	at_gemm(0, 0, BT, F, C, 1.0f, a->ln2, C, w->fc, F, 0.0f, a->fc, F);
+	if (w->bfc)
+		at_add_bias(a->fc, w->bfc, BT, F);
 	at_gelu_forward(a->gelu, a->fc, (size_t)BT * F);
 	at_gemm(0, 0, BT, C, F, 1.0f, a->gelu, F, w->proj, C, 0.0f, a->tmp, C);
+	if (w->bproj)
+		at_add_bias(a->tmp, w->bproj, BT, C);
 }
 
 int at_block_run(const at_block_w *w, const at_block_acts *a,
@@ -146,9 +155,12 @@ int at_block_run(const at_block_w *w, const at_block_acts *a,
 }
 
 void at_head_run(const float *lnf_w, const float *lnf_b, const float *lm_head,
-		 float *ln, float *mean, float *rstd, float *logits,
-		 const float *x, int N, int C, int V)
+		 const float *wte, float *ln, float *mean, float *rstd,
+		 float *logits, const float *x, int N, int C, int V)
 {
 	layernorm(ln, mean, rstd, x, lnf_w, lnf_b, N, C);
-	at_gemm(0, 0, N, V, C, 1.0f, ln, C, lm_head, V, 0.0f, logits, V);
+	if (lm_head)
+		at_gemm(0, 0, N, V, C, 1.0f, ln, C, lm_head, V, 0.0f, logits, V);
+	else
+		at_gemm(0, 1, N, V, C, 1.0f, ln, C, wte, C, 0.0f, logits, V);
 }

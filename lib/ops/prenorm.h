@@ -14,10 +14,13 @@
 #include <stdint.h>
 
 /* The weights of one block: ln1_w, ln1_b, ln2_w, ln2_b [C]; wq, wk, wv,
- * wo [C,C]; fc [C,F]; proj [F,C]. */
+ * wo [C,C]; fc [C,F]; proj [F,C]; and the products' optional biases (GPT-2
+ * has them, ANDREA models do not; NULL: none): bq, bk, bv, bo, bproj [C],
+ * bfc [F]. */
 typedef struct {
 	const float *ln1_w, *ln1_b, *wq, *wk, *wv, *wo, *ln2_w, *ln2_b, *fc,
 		*proj;
+	const float *bq, *bk, *bv, *bo, *bfc, *bproj;
 } at_block_w;
 
 /* Called with each named activation as soon as it is computed: name (q,
@@ -71,9 +74,11 @@ int at_block_run(const at_block_w *w, const at_block_acts *a,
 		 int C, int H);
 
 /* logits[N,V] = LNf(x[N,C]) . lm_head [C,V], with LNf(x) written to ln
- * [N,C] and, where mean and rstd are not NULL, its row statistics [N]. */
+ * [N,C] and, where mean and rstd are not NULL, its row statistics [N].
+ * lm_head NULL: the head is tied to the token table, logits = LNf(x) .
+ * wte^T with wte [V,C]. */
 void at_head_run(const float *lnf_w, const float *lnf_b, const float *lm_head,
-		 float *ln, float *mean, float *rstd, float *logits,
-		 const float *x, int N, int C, int V);
+		 const float *wte, float *ln, float *mean, float *rstd,
+		 float *logits, const float *x, int N, int C, int V);
 
 #endif

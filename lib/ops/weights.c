@@ -29,7 +29,23 @@ void at_weights_free(at_loaded *lw)
 	memset(lw, 0, sizeof *lw);
 }
 
-/* Loads layer l's ten parameters into lw->layer[l]. */
+/* param() for an optional parameter: NULL without an error where m
+ * lacks it, *ok 0 where it is there but cannot be loaded. */
+static const float *optional(at_loaded *lw, const at_model *m,
+			     const char *prefix, const char *name, uint64_t d0,
+			     int *ok, char *err, size_t errlen)
+{
+	char full[AT_MAX_NAME + 1];
+	snprintf(full, sizeof full, "%s%s", prefix, name);
+	if (!*ok || !at_model_has(m, full))
+		return NULL;
+	const float *p = param(lw, m, prefix, name, d0, 0, err, errlen);
+	*ok = p != NULL;
+	return p;
+}
+
+/* Loads layer l's ten parameters, and the biases it has, into
+ * lw->layer[l]. */
 static int load_layer(at_loaded *lw, const at_model *m, int l, char *err,
 		      size_t errlen)
 {
@@ -37,7 +53,14 @@ static int load_layer(at_loaded *lw, const at_model *m, int l, char *err,
 	char pre[64];
 	snprintf(pre, sizeof pre, "layers.%d.", l);
 	at_block_w *b = &lw->layer[l];
-	return (b->ln1_w = param(lw, m, pre, "ln1.weight", C, 0, err, errlen)) &&
+	int ok = 1;
+	b->bq = optional(lw, m, pre, "attn.bq", C, &ok, err, errlen);
+	b->bk = optional(lw, m, pre, "attn.bk", C, &ok, err, errlen);
+	b->bv = optional(lw, m, pre, "attn.bv", C, &ok, err, errlen);
+	b->bo = optional(lw, m, pre, "attn.bo", C, &ok, err, errlen);
+	b->bfc = optional(lw, m, pre, "mlp.bfc", F, &ok, err, errlen);
+	b->bproj = optional(lw, m, pre, "mlp.bproj", C, &ok, err, errlen);
+	return ok && (b->ln1_w = param(lw, m, pre, "ln1.weight", C, 0, err, errlen)) &&
 	       (b->ln1_b = param(lw, m, pre, "ln1.bias", C, 0, err, errlen)) &&
 	       (b->wq = param(lw, m, pre, "attn.wq", C, C, err, errlen)) &&
 	       (b->wk = param(lw, m, pre, "attn.wk", C, C, err, errlen)) &&
@@ -57,7 +80,7 @@ int at_weights_load(at_loaded *lw, const at_model *m, int what,
 	int L = cfg->n_layer > 0 ? cfg->n_layer : 0;
 	uint64_t C = (uint64_t)cfg->d_model, V = (uint64_t)cfg->vocab;
 	memset(lw, 0, sizeof *lw);
-	lw->t = calloc((size_t)L * 10 + 5, sizeof *lw->t);
+	lw->t = calloc((size_t)L * 16 + 5, sizeof *lw->t);
 	lw->layer = calloc((size_t)L + 1, sizeof *lw->layer);
 	if (!lw->t || !lw->layer) {
 		snprintf(err, errlen, "out of memory");
@@ -75,10 +98,17 @@ int at_weights_load(at_loaded *lw, const at_model *m, int what,
 	for (int l = 0; ok && (what & AT_LOAD_LAYERS) && l < L; l++)
 		if (!layers || layers[l])
 			ok = load_layer(lw, m, l, err, errlen) == 0;
-	if (ok && (what & AT_LOAD_HEAD))
+	if (ok && (what & AT_LOAD_HEAD)) {
 		ok = (w->lnf_w = param(lw, m, "", "lnf.weight", C, 0, err, errlen)) &&
-		     (w->lnf_b = param(lw, m, "", "lnf.bias", C, 0, err, errlen)) &&
-		     (w->lm_head = param(lw, m, "", "lm_head", C, V, err, errlen));
+		     (w->lnf_b = param(lw, m, "", "lnf.bias", C, 0, err, errlen));
+		/* without lm_head the head is tied to the token table */
+		if (ok && at_model_has(m, "lm_head"))
+			ok = (w->lm_head = param(lw, m, "", "lm_head", C, V, err,
+						 errlen)) != NULL;
+		else if (ok && !w->wte)
+			ok = (w->wte = param(lw, m, "", "wte", V, C, err, errlen)) !=
+			     NULL;
+	}
 	if (!ok) {
 		at_weights_free(lw);
 		return -1;

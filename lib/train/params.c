@@ -150,6 +150,19 @@ void tr_model_seed(tr_model *m, uint64_t seed)
 
 int tr_model_load(tr_model *m, const at_model *src, char *err, size_t errlen)
 {
+	/* the trainer's layout has neither yet: refuse rather than drop them */
+	for (int i = 0; !src->seeded && i < src->n_entries; i++)
+		if (at_param_optional(src->entries[i].name)) {
+			snprintf(err, errlen, "%s: '%s': training a model with "
+				 "biases is not supported in this version",
+				 src->path, src->entries[i].name);
+			return -1;
+		}
+	if (!at_model_has(src, "lm_head")) {
+		snprintf(err, errlen, "%s: no lm_head: training a model with a "
+			 "tied head is not supported in this version", src->path);
+		return -1;
+	}
 	for (int i = 0; i < m->n_params; i++) {
 		const tr_param *p = &m->params[i];
 		at_tensor t;
