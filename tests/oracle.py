@@ -81,12 +81,19 @@ def merge_heads(x):
     return x.transpose(0, 2, 1, 3).reshape(B, T, H * D)
 
 
+def product(h, p, w, b):
+    """h . p[w] (+ p[b], a bias the model may lack), in float64."""
+    y = np.asarray(h, np.float64) @ p[w].astype(np.float64)
+    return y + p[b].astype(np.float64) if b in p else y
+
+
 def qkv(x, p, layer, H, norm=True):
     """p maps parameter names to arrays.  Returns q, k, v as [B,H,T,D]."""
     pre = f"layers.{layer}."
     h = layernorm(x, p[pre + "ln1.weight"], p[pre + "ln1.bias"]) if norm \
         else x.astype(np.float64)
-    return tuple(split_heads(h @ p[pre + "attn.w" + m].astype(np.float64), H)
+    return tuple(split_heads(product(h, p, pre + "attn.w" + m,
+                                     pre + "attn.b" + m), H)
                  for m in "qkv")
 
 
@@ -138,7 +145,9 @@ def attention(x, p, layer, H):
     """concat over heads of causal softmax(QK^T/sqrt D) V, times Wo."""
     q, k, v = qkv(x, p, layer, H)
     a = softmax(mask(scores(q, k)))
-    return merge_heads(attend(a, v)) @ p[f"layers.{layer}.attn.wo"].astype(np.float64)
+    pre = f"layers.{layer}."
+    return product(merge_heads(attend(a, v)), p, pre + "attn.wo",
+                   pre + "attn.bo")
 
 
 def block(x, p, layer, H):
@@ -146,14 +155,15 @@ def block(x, p, layer, H):
     pre = f"layers.{layer}."
     x = np.asarray(x, np.float64) + attention(x, p, layer, H)
     h = layernorm(x, p[pre + "ln2.weight"], p[pre + "ln2.bias"])
-    return x + gelu(h @ p[pre + "mlp.fc"].astype(np.float64)) \
-        @ p[pre + "mlp.proj"].astype(np.float64)
+    f = gelu(product(h, p, pre + "mlp.fc", pre + "mlp.bfc"))
+    return x + product(f, p, pre + "mlp.proj", pre + "mlp.bproj")
 
 
 def logits(x, p):
-    """LNf(x) . lm_head."""
+    """LNf(x) . lm_head, or . wte^T where there is no lm_head (tied)."""
+    head = p["lm_head"] if "lm_head" in p else p["wte"].T
     return layernorm(x, p["lnf.weight"], p["lnf.bias"]) \
-        @ p["lm_head"].astype(np.float64)
+        @ head.astype(np.float64)
 
 
 def forward(tokens, p, L, H):

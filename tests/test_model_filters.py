@@ -22,9 +22,11 @@ def rand(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def full_model(tmp, rng, L, H, C, V, ctx, config=True, drop=(), name="model.ats"):
+def full_model(tmp, rng, L, H, C, V, ctx, config=True, drop=(), name="model.ats",
+               biases=False, tied=False):
     """A model file with every parameter of andrea-model(5), random; parameters
-    named in drop are left out.  Returns (path, params)."""
+    named in drop are left out; biases: the products' optional biases too
+    (GPT-2's); tied: no lm_head (the head is wte^T).  Returns (path, params)."""
     F = 4 * C
     p = {"wte": 0.3 * rng.standard_normal((V, C)),
          "wpe": 0.3 * rng.standard_normal((ctx, C))}
@@ -37,9 +39,15 @@ def full_model(tmp, rng, L, H, C, V, ctx, config=True, drop=(), name="model.ats"
             p[pre + "attn.w" + m] = rng.standard_normal((C, C)) / np.sqrt(C)
         p[pre + "mlp.fc"] = rng.standard_normal((C, F)) / np.sqrt(C)
         p[pre + "mlp.proj"] = rng.standard_normal((F, C)) / np.sqrt(F)
+        if biases:
+            for m in "qkvo":
+                p[pre + "attn.b" + m] = 0.5 * rng.standard_normal(C)
+            p[pre + "mlp.bfc"] = 0.5 * rng.standard_normal(F)
+            p[pre + "mlp.bproj"] = 0.5 * rng.standard_normal(C)
     p["lnf.weight"] = 1 + 0.2 * rng.standard_normal(C)
     p["lnf.bias"] = 0.2 * rng.standard_normal(C)
-    p["lm_head"] = 2 * rng.standard_normal((C, V)) / np.sqrt(C)
+    if not tied:
+        p["lm_head"] = 2 * rng.standard_normal((C, V)) / np.sqrt(C)
     p = {k: v.astype(np.float32) for k, v in p.items()}
     arrays = [(k, v) for k, v in p.items() if k not in drop]
     attrs = []
@@ -90,6 +98,72 @@ def test_chain_embed_blocks_logits_matches_numpy(tmp_path):
                         ("logits", "-m", model)], input=s)
         assert np.array_equal(unpack(tmp_path, one, "b")["logits"],
                               out["logits"]), spec
+
+
+# (biases, tied, B, T, H, D): GPT-2's two additions, apart and together;
+# T = 1, D = 1, T not a multiple of 8
+GPT2_SHAPES = [(True, False, 2, 13, 4, 3), (False, True, 1, 1, 2, 1),
+               (True, True, 3, 9, 3, 5), (True, True, 1, 17, 1, 4)]
+
+
+@pytest.mark.parametrize("biases,tied,B,T,H,D", GPT2_SHAPES)
+def test_biases_and_a_tied_head_match_numpy(tmp_path, biases, tied, B, T, H,
+                                            D):
+    """A model with the products' biases and/or without lm_head (its head
+    tied to wte) runs with them through the whole model, andrea-qkv (all
+    heads and one) and andrea-attend --proj (andrea-model(5))."""
+    rng = np.random.default_rng(B * 100 + T * 10 + H + D)
+    C, V, L = H * D, 29, 2
+    model, p = full_model(tmp_path, rng, L, H, C, V, 32, biases=biases,
+                          tied=tied)
+    tokens = rng.integers(0, V, (B, T)).astype(np.int32)
+    s = pack(tmp_path, [("tokens", tokens)])
+    out = unpack(tmp_path, pipeline([("embed", "-m", model),
+                                     ("block", "-m", model, "-l", "all"),
+                                     ("logits", "-m", model)], input=s))
+    assert oracle.rel_err(out["logits"], oracle.forward(tokens, p, L, H)) <= TOL
+    x = rand(rng, B, T, C)
+    sx = pack(tmp_path, [("x", x)])
+    want = oracle.qkv(x, p, 1, H)
+    got = unpack(tmp_path, run("qkv", "-m", model, "-l", 1, input=sx,
+                               check=0).stdout)
+    one = unpack(tmp_path, run("qkv", "-m", model, "-l", 1, "--head", H - 1,
+                               input=sx, check=0).stdout, "h")
+    for m, ref in zip("qkv", want):
+        assert oracle.rel_err(got[m], ref) <= TOL, m
+        assert oracle.rel_err(one[m], ref[:, H - 1:]) <= TOL, m
+    y = unpack(tmp_path, pipeline([("qkv", "-m", model, "-l", 1), ("scores",),
+                                   ("mask",), ("softmax",),
+                                   ("attend", "-m", model, "--proj")],
+                                  input=sx))["y"]
+    assert oracle.rel_err(y, oracle.attention(x, p, 1, H)) <= TOL
+
+
+def test_greedy_decoding_with_biases_and_a_tied_head(tmp_path):
+    rng = np.random.default_rng(23)
+    model, p = full_model(tmp_path, rng, 2, 2, 8, 257, 12, biases=True,
+                          tied=True)
+    prompt = b"abcde"
+    out = run("generate", "-m", model, "--prompt", prompt.decode(), "-n", 20,
+              "--temperature", 0, check=0).stdout
+    ref, margins = oracle.greedy(prompt, p, 2, 2, 12, 20)
+    k = agreeing_prefix(margins)
+    assert k >= 10
+    assert out[:k] == ref[:k]
+
+
+def test_a_model_with_biases_is_not_trained_yet(tmp_path):
+    """The trainer's parameters have no biases or tied head yet: such a
+    model is refused with a one-line error, not trained without them."""
+    rng = np.random.default_rng(24)
+    data = tmp_path / "data.txt"
+    data.write_bytes(b"the cat sat on the mat. " * 40)
+    for biases, tied, what in ((True, False, "biases"), (False, True, "tied")):
+        model, _ = full_model(tmp_path, rng, 1, 2, 8, 257, 16, biases=biases,
+                              tied=tied, name=f"m-{what}.ats")
+        r = run("train", "-m", model, "--data", data, "--steps", 1,
+                "-o", tmp_path / "out.ats", check=1)
+        assert what in one_line_error(r, "train")
 
 
 def test_block_runs_a_layer_list_with_repeats(tmp_path):
