@@ -41,6 +41,8 @@ CBLAS_H   := $(wildcard /usr/include/cblas.h /usr/include/*/cblas.h /usr/include
 OPENBLAS_OMP := $(wildcard /usr/lib/*/openblas-openmp/libopenblas.so.0)
 BLAS      ?= $(if $(CBLAS_H),$(if $(OPENBLAS_OMP),openblas-openmp,openblas),none)
 PNG       ?= $(if $(wildcard /usr/include/png.h /usr/include/*/png.h),1,0)
+# jansson reads the JSON of imported models (safetensors headers, config.json)
+JSON      ?= $(if $(wildcard /usr/include/jansson.h /usr/include/*/jansson.h),1,0)
 # glibc's vector math (libmvec) draws the default model four lanes at a time
 MVEC      ?= $(if $(wildcard /usr/lib/*/libmvec.so /lib/*/libmvec.so /usr/lib64/libmvec.so),1,0)
 SAN       ?= 0
@@ -75,6 +77,10 @@ ifeq ($(PNG),1)
 CFLAGS  += -DANDREA_PNG
 LDLIBS  += -lpng
 endif
+ifeq ($(JSON),1)
+CFLAGS  += -DANDREA_JSON
+LDLIBS  += -ljansson
+endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DANDREA_CUDA
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
@@ -87,7 +93,7 @@ endif
 # key holds every switch and a digest of the compilers' flags, so that
 # `make MVEC=0` or another CFLAGS after `make` never reuses stale objects.
 FLAGS_KEY := $(shell printf '%s' '$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS)' | cksum | cut -d' ' -f1)
-CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
+CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-json$(JSON)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
 BUILD    := build/$(CONFIG)
 $(shell mkdir -p build; [ "$$(cat build/config 2>/dev/null)" = "$(CONFIG)" ] || echo "$(CONFIG)" > build/config)
 

@@ -38,6 +38,15 @@ void at_config_to_attrs(const at_config *c, at_attrs *a)
 	at_attr_setf(a, "vocab", "%d", c->vocab);
 }
 
+int at_config_write(at_writer *w, const at_config *c)
+{
+	static int32_t none;
+	at_tensor t = {.dtype = AT_I32, .rank = 1, .data = &none};
+	snprintf(t.name, sizeof t.name, "config");
+	at_config_to_attrs(c, &t.attrs);
+	return at_write_tensor(w, &t);
+}
+
 /* Reads the config record's attributes; every field must be present. */
 static int config_from_attrs(const at_attrs *a, at_config *c, char *err,
 			     size_t errlen)

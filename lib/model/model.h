@@ -80,5 +80,7 @@ int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
 
 /* The config as attributes of a `config` record, and back. */
 void at_config_to_attrs(const at_config *c, at_attrs *a);
+/* Writes the config record of c (i32, shape [0], c in its attributes). */
+int at_config_write(at_writer *w, const at_config *c);
 
 #endif

@@ -179,17 +179,8 @@ int tr_model_write(const tr_model *m, at_writer *w, int config,
 		   const char *prefix, const float *buf)
 {
 	at_tensor t;
-	memset(&t, 0, sizeof t);
-	if (config) { /* the config record: i32, shape [0] */
-		t.dtype = AT_I32;
-		t.rank = 1;
-		snprintf(t.name, sizeof t.name, "config");
-		at_config_to_attrs(&m->cfg, &t.attrs);
-		static int32_t none;
-		t.data = &none;
-		if (at_write_tensor(w, &t) < 0)
-			return -1;
-	}
+	if (config && at_config_write(w, &m->cfg) < 0)
+		return -1;
 	for (int i = 0; i < m->n_params; i++) {
 		const tr_param *p = &m->params[i];
 		memset(&t, 0, sizeof t);

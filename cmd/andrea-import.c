@@ -1,0 +1,83 @@
+/* andrea-import - a GPT-2 checkpoint as an andrea model file.
+ *
+ * PATH is a Hugging Face model directory (model.safetensors and
+ * config.json) or its model.safetensors (config.json beside it, or
+ * --config FILE).  The header and the config are checked before anything
+ * is written, each tensor's shape as it is read; a pickle is refused
+ * unread.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "model/gpt2.h"
+#include "model/safetensors.h"
+
+static const char usage[] =
+	"usage: andrea-import [-f] [-o FILE] [--config FILE] [-z LEVEL]\n"
+	"                     [--threads N] [--no-shuffle] PATH\n";
+
+/* PATH's directory: path itself where it is one, else what holds it. */
+static void directory_of(const char *path, int is_dir, char *out, size_t n)
+{
+	if (is_dir) {
+		snprintf(out, n, "%s", path);
+		return;
+	}
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(out, n, ".");
+	else
+		snprintf(out, n, "%.*s", (int)(slash - path) + (slash == path),
+			 path);
+}
+
+/* Writes each parameter as it comes. */
+static int write_param(void *w, const at_tensor *t)
+{
+	if (at_write_tensor(w, t) < 0)
+		cli_fail(((at_writer *)w)->err);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-import", &c);
+	const char *config = NULL;
+	cli_opt opts[] = {CLI_USES(CLI_USE_COMMON),
+			  CLI_STRING("config", 0, &config), CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	const char *path = operand.v[0];
+	struct stat st;
+	if (stat(path, &st) != 0)
+		cli_die("%s: no such file or directory", path);
+	int is_dir = S_ISDIR(st.st_mode);
+	char dir[4096], tensors[4200], cfg_path[4200];
+	directory_of(path, is_dir, dir, sizeof dir);
+	snprintf(tensors, sizeof tensors, is_dir ? "%s/model.safetensors" : "%s",
+		 is_dir ? dir : path);
+	snprintf(cfg_path, sizeof cfg_path, "%s", config ? config : "");
+	if (!config)
+		snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+
+	char err[1200];
+	at_st sf;
+	if (at_st_open(&sf, tensors, err, sizeof err) < 0)
+		cli_die("%s", err);
+	at_config cfg;
+	if (at_gpt2_config(cfg_path, &cfg, err, sizeof err) < 0)
+		cli_die("%s", err);
+	/* with -o a failure leaves no file (it is renamed into place at the
+	 * end); on a pipe the stream then has no end, an error downstream */
+	at_writer w;
+	cli_open_output(&c, &w);
+	if (at_config_write(&w, &cfg) < 0)
+		cli_fail(w.err);
+	if (at_gpt2_import(&sf, &cfg, write_param, &w, err, sizeof err) < 0)
+		cli_die("%s", err);
+	cli_finish_output(&w);
+	at_st_close(&sf);
+	return 0;
+}

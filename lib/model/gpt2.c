@@ -1,0 +1,312 @@
+/* gpt2.c - GPT-2 checkpoints as andrea parameters (gpt2.h). */
+#include "model/gpt2.h"
+
+#include <errno.h>
+#ifdef ANDREA_JSON
+#include <jansson.h>
+#endif
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+#ifdef ANDREA_JSON
+/* A whole number from 1 to 16777216 at key (or at alt, if key is absent). */
+static int size_key(const json_t *root, const char *key, const char *alt,
+		    int *out, const char *label, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(root, key);
+	if (!v && alt)
+		v = json_object_get(root, alt);
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > 1 << 24)
+		return fail(err, errlen, "%s: '%s' missing or not in 1..16777216",
+			    label, key);
+	*out = (int)json_integer_value(v);
+	return 0;
+}
+
+/* What andrea's architecture fixes, where config.json says otherwise. */
+static int check_fixed(const json_t *root, const at_config *c,
+		       const char *label, char *err, size_t errlen)
+{
+	const json_t *v;
+	if ((v = json_object_get(root, "layer_norm_epsilon")) &&
+	    (!json_is_number(v) ||
+	     fabs(json_number_value(v) - AT_LN_EPS) > 1e-12))
+		return fail(err, errlen, "%s: layer_norm_epsilon is not 1e-05, "
+			    "andrea's LayerNorm epsilon", label);
+	if ((v = json_object_get(root, "activation_function")) &&
+	    (!json_is_string(v) ||
+	     (strcmp(json_string_value(v), "gelu_new") != 0 &&
+	      strcmp(json_string_value(v), "gelu_pytorch_tanh") != 0)))
+		return fail(err, errlen, "%s: activation_function '%.32s': andrea's "
+			    "GELU is the tanh form (gelu_new)", label,
+			    json_is_string(v) ? json_string_value(v) : "?");
+	if ((v = json_object_get(root, "n_inner")) && !json_is_null(v) &&
+	    (!json_is_integer(v) || json_integer_value(v) != 4 * c->d_model))
+		return fail(err, errlen, "%s: n_inner is not 4 n_embd (%d), the "
+			    "width of andrea's MLP", label, 4 * c->d_model);
+	static const struct {
+		const char *key;
+		int want;
+	} flags[] = {{"scale_attn_weights", 1},
+		     {"scale_attn_by_inverse_layer_idx", 0},
+		     {"reorder_and_upcast_attn", 0}};
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+		if ((v = json_object_get(root, flags[i].key)) &&
+		    (!json_is_boolean(v) || json_is_true(v) != flags[i].want))
+			return fail(err, errlen, "%s: %s must be %s for andrea's "
+				    "attention", label, flags[i].key,
+				    flags[i].want ? "true" : "false");
+	return 0;
+}
+#endif
+
+int at_gpt2_config_parse(const char *json, size_t len, const char *label,
+			 at_config *cfg, char *err, size_t errlen)
+{
+#ifndef ANDREA_JSON
+	return fail(err, errlen, "%s: this build has no JSON reader (jansson: "
+		    "Debian's libjansson-dev, then make again)", label);
+#else
+	json_error_t je;
+	json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return fail(err, errlen, "%s: %s (line %d)", label, je.text,
+			    je.line);
+	int rc = -1;
+	if (!json_is_object(root)) {
+		fail(err, errlen, "%s: not a JSON object", label);
+	} else if (size_key(root, "n_layer", NULL, &cfg->n_layer, label, err,
+			    errlen) == 0 &&
+		   size_key(root, "n_head", NULL, &cfg->n_head, label, err,
+			    errlen) == 0 &&
+		   size_key(root, "n_embd", NULL, &cfg->d_model, label, err,
+			    errlen) == 0 &&
+		   size_key(root, "n_positions", "n_ctx", &cfg->ctx, label, err,
+			    errlen) == 0 &&
+		   size_key(root, "vocab_size", NULL, &cfg->vocab, label, err,
+			    errlen) == 0) {
+		if (cfg->d_model % cfg->n_head)
+			fail(err, errlen, "%s: n_embd %d is not a multiple of "
+			     "n_head %d", label, cfg->d_model, cfg->n_head);
+		else
+			rc = check_fixed(root, cfg, label, err, errlen);
+	}
+	json_decref(root);
+	return rc;
+#endif
+}
+
+int at_gpt2_config(const char *path, at_config *cfg, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	/* a config.json is a few hundred bytes; 1 MiB is plenty */
+	size_t cap = 1 << 20;
+	char *buf = malloc(cap);
+	size_t n = buf ? fread(buf, 1, cap, f) : 0;
+	int whole = buf && n < cap && !ferror(f);
+	fclose(f);
+	if (!whole) {
+		free(buf);
+		return fail(err, errlen, "%s: unreadable, or over 1 MiB", path);
+	}
+	int rc = at_gpt2_config_parse(buf, n, path, cfg, err, errlen);
+	free(buf);
+	return rc;
+}
+
+/* The checkpoint's tensors under one prefix ("transformer." or none). */
+typedef struct {
+	const at_st *st;
+	const char *prefix;
+	char *err;
+	size_t errlen;
+} source;
+
+/* The tensor `name` (under the prefix), checked to be [d0] or [d0,d1]. */
+static const at_st_entry *find(const source *s, const char *name, uint64_t d0,
+			       uint64_t d1)
+{
+	char full[AT_MAX_NAME + 1];
+	snprintf(full, sizeof full, "%s%s", s->prefix, name);
+	const at_st_entry *e = at_st_find(s->st, full);
+	if (!e) {
+		fail(s->err, s->errlen, "%s: no tensor '%s'", s->st->path, full);
+		return NULL;
+	}
+	int rank = d1 ? 2 : 1;
+	if (e->rank != rank || e->dims[0] != d0 || (d1 && e->dims[1] != d1)) {
+		char want[64];
+		uint64_t dims[2] = {d0, d1};
+		at_shape_str(rank, dims, want, sizeof want);
+		char got[128];
+		at_shape_str(e->rank, e->dims, got, sizeof got);
+		fail(s->err, s->errlen, "%s: '%s' is %s, the config says %s",
+		     s->st->path, full, got, want);
+		return NULL;
+	}
+	return e;
+}
+
+/* Reads e whole as float32 (caller frees). */
+static float *read_all(const source *s, const at_st_entry *e)
+{
+	float *p = malloc(at_st_count(e) * sizeof *p + 1);
+	if (!p) {
+		fail(s->err, s->errlen, "out of memory reading '%s'", e->name);
+		return NULL;
+	}
+	if (at_st_read_f32(s->st, e, p, s->err, s->errlen) < 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Hands put the andrea parameter `name` [d0] or [d0,d1] made of columns
+ * [c0, c0 + d1) of the rows of src (cols wide; a vector when d1 is 0),
+ * or of src transposed where transpose is set ([d1,d0] stored). */
+static int emit(const char *name, const float *src, uint64_t cols, uint64_t c0,
+		uint64_t d0, uint64_t d1, int transpose, at_param_sink *put,
+		void *ctx, const source *s)
+{
+	uint64_t dims[2] = {d0, d1};
+	at_tensor t;
+	if (at_tensor_init(&t, name, AT_F32, d1 ? 2 : 1, dims) < 0)
+		return fail(s->err, s->errlen, "out of memory for '%s'", name);
+	float *out = t.data;
+	uint64_t w = d1 ? d1 : d0, rows = d1 ? d0 : 1;
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t c = 0; c < w; c++)
+			out[r * w + c] = transpose ? src[c * d0 + r]
+						   : src[r * cols + c0 + c];
+	int rc = put(ctx, &t);
+	at_tensor_free(&t);
+	return rc;
+}
+
+/* One HF tensor to one andrea parameter of the same shape. */
+static int copy(const source *s, const char *hf, const char *name, uint64_t d0,
+		uint64_t d1, at_param_sink *put, void *ctx)
+{
+	const at_st_entry *e = find(s, hf, d0, d1);
+	float *p = e ? read_all(s, e) : NULL;
+	if (!p)
+		return -1;
+	int rc = emit(name, p, d1 ? d1 : d0, 0, d0, d1, 0, put, ctx, s);
+	free(p);
+	return rc;
+}
+
+/* c_attn's weight [C,3C] and bias [3C] into Wq, Wk, Wv and bq, bk, bv. */
+static int split_qkv(const source *s, int l, uint64_t C, at_param_sink *put,
+		     void *ctx)
+{
+	char hf[96], name[64];
+	static const char qkv[] = "qkv";
+	for (int bias = 0; bias < 2; bias++) {
+		snprintf(hf, sizeof hf, "h.%d.attn.c_attn.%s", l,
+			 bias ? "bias" : "weight");
+		const at_st_entry *e = find(s, hf, bias ? 3 * C : C,
+					    bias ? 0 : 3 * C);
+		float *p = e ? read_all(s, e) : NULL;
+		if (!p)
+			return -1;
+		int rc = 0;
+		for (int m = 0; m < 3 && rc == 0; m++) {
+			snprintf(name, sizeof name, "layers.%d.attn.%c%c", l,
+				 bias ? 'b' : 'w', qkv[m]);
+			rc = bias ? emit(name, p + m * C, C, 0, C, 0, 0, put, ctx, s)
+				  : emit(name, p, 3 * C, m * C, C, C, 0, put, ctx, s);
+		}
+		free(p);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int import_layer(const source *s, int l, uint64_t C, at_param_sink *put,
+			void *ctx)
+{
+	static const struct {
+		const char *hf, *name;
+		int rows, cols; /* in C: 1, or 4 for F; cols 0: a vector */
+	} plain[] = {{"ln_1.weight", "ln1.weight", 1, 0},
+		     {"ln_1.bias", "ln1.bias", 1, 0},
+		     {"attn.c_proj.weight", "attn.wo", 1, 1},
+		     {"attn.c_proj.bias", "attn.bo", 1, 0},
+		     {"ln_2.weight", "ln2.weight", 1, 0},
+		     {"ln_2.bias", "ln2.bias", 1, 0},
+		     {"mlp.c_fc.weight", "mlp.fc", 1, 4},
+		     {"mlp.c_fc.bias", "mlp.bfc", 4, 0},
+		     {"mlp.c_proj.weight", "mlp.proj", 4, 1},
+		     {"mlp.c_proj.bias", "mlp.bproj", 1, 0}};
+	if (split_qkv(s, l, C, put, ctx) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+		char hf[96], name[64];
+		snprintf(hf, sizeof hf, "h.%d.%s", l, plain[i].hf);
+		snprintf(name, sizeof name, "layers.%d.%s", l, plain[i].name);
+		if (copy(s, hf, name, plain[i].rows * C, plain[i].cols * C, put,
+			 ctx) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
+		   void *ctx, char *err, size_t errlen)
+{
+	source s = {st, "transformer.", err, errlen};
+	if (!at_st_find(st, "transformer.wte.weight"))
+		s.prefix = "";
+	uint64_t C = (uint64_t)cfg->d_model, V = (uint64_t)cfg->vocab;
+	if (copy(&s, "wte.weight", "wte", V, C, put, ctx) < 0 ||
+	    copy(&s, "wpe.weight", "wpe", (uint64_t)cfg->ctx, C, put, ctx) < 0)
+		return -1;
+	for (int l = 0; l < cfg->n_layer; l++)
+		if (import_layer(&s, l, C, put, ctx) < 0)
+			return -1;
+	if (copy(&s, "ln_f.weight", "lnf.weight", C, 0, put, ctx) < 0 ||
+	    copy(&s, "ln_f.bias", "lnf.bias", C, 0, put, ctx) < 0)
+		return -1;
+	/* an untied head: HF's Linear weight [V,C], andrea's lm_head [C,V] */
+	const at_st_entry *head = at_st_find(st, "lm_head.weight");
+	if (!head)
+		return 0;
+	source top = {st, "", err, errlen};
+	if (!(head = find(&top, "lm_head.weight", V, C)))
+		return -1;
+	float *p = read_all(&top, head);
+	float *wte = p ? read_all(&s, find(&s, "wte.weight", V, C)) : NULL;
+	if (!wte) {
+		free(p);
+		return -1;
+	}
+	/* a file may hold the tied head's copy of wte: that stays tied */
+	int tied = memcmp(p, wte, V * C * sizeof *p) == 0, rc = 0;
+	free(wte);
+	if (!tied)
+		rc = emit("lm_head", p, C, 0, C, V, 1, put, ctx, &top);
+	free(p);
+	return rc;
+}
