@@ -1,8 +1,8 @@
 /* andrea-import - a GPT-2 checkpoint as an andrea model file.
  *
  * PATH is a Hugging Face model directory (model.safetensors and
- * config.json) or its model.safetensors (config.json beside it, or
- * --config FILE).  The header and the config are checked before anything
+ * config.json), its model.safetensors (config.json beside it, or
+ * --config FILE), or an llm.c checkpoint (gpt2_124M.bin).  The header and the config are checked before anything
  * is written, each tensor's shape as it is read; a pickle is refused
  * unread.
  */
@@ -31,6 +31,17 @@ static void directory_of(const char *path, int is_dir, char *out, size_t n)
 	else
 		snprintf(out, n, "%.*s", (int)(slash - path) + (slash == path),
 			 path);
+}
+
+/* 1 where path opens with llm.c's magic. */
+static int starts_as_llmc(const char *path)
+{
+	unsigned char head[4];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+	if (f)
+		fclose(f);
+	return at_llmc_is(head, n);
 }
 
 /* Writes each parameter as it comes. */
@@ -63,11 +74,14 @@ int main(int argc, char **argv)
 		snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
 
 	char err[1200];
-	at_st sf;
-	if (at_st_open(&sf, tensors, err, sizeof err) < 0)
-		cli_die("%s", err);
 	at_config cfg;
-	if (at_gpt2_config(cfg_path, &cfg, err, sizeof err) < 0)
+	at_st sf = {0};
+	int llmc = !is_dir && starts_as_llmc(path);
+	if (llmc && config)
+		cli_usage_error("--config: an llm.c checkpoint carries its config");
+	if (llmc ? at_llmc_config(path, &cfg, err, sizeof err) < 0
+		 : at_st_open(&sf, tensors, err, sizeof err) < 0 ||
+			   at_gpt2_config(cfg_path, &cfg, err, sizeof err) < 0)
 		cli_die("%s", err);
 	/* with -o a failure leaves no file (it is renamed into place at the
 	 * end); on a pipe the stream then has no end, an error downstream */
@@ -75,7 +89,8 @@ int main(int argc, char **argv)
 	cli_open_output(&c, &w);
 	if (at_config_write(&w, &cfg) < 0)
 		cli_fail(w.err);
-	if (at_gpt2_import(&sf, &cfg, write_param, &w, err, sizeof err) < 0)
+	if ((llmc ? at_llmc_import(path, write_param, &w, err, sizeof err)
+		  : at_gpt2_import(&sf, &cfg, write_param, &w, err, sizeof err)) < 0)
 		cli_die("%s", err);
 	cli_finish_output(&w);
 	at_st_close(&sf);

@@ -21,10 +21,14 @@ FUZZ_FLAGS := -g -O1 $(FUZZ_SAN) -fno-omit-frame-pointer -fopenmp \
 	      -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-pass-failed \
 	      -Ilib -Ifuzz -MMD -MP
 FUZZ_LIBS  := -lz -lm
+ifneq ($(wildcard /usr/include/jansson.h /usr/include/*/jansson.h),)
+FUZZ_FLAGS += -DANDREA_JSON
+FUZZ_LIBS  += -ljansson
+endif
 
 FUZZ_LIB_SRC := $(or $(LIB_SRC),$(wildcard lib/*/*.c))
 FUZZ_CMD_SRC := $(or $(CMD_SRC),$(wildcard cmd/*.c))
-FUZZ_NAMES   := stream npy model attrs argv
+FUZZ_NAMES   := stream npy model attrs argv safetensors gpt2config llmc
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_CMD_OBJ := $(FUZZ_CMD_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -40,7 +44,8 @@ FUZZ_STOPS := -Dexit=fuzz_exit -Dmalloc=fuzz_malloc -Dcalloc=fuzz_calloc \
 	-Dtr_model_init=fuzz_stop_tr_model_init -Dat_filter_main=fuzz_stop_filter \
 	-Dcli_open_input=fuzz_stop_input -Dcli_open_output=fuzz_stop_output \
 	-Dat_reader_open=fuzz_stop_reader_open -Dat_writer_open=fuzz_stop_writer_open \
-	-Dat_npy_read=fuzz_stop_npy_read -Dfopen=fuzz_stop_fopen -Dmkdir=fuzz_stop_mkdir
+	-Dat_npy_read=fuzz_stop_npy_read -Dat_st_open=fuzz_stop_st_open \
+	-Dfopen=fuzz_stop_fopen -Dmkdir=fuzz_stop_mkdir
 
 fuzz: fuzz-bins fuzz-corpus
 

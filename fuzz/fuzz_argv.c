@@ -27,6 +27,7 @@
 #include "cli/cli.h"
 #include "cli/filter.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "stream/npy.h"
 #include "cli/stage.h"
 #include "train/train.h"
@@ -142,6 +143,8 @@ int fuzz_stop_writer_open(at_writer *w, const char *path,
 			  const at_write_opts *o) { stop(); }
 int fuzz_stop_npy_read(const char *path, at_tensor *t, uint64_t max_bytes,
 		       char *err, size_t errlen) { stop(); }
+int fuzz_stop_st_open(at_st *st, const char *path, char *err,
+		      size_t errlen) { stop(); }
 FILE *fuzz_stop_fopen(const char *path, const char *mode) { stop(); }
 int fuzz_stop_mkdir(const char *path, mode_t mode) { stop(); }
 

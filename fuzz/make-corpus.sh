@@ -9,7 +9,7 @@ out=${1:-build/fuzz/corpus}
 bin=$(cd "$(dirname "$0")/.." && pwd)/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for d in stream npy model attrs argv; do
+for d in stream npy model attrs argv safetensors gpt2config llmc; do
 	rm -rf "$out/$d"
 	mkdir -p "$out/$d"
 done
@@ -100,5 +100,40 @@ andrea-train --forward -m m.ats --text -f d.txt
 andrea-train --forward --tokens 1,2 -o f.ats --config andrea-12m
 andrea-qkv --version
 andrea-mask -h
+andrea-import -o m.ats --config config.json gpt2/
 LINES
+
+# safetensors files: one of each dtype, F32 matrices, metadata; and a
+# GPT-2 one that imports (the header and its data, written here)
+st() { # st NAME JSON DATA-BYTES: the 8-byte length, the header, the data
+	len=$(printf '%s' "$2" | wc -c)
+	le=""
+	for i in 0 1 2 3 4 5 6 7; do
+		le="$le$(printf '\\%03o' $(((len >> (8 * i)) & 255)))"
+	done
+	{ printf "$le"; printf '%s' "$2"; head -c "$3" /dev/urandom; } \
+		>"$out/safetensors/$1"
+}
+st f32 '{"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}' 24
+st mixed '{"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[4],"data_offsets":[8,16]},"h":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}}' 16
+st int '{"i":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},"e":{"dtype":"U8","shape":[0],"data_offsets":[8,8]}}' 8
+st empty '{}' 0
+# llm.c checkpoints: versions 3 (float32) and 5 (bfloat16) of a model
+# with C = 2, one layer, V = 3 padded to 4, a context of 2
+for v in 3 5; do
+	python3 -c "
+import struct, sys
+L, H, C, V, Vp, T = 1, 1, 2, 3, 4, 2
+n = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+head = struct.pack('<8i', 20240326, $v, T, V, L, H, C, Vp) + bytes(992)
+sys.stdout.buffer.write(head + bytes(range(256)) * (n * (4 if $v == 3 else 2) // 256)
+                        + bytes(n * (4 if $v == 3 else 2) % 256))
+" >"$out/llmc/v$v"
+done
+printf '{"n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 128, "vocab_size": 300}' \
+	>"$out/gpt2config/small"
+printf '{"n_layer": 12, "n_head": 12, "n_embd": 768, "n_ctx": 1024, "vocab_size": 50257, "layer_norm_epsilon": 1e-05, "activation_function": "gelu_new", "n_inner": null, "scale_attn_weights": true, "tie_word_embeddings": true, "reorder_and_upcast_attn": false}' \
+	>"$out/gpt2config/gpt2"
+printf '{"n_layer": 1, "n_head": 2, "n_embd": 6, "n_positions": 4, "vocab_size": 9, "activation_function": "gelu"}' \
+	>"$out/gpt2config/refused"
 echo "make-corpus: $(ls "$out"/*/ | grep -vc ':$') seeds in $out"

@@ -347,3 +347,67 @@ def test_a_config_that_disagrees_is_refused(tmp_path):
     (d / "config.json").write_text('{"n_layer": 1}')
     r = run("import", d, "-o", tmp_path / "o.ats", check=1)
     assert "n_head" in one_line_error(r, "import")
+
+
+# ---- llm.c's checkpoints ----
+
+def llmc_file(path, p, L, H, C, V, ctx, version=3, pad=8):
+    """p (HF names) as llm.c's train_gpt2 writes it: the 256-int header,
+    then its sixteen groups, Linear weights [out, in], wte padded."""
+    Vp = -(-V // pad) * pad if version != 1 else V
+    t = "transformer."
+    wte = np.zeros((Vp, C), np.float32)
+    wte[:V] = p[t + "wte.weight"]
+    per = lambda key, f=lambda a: a: np.stack(
+        [f(p[f"{t}h.{l}.{key}"]) for l in range(L)])
+    groups = [wte, p[t + "wpe.weight"], per("ln_1.weight"), per("ln_1.bias"),
+              per("attn.c_attn.weight", np.transpose), per("attn.c_attn.bias"),
+              per("attn.c_proj.weight", np.transpose), per("attn.c_proj.bias"),
+              per("ln_2.weight"), per("ln_2.bias"),
+              per("mlp.c_fc.weight", np.transpose), per("mlp.c_fc.bias"),
+              per("mlp.c_proj.weight", np.transpose), per("mlp.c_proj.bias"),
+              p[t + "ln_f.weight"], p[t + "ln_f.bias"]]
+    header = np.zeros(256, np.int32)
+    header[:8] = [20240326, version, ctx, V, L, H, C, Vp]
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        for g in groups:
+            g = np.ascontiguousarray(g, np.float32)
+            f.write(bf16(g)[0].tobytes() if version == 5 else g.tobytes())
+
+
+@pytest.mark.parametrize("version", [3, 5, 1])
+def test_llmc_checkpoints_match_numpy(tmp_path, version):
+    rng = np.random.default_rng(10 + version)
+    L, H, C, V, ctx = 2, 2, 8, 37, 16
+    p = gpt2_params(rng, L, H, C, V, ctx)
+    if version == 5:  # what the file can hold
+        p = {k: bf16(v)[1] for k, v in p.items()}
+    llmc_file(tmp_path / "gpt2.bin", p, L, H, C, V, ctx, version)
+    model = import_model(tmp_path, tmp_path / "gpt2.bin")
+    recs = {r.name: r for r in atsfmt.read(model.read_bytes())}
+    assert "lm_head" not in recs and recs["wte"].dims == (V, C)
+    tokens = rng.integers(0, V, (2, 9)).astype(np.int32)
+    out = unpack(tmp_path, pipeline([("embed", "-m", model),
+                                     ("block", "-m", model, "-l", "all"),
+                                     ("logits", "-m", model)],
+                                    input=pack(tmp_path, [("tokens", tokens)])))
+    assert rel_err(out["logits"], gpt2_forward(p, tokens, L, H)) <= TOL
+
+
+def test_bad_llmc_checkpoints_are_refused(tmp_path):
+    rng = np.random.default_rng(14)
+    p = gpt2_params(rng, 1, 2, 8, 20, 8)
+    f = tmp_path / "gpt2.bin"
+    llmc_file(f, p, 1, 2, 8, 20, 8)
+    whole = f.read_bytes()
+    for data, needle in ((whole[:-4], "need"), (whole[:1000], "header"),
+                         (whole[:4] + struct.pack("<i", 7) + whole[8:],
+                          "version 7"),
+                         (whole[:20] + struct.pack("<i", 3) + whole[24:],
+                          "multiple")):
+        f.write_bytes(data)
+        msg = one_line_error(run("import", f, "-o", tmp_path / "o.ats",
+                                 check=1), "import")
+        assert "gpt2.bin" in msg and needle in msg, (needle, msg)
+        assert not (tmp_path / "o.ats").exists()

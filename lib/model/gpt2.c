@@ -7,10 +7,12 @@
 #endif
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/le.h"
 #include "model/arch.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -308,5 +310,203 @@ int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
 	if (!tied)
 		rc = emit("lm_head", p, C, 0, C, V, 1, put, ctx, &top);
 	free(p);
+	return rc;
+}
+
+/* ---- llm.c's checkpoints ---- */
+
+#define LLMC_HEADER 256
+
+int at_llmc_is(const unsigned char *head, size_t n)
+{
+	return n >= 4 && le32(head) == AT_LLMC_MAGIC;
+}
+
+/* The header's fields: version, context, V, L, heads, C, padded V, and
+ * the bytes of an element. */
+typedef struct {
+	int version, ctx, V, L, H, C, Vp, elem;
+} llmc_header;
+
+/* Elements of the parameters after wte, in llm.c's order. */
+static uint64_t llmc_rest(const llmc_header *h)
+{
+	uint64_t C = (uint64_t)h->C, L = (uint64_t)h->L;
+	return (uint64_t)h->ctx * C + L * (C * 2 + 3 * C * C + 3 * C + C * C +
+					  C * 3 + 4 * C * C + 4 * C + 4 * C * C + C) +
+	       2 * C;
+}
+
+static int llmc_header_read(FILE *f, const char *path, llmc_header *h,
+			    char *err, size_t errlen)
+{
+	unsigned char raw[LLMC_HEADER * 4];
+	if (fread(raw, 1, sizeof raw, f) != sizeof raw || !at_llmc_is(raw, 4))
+		return fail(err, errlen, "%s: not an llm.c checkpoint (its 1024-"
+			    "byte header, magic %d)", path, AT_LLMC_MAGIC);
+	int32_t v[8];
+	for (int i = 0; i < 8; i++)
+		v[i] = (int32_t)le32(raw + 4 * i);
+	*h = (llmc_header){.version = v[1], .ctx = v[2], .V = v[3], .L = v[4],
+			   .H = v[5], .C = v[6], .Vp = v[1] == 1 ? v[3] : v[7]};
+	h->elem = h->version == 5 ? 2 : 4;
+	if (h->version != 1 && h->version != 3 && h->version != 5)
+		return fail(err, errlen, "%s: llm.c checkpoint version %d (andrea "
+			    "reads 1, 3: float32, and 5: bfloat16)", path,
+			    h->version);
+	int *sizes[] = {&h->ctx, &h->V, &h->L, &h->H, &h->C};
+	for (int i = 0; i < 5; i++)
+		if (*sizes[i] < 1 || *sizes[i] > 1 << 24)
+			return fail(err, errlen, "%s: header field %d is %d, not in "
+				    "1..16777216", path, i + 2, *sizes[i]);
+	if (h->C % h->H)
+		return fail(err, errlen, "%s: C %d is not a multiple of the %d "
+			    "heads", path, h->C, h->H);
+	if (h->version != 1 && h->Vp == 0) /* the padded V from the file's size */
+		h->Vp = -1;
+	else if (h->Vp < h->V || h->Vp > (1 << 24))
+		return fail(err, errlen, "%s: padded vocabulary %d, less than V %d "
+			    "or too large", path, h->Vp, h->V);
+	return 0;
+}
+
+/* Opens path and reads its header, checking the file holds exactly the
+ * parameters it describes (fills a padded V of 0 from the size). */
+static FILE *llmc_open(const char *path, llmc_header *h, char *err,
+		       size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fail(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (llmc_header_read(f, path, h, err, errlen) < 0 ||
+	    fseeko(f, 0, SEEK_END) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	uint64_t have = (uint64_t)ftello(f) - LLMC_HEADER * 4, C = (uint64_t)h->C;
+	uint64_t rest = llmc_rest(h) * (uint64_t)h->elem;
+	if (h->Vp < 0 && have > rest && (have - rest) % (C * h->elem) == 0)
+		h->Vp = (int)((have - rest) / (C * h->elem));
+	uint64_t want = ((uint64_t)(h->Vp > 0 ? h->Vp : h->V) * C) * h->elem + rest;
+	if (have != want || h->Vp < h->V) {
+		fail(err, errlen, "%s: %llu bytes of parameters, the header's shapes "
+		     "need %llu", path, (unsigned long long)have,
+		     (unsigned long long)want);
+		fclose(f);
+		return NULL;
+	}
+	fseeko(f, LLMC_HEADER * 4, SEEK_SET);
+	return f;
+}
+
+int at_llmc_config(const char *path, at_config *cfg, char *err, size_t errlen)
+{
+	llmc_header h;
+	FILE *f = llmc_open(path, &h, err, errlen);
+	if (!f)
+		return -1;
+	fclose(f);
+	*cfg = (at_config){.n_layer = h.L, .n_head = h.H, .d_model = h.C,
+			   .ctx = h.ctx, .vocab = h.V};
+	return 0;
+}
+
+/* The next n elements of f as float32 (bfloat16 widened); caller frees. */
+static float *llmc_group(FILE *f, const llmc_header *h, uint64_t n,
+			 const char *path, const char *what, char *err,
+			 size_t errlen)
+{
+	float *out = malloc(n * sizeof *out + 1);
+	unsigned char buf[1 << 16];
+	size_t per = sizeof buf / (size_t)h->elem;
+	for (uint64_t i = 0; out && i < n;) {
+		size_t k = n - i < per ? (size_t)(n - i) : per;
+		if (fread(buf, (size_t)h->elem, k, f) != k) {
+			free(out);
+			fail(err, errlen, "%s: '%s': the file ends inside it", path,
+			     what);
+			return NULL;
+		}
+		for (size_t j = 0; j < k; j++, i++) {
+			uint32_t bits = h->elem == 4 ? le32(buf + 4 * j)
+						     : (uint32_t)le16(buf + 2 * j) << 16;
+			memcpy(&out[i], &bits, 4);
+		}
+	}
+	if (!out)
+		fail(err, errlen, "out of memory reading '%s'", what);
+	return out;
+}
+
+int at_llmc_import(const char *path, at_param_sink *put, void *ctx, char *err,
+		   size_t errlen)
+{
+	llmc_header h;
+	FILE *f = llmc_open(path, &h, err, errlen);
+	if (!f)
+		return -1;
+	uint64_t C = (uint64_t)h.C, L = (uint64_t)h.L;
+	/* llm.c's sixteen groups, in its order; per layer: its elements */
+	static const char *const names[16] = {
+		"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
+		"attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb",
+		"lnfw", "lnfb"};
+	uint64_t n[16] = {(uint64_t)h.Vp * C, (uint64_t)h.ctx * C, C, C,
+			  3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C,
+			  4 * C * C, C, C, C};
+	float *g[16] = {0};
+	int rc = 0;
+	for (int i = 0; i < 16 && rc == 0; i++)
+		if (!(g[i] = llmc_group(f, &h, n[i] * (i >= 2 && i < 14 ? L : 1),
+					path, names[i], err, errlen)))
+			rc = -1;
+	fclose(f);
+	source s = {NULL, "", err, errlen};
+	if (rc == 0)
+		rc = emit("wte", g[0], C, 0, (uint64_t)h.V, C, 0, put, ctx, &s) ||
+		     emit("wpe", g[1], C, 0, (uint64_t)h.ctx, C, 0, put, ctx, &s)
+			     ? -1 : 0;
+	for (uint64_t l = 0; rc == 0 && l < L; l++) {
+		char name[64];
+		const float *qkvw = g[4] + l * n[4], *qkvb = g[5] + l * n[5];
+		/* each Linear weight [out, in] becomes andrea's [in, out] */
+		struct {
+			const char *name;
+			const float *src;
+			uint64_t d0, d1;
+			int transpose;
+		} part[] = {
+			{"ln1.weight", g[2] + l * C, C, 0, 0},
+			{"ln1.bias", g[3] + l * C, C, 0, 0},
+			{"attn.wq", qkvw, C, C, 1},
+			{"attn.wk", qkvw + C * C, C, C, 1},
+			{"attn.wv", qkvw + 2 * C * C, C, C, 1},
+			{"attn.bq", qkvb, C, 0, 0},
+			{"attn.bk", qkvb + C, C, 0, 0},
+			{"attn.bv", qkvb + 2 * C, C, 0, 0},
+			{"attn.wo", g[6] + l * n[6], C, C, 1},
+			{"attn.bo", g[7] + l * C, C, 0, 0},
+			{"ln2.weight", g[8] + l * C, C, 0, 0},
+			{"ln2.bias", g[9] + l * C, C, 0, 0},
+			{"mlp.fc", g[10] + l * n[10], C, 4 * C, 1},
+			{"mlp.bfc", g[11] + l * n[11], 4 * C, 0, 0},
+			{"mlp.proj", g[12] + l * n[12], 4 * C, C, 1},
+			{"mlp.bproj", g[13] + l * C, C, 0, 0}};
+		for (size_t i = 0; rc == 0 && i < sizeof part / sizeof part[0];
+		     i++) {
+			snprintf(name, sizeof name, "layers.%llu.%s",
+				 (unsigned long long)l, part[i].name);
+			rc = emit(name, part[i].src, part[i].d1 ? part[i].d1 : part[i].d0,
+				  0, part[i].d0, part[i].d1, part[i].transpose, put,
+				  ctx, &s);
+		}
+	}
+	if (rc == 0)
+		rc = emit("lnf.weight", g[14], C, 0, C, 0, 0, put, ctx, &s) ||
+		     emit("lnf.bias", g[15], C, 0, C, 0, 0, put, ctx, &s) ? -1 : 0;
+	for (int i = 0; i < 16; i++)
+		free(g[i]);
 	return rc;
 }

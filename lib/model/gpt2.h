@@ -36,4 +36,20 @@ typedef int at_param_sink(void *ctx, const at_tensor *t);
 int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
 		   void *ctx, char *err, size_t errlen);
 
+/* llm.c's GPT-2 checkpoints (gpt2_124M.bin and kin, as its train_gpt2
+ * writes them): 256 little-endian int32 (AT_LLMC_MAGIC; the version, 3
+ * for float32 or 5 for bfloat16 parameters with the vocabulary padded, 1
+ * for float32 unpadded; the context, V, L, the heads, C; the padded V),
+ * then the parameters in its order, each a PyTorch Linear weight [out, in]
+ * (written transposed as andrea's [in, out]), the head tied to wte. */
+#define AT_LLMC_MAGIC 20240326
+/* 1 where the first bytes are an llm.c checkpoint's. */
+int at_llmc_is(const unsigned char *head, size_t n);
+/* The config of the checkpoint at path (its header, checked against the
+ * file's size) into cfg; 0, or -1 with err naming the file. */
+int at_llmc_config(const char *path, at_config *cfg, char *err, size_t errlen);
+/* Every parameter of that checkpoint, as at_gpt2_import hands them. */
+int at_llmc_import(const char *path, at_param_sink *put, void *ctx, char *err,
+		   size_t errlen);
+
 #endif

@@ -217,7 +217,8 @@ int at_st_open(at_st *st, const char *path, char *err, size_t errlen)
 		return fail(err, errlen, "%s: not a safetensors file (%zu bytes)",
 			    path, got);
 	}
-	uint64_t size = (uint64_t)ftello(st->f), hlen = le64(head);
+	off_t end = ftello(st->f);
+	uint64_t size = end < 8 ? 8 : (uint64_t)end, hlen = le64(head);
 	if (hlen > AT_ST_MAX_HEADER || hlen > size - 8) {
 		at_st_close(st);
 		return fail(err, errlen, "%s: a header of %llu bytes (at most %u, "
