@@ -92,3 +92,21 @@ def test_argv(tmp_path, path):
     p = subprocess.run([tool(prog[7:]), *args], stdin=subprocess.DEVNULL,
                        capture_output=True, cwd=tmp_path, env=env, timeout=60)
     ok(p, prog[7:], (0, 1, 2))
+
+
+@pytest.mark.parametrize("path", inputs("safetensors") + inputs("llmc"))
+def test_import_checkpoint(tmp_path, path):
+    (tmp_path / "config.json").write_text(
+        '{"n_layer": 1, "n_head": 1, "n_embd": 2, "n_positions": 2, '
+        '"vocab_size": 3}')
+    with open(path, "rb") as f:
+        (tmp_path / "model.safetensors").write_bytes(f.read())
+    ok(run("import", tmp_path / "model.safetensors", "-o", tmp_path / "m.ats"),
+       "import")
+
+
+@pytest.mark.parametrize("path", inputs("gpt2config"))
+def test_import_config(tmp_path, path):
+    (tmp_path / "model.safetensors").write_bytes(b"\x02" + b"\0" * 7 + b"{}")
+    ok(run("import", tmp_path / "model.safetensors", "--config", path, "-o",
+           tmp_path / "m.ats"), "import")

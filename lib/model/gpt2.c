@@ -6,7 +6,6 @@
 #include <jansson.h>
 #endif
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,16 +14,8 @@
 #include "core/le.h"
 #include "model/arch.h"
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+/* one-line errors, as the safetensors reader gives them */
+#define fail at_import_fail
 
 #ifdef ANDREA_JSON
 /* A whole number from 1 to 16777216 at key (or at alt, if key is absent). */

@@ -11,17 +11,21 @@
 
 #include "core/le.h"
 
+#define fail at_import_fail
+
 /* At most this many tensors (GPT-2 XL has some 580). */
 #define MAX_TENSORS (1 << 20)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int at_import_fail(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	/* names and jansson's "near '...'" come from the file: one line */
+	for (char *c = err; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
 	return -1;
 }
 

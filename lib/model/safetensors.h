@@ -59,6 +59,11 @@ uint64_t at_st_count(const at_st_entry *e);
 int at_st_read_f32(const at_st *st, const at_st_entry *e, float *out,
 		   char *err, size_t errlen);
 
+/* Formats a reader's error into err on one line (a file's bytes in it,
+ * such as a tensor's name, cannot break it); returns -1. */
+int at_import_fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* 1 where the first bytes of a file are a Python pickle or a zip of them
  * (torch.save, nanoGPT's ckpt.pt, PyTorch's .bin). */
 int at_is_pickle(const unsigned char *head, size_t n);
