@@ -411,3 +411,55 @@ def test_bad_llmc_checkpoints_are_refused(tmp_path):
                                  check=1), "import")
         assert "gpt2.bin" in msg and needle in msg, (needle, msg)
         assert not (tmp_path / "o.ats").exists()
+
+
+# ---- andrea-export ----
+
+def load_safetensors(path):
+    """name -> array, through the safetensors package where it is, else a
+    reader written here."""
+    if st_numpy is not None:
+        return st_numpy.load_file(str(path))
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    out = {}
+    for name, e in json.loads(raw[8:8 + n]).items():
+        if name != "__metadata__":
+            a, b = e["data_offsets"]
+            out[name] = np.frombuffer(raw[8 + n + a:8 + n + b],
+                                      np.float32).reshape(e["shape"])
+    return out
+
+
+@pytest.mark.parametrize("biases,tied", [(False, False), (True, True)])
+def test_export_writes_what_hf_gpt2_reads(tmp_path, biases, tied):
+    """An andrea model exported: the files hold GPT2LMHeadModel's names and
+    shapes, and a GPT-2 forward in those names gives andrea's logits; the
+    config says whether the head is tied.  Imported back, the logits are
+    the same again."""
+    from test_model_filters import full_model
+    rng = np.random.default_rng(12 + biases)
+    L, H, C, V = 2, 2, 8, 41
+    model, _ = full_model(tmp_path, rng, L, H, C, V, 16, biases=biases,
+                          tied=tied)
+    out = tmp_path / "hf"
+    run("export", "-m", model, out, check=0)
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["n_positions"],
+            cfg["vocab_size"]) == (L, H, C, 16, V)
+    assert cfg["tie_word_embeddings"] == tied
+    assert cfg["activation_function"] == "gelu_new"
+    hf = load_safetensors(out / "model.safetensors")
+    assert ("lm_head.weight" in hf) == (not tied)
+    assert hf["transformer.h.1.attn.c_attn.weight"].shape == (C, 3 * C)
+    if not biases:
+        assert not hf["transformer.h.0.mlp.c_fc.bias"].any()
+    tokens = rng.integers(0, V, (2, 7)).astype(np.int32)
+    s = pack(tmp_path, [("tokens", tokens)])
+    chain = lambda m: unpack(tmp_path, pipeline(
+        [("embed", "-m", m), ("block", "-m", m, "-l", "all"), ("logits", "-m", m)],
+        input=s))["logits"]
+    ours = chain(model)
+    assert rel_err(ours, gpt2_forward(hf, tokens, L, H)) <= TOL
+    back = import_model(tmp_path, out)
+    assert rel_err(chain(back), ours) <= TOL

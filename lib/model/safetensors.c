@@ -8,8 +8,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/le.h"
+#include "stream/stream.h"
 
 #define fail at_import_fail
 
@@ -327,4 +330,107 @@ int at_st_read_f32(const at_st *st, const at_st_entry *e, float *out,
 		}
 	}
 	return 0;
+}
+
+/* Puts v as 8 little-endian bytes at p. */
+static void le64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> 8 * i);
+}
+
+#ifdef ANDREA_JSON
+/* The header's JSON for t, padded with spaces to a multiple of 8 bytes
+ * (the caller frees it); NULL when out of memory. */
+static char *header_json(const at_st_out *t, int n, size_t *len)
+{
+	json_t *root = json_object();
+	uint64_t at = 0;
+	for (int i = 0; root && i < n; i++) {
+		json_t *shape = json_array();
+		uint64_t bytes = 4;
+		for (int d = 0; d < t[i].rank; d++) {
+			json_array_append_new(shape, json_integer((json_int_t)t[i].dims[d]));
+			bytes *= t[i].dims[d];
+		}
+		json_t *e = json_pack("{s:s, s:o, s:[I,I]}", "dtype", "F32", "shape",
+				      shape, "data_offsets", (json_int_t)at,
+				      (json_int_t)(at + bytes));
+		if (!e || json_object_set_new(root, t[i].name, e) < 0) {
+			json_decref(root);
+			return NULL;
+		}
+		at += bytes;
+	}
+	char *text = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER)
+			  : NULL;
+	json_decref(root);
+	if (!text)
+		return NULL;
+	size_t raw = strlen(text), padded = (raw + 7) / 8 * 8;
+	char *out = realloc(text, padded + 1);
+	if (!out) {
+		free(text);
+		return NULL;
+	}
+	memset(out + raw, ' ', padded - raw);
+	out[padded] = 0;
+	*len = padded;
+	return out;
+}
+#endif
+
+int at_st_write(const char *path, const at_st_out *t, int n, char *err,
+		size_t errlen)
+{
+#ifndef ANDREA_JSON
+	(void)t;
+	(void)n;
+	return fail(err, errlen, "%s: this build has no JSON writer (jansson: "
+		    "Debian's libjansson-dev, then make again)", path);
+#else
+	size_t hlen;
+	char *json = header_json(t, n, &hlen);
+	if (!json)
+		return fail(err, errlen, "%s: out of memory", path);
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+	int fd = mkstemp(tmp);
+	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	if (!f) {
+		free(json);
+		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	}
+	fchmod(fd, 0644 & ~at_umask());
+	unsigned char len8[8];
+	le64_put(len8, hlen);
+	int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
+	free(json);
+	unsigned char buf[1 << 16];
+	for (int i = 0; ok && i < n; i++) {
+		uint64_t count = 1;
+		for (int d = 0; d < t[i].rank; d++)
+			count *= t[i].dims[d];
+		for (uint64_t j = 0; ok && j < count;) {
+			size_t k = count - j < sizeof buf / 4 ? (size_t)(count - j)
+							      : sizeof buf / 4;
+			for (size_t m = 0; m < k; m++) {
+				uint32_t bits;
+				memcpy(&bits, &t[i].data[j + m], 4);
+				for (int b = 0; b < 4; b++)
+					buf[4 * m + b] = (unsigned char)(bits >> 8 * b);
+			}
+			ok = fwrite(buf, 4, k, f) == k;
+			j += k;
+		}
+	}
+	ok = ok && fflush(f) == 0 && fsync(fd) == 0;
+	int closed = fclose(f) == 0;
+	if (!ok || !closed || rename(tmp, path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return fail(err, errlen, "%s: write error: %s", path, strerror(e));
+	}
+	return 0;
+#endif
 }

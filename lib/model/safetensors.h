@@ -59,6 +59,20 @@ uint64_t at_st_count(const at_st_entry *e);
 int at_st_read_f32(const at_st *st, const at_st_entry *e, float *out,
 		   char *err, size_t errlen);
 
+/* One float32 tensor for at_st_write. */
+typedef struct {
+	const char *name;
+	int rank;
+	uint64_t dims[AT_MAX_RANK];
+	const float *data;
+} at_st_out;
+
+/* Writes the n tensors to path as a safetensors file (F32, in the order
+ * given, the header padded with spaces to a multiple of 8 bytes), through
+ * a temporary file renamed into place; 0, or -1 with err. */
+int at_st_write(const char *path, const at_st_out *t, int n, char *err,
+		size_t errlen);
+
 /* Formats a reader's error into err on one line (a file's bytes in it,
  * such as a tensor's name, cannot break it); returns -1. */
 int at_import_fail(char *err, size_t errlen, const char *fmt, ...)

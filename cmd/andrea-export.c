@@ -1,0 +1,40 @@
+/* andrea-export - an andrea model as a Hugging Face GPT-2 checkpoint.
+ *
+ * Writes DIR/model.safetensors and DIR/config.json, which transformers
+ * loads as GPT2LMHeadModel (lib/model/gpt2.h: at_gpt2_export).  DIR is
+ * made if it does not exist; each file is written through a temporary
+ * name and renamed into place.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "cli/stage.h"
+#include "model/gpt2.h"
+
+static const char usage[] =
+	"usage: andrea-export [-m MODEL] [--seed S] [--heads N] [--threads N] DIR\n";
+
+int main(int argc, char **argv)
+{
+	cli_common c;
+	cli_init("andrea-export", &c);
+	cli_opt opts[] = {CLI_USES(CLI_USE_BASIC | CLI_USE_MODEL), CLI_END};
+	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	const char *dir = operand.v[0];
+	at_model m;
+	stage_open_model(&c, &m);
+	const at_config *cfg = &m.cfg;
+	if (!cfg->n_layer || !cfg->n_head || !cfg->d_model || !cfg->ctx ||
+	    !cfg->vocab)
+		cli_die("%s: the model's shape is unknown (no config record)",
+			m.path);
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		cli_die("%s: %s", dir, strerror(errno));
+	char err[1200];
+	if (at_gpt2_export(&m, dir, err, sizeof err) < 0)
+		cli_die("%s", err);
+	at_model_close(&m);
+	return 0;
+}
