@@ -153,3 +153,21 @@ def test_a_batch_of_prompts_on_the_gpu(tmp_path, trained):
         p = run("generate", "-m", trained, "--prompts", prompts, "-n", 8,
                 "--device", "cuda", "--precision", prec, check=0)
         assert p.stdout.count(b"\n") == 4
+
+
+def test_biases_and_a_tied_head_stay_on_the_cpu_for_now(tmp_path):
+    """The GPU engine does not run biases or a tied head yet: --device cuda
+    says so in one line, auto computes the model on the CPU (issue 16)."""
+    from conftest import one_line_error
+    rng = np.random.default_rng(31)
+    model, p = full_model(tmp_path, rng, 2, 2, 8, 29, 16, biases=True,
+                          tied=True)
+    x = rand(rng, 2, 5, 8)
+    s = pack(tmp_path, [("x", x)])
+    r = run("block", "-m", model, "-l", "all", "--device", "cuda", input=s,
+            check=1)
+    assert "--device cpu" in one_line_error(r, "block")
+    y = unpack(tmp_path, run("block", "-m", model, "-l", "all", "--device",
+                             "auto", input=s, check=0).stdout)["x"]
+    want = oracle.block(oracle.block(x, p, 0, 2), p, 1, 2)
+    assert oracle.rel_err(y, want) <= 1e-5
