@@ -22,6 +22,8 @@ int main(int argc, char **argv)
 	cli_init("andrea-export", &c);
 	cli_opt opts[] = {CLI_USES(CLI_USE_BASIC | CLI_USE_MODEL), CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	if (operand.n != 1)
+		cli_usage_error("no DIR operand (see %s --help)", cli_prog);
 	const char *dir = operand.v[0];
 	at_model m;
 	stage_open_model(&c, &m);

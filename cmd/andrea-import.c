@@ -60,6 +60,8 @@ int main(int argc, char **argv)
 	cli_opt opts[] = {CLI_USES(CLI_USE_COMMON),
 			  CLI_STRING("config", 0, &config), CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	if (operand.n != 1)
+		cli_usage_error("no PATH operand (see %s --help)", cli_prog);
 	const char *path = operand.v[0];
 	struct stat st;
 	if (stat(path, &st) != 0)
