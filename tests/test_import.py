@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import atsfmt
+import oracle
 from conftest import ROOT, run, one_line_error
 from stagekit import pack, unpack, pipeline
 
@@ -88,15 +89,8 @@ def hf_config(L, H, C, V, ctx, **extra):
 
 # ---- GPT-2 in NumPy float64, in HF's terms ----
 
-def ln(x, w, b):
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) / np.sqrt(v + 1e-5) * w + b
-
-
-def gelu_new(x):
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-
+# LayerNorm and the tanh GELU (gelu_new) are oracle.py's; the rest is
+# written here in HF's names, apart from the andrea-named oracle
 
 def gpt2_forward(p, tokens, L, H, want_attn=None):
     """Logits [B,T,V]; with want_attn=(layer, head) also that head's
@@ -111,7 +105,7 @@ def gpt2_forward(p, tokens, L, H, want_attn=None):
     probs = None
     for l in range(L):
         h = f"{pre}h.{l}."
-        a = ln(x, g[h + "ln_1.weight"], g[h + "ln_1.bias"])
+        a = oracle.layernorm(x, g[h + "ln_1.weight"], g[h + "ln_1.bias"])
         qkv = a @ g[h + "attn.c_attn.weight"] + g[h + "attn.c_attn.bias"]
         q, k, v = (qkv[..., i * C:(i + 1) * C].reshape(B, T, H, D)
                    .transpose(0, 2, 1, 3) for i in range(3))
@@ -123,10 +117,10 @@ def gpt2_forward(p, tokens, L, H, want_attn=None):
             probs = w[:, want_attn[1]]
         o = (w @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
         x = x + o @ g[h + "attn.c_proj.weight"] + g[h + "attn.c_proj.bias"]
-        m = ln(x, g[h + "ln_2.weight"], g[h + "ln_2.bias"])
-        f = gelu_new(m @ g[h + "mlp.c_fc.weight"] + g[h + "mlp.c_fc.bias"])
+        m = oracle.layernorm(x, g[h + "ln_2.weight"], g[h + "ln_2.bias"])
+        f = oracle.gelu(m @ g[h + "mlp.c_fc.weight"] + g[h + "mlp.c_fc.bias"])
         x = x + f @ g[h + "mlp.c_proj.weight"] + g[h + "mlp.c_proj.bias"]
-    x = ln(x, g[pre + "ln_f.weight"], g[pre + "ln_f.bias"])
+    x = oracle.layernorm(x, g[pre + "ln_f.weight"], g[pre + "ln_f.bias"])
     head = g["lm_head.weight"] if "lm_head.weight" in g else g[pre + "wte.weight"]
     return (x @ head.T, probs) if want_attn else x @ head.T
 
@@ -142,6 +136,14 @@ def checkpoint(tmp, rng, L=2, H=3, C=12, V=300, ctx=32, **cfg):
     save_safetensors(d / "model.safetensors", p)
     (d / "config.json").write_text(json.dumps(hf_config(L, H, C, V, ctx, **cfg)))
     return d, p
+
+
+def model_logits(tmp, model, tokens):
+    """logits of tokens [B,T] through embed | block -l all | logits."""
+    return unpack(tmp, pipeline([("embed", "-m", model),
+                                 ("block", "-m", model, "-l", "all", *CPU),
+                                 ("logits", "-m", model, *CPU)],
+                                input=pack(tmp, [("tokens", tokens)])))["logits"]
 
 
 def import_model(tmp, src, *args):
@@ -163,12 +165,9 @@ def test_imported_gpt2_matches_numpy(tmp_path, B, T):
                                           "d_model": "12", "ctx": "32",
                                           "vocab": "300"}
     tokens = rng.integers(0, V, (B, T)).astype(np.int32)
-    out = unpack(tmp_path, pipeline([("embed", "-m", model),
-                                     ("block", "-m", model, "-l", "all", *CPU),
-                                     ("logits", "-m", model, *CPU)],
-                                    input=pack(tmp_path, [("tokens", tokens)])))
+    logits = model_logits(tmp_path, model, tokens)
     want, probs = gpt2_forward(p, tokens, L, H, want_attn=(1, 2))
-    assert rel_err(out["logits"], want) <= TOL
+    assert rel_err(logits, want) <= TOL
     # one head of layer 1 through the stages, against the pattern
     heads = unpack(tmp_path, pipeline(
         [("embed", "-m", model), ("block", "-m", model, "-l", 0, *CPU),
@@ -184,8 +183,7 @@ def test_greedy_generation_of_an_imported_model(tmp_path):
     model = import_model(tmp_path, d)
     prompt = b"hello"
     out = run("generate", "-m", model, *CPU, "--prompt", prompt.decode(), "-n", 30,
-              "--temperature", 0, "--logits", tmp_path / "lg.ats",
-              check=0).stdout
+              "--temperature", 0, check=0).stdout
     seq = [256] + list(prompt)
     for i, tok in enumerate(out):
         lg = gpt2_forward(p, np.array([seq]), L, H)[0, -1]
@@ -217,11 +215,8 @@ def test_an_untied_head_and_the_layout_without_prefix(tmp_path):
     assert np.array_equal(head, bare["lm_head.weight"].T)
     p["lm_head.weight"] = bare["lm_head.weight"]
     tokens = rng.integers(0, V, (2, 5)).astype(np.int32)
-    out = unpack(tmp_path, pipeline([("embed", "-m", model),
-                                     ("block", "-m", model, "-l", "all", *CPU),
-                                     ("logits", "-m", model, *CPU)],
-                                    input=pack(tmp_path, [("tokens", tokens)])))
-    assert rel_err(out["logits"], gpt2_forward(p, tokens, L, H)) <= TOL
+    logits = model_logits(tmp_path, model, tokens)
+    assert rel_err(logits, gpt2_forward(p, tokens, L, H)) <= TOL
     tied = dict(p, **{"lm_head.weight": p["transformer.wte.weight"]})
     save_safetensors(d / "model.safetensors", tied)
     recs = [r.name for r in atsfmt.read(
@@ -391,11 +386,8 @@ def test_llmc_checkpoints_match_numpy(tmp_path, version):
     recs = {r.name: r for r in atsfmt.read(model.read_bytes())}
     assert "lm_head" not in recs and recs["wte"].dims == (V, C)
     tokens = rng.integers(0, V, (2, 9)).astype(np.int32)
-    out = unpack(tmp_path, pipeline([("embed", "-m", model),
-                                     ("block", "-m", model, "-l", "all", *CPU),
-                                     ("logits", "-m", model, *CPU)],
-                                    input=pack(tmp_path, [("tokens", tokens)])))
-    assert rel_err(out["logits"], gpt2_forward(p, tokens, L, H)) <= TOL
+    logits = model_logits(tmp_path, model, tokens)
+    assert rel_err(logits, gpt2_forward(p, tokens, L, H)) <= TOL
 
 
 def test_bad_llmc_checkpoints_are_refused(tmp_path):
@@ -458,12 +450,7 @@ def test_export_writes_what_hf_gpt2_reads(tmp_path, biases, tied):
     if not biases:
         assert not hf["transformer.h.0.mlp.c_fc.bias"].any()
     tokens = rng.integers(0, V, (2, 7)).astype(np.int32)
-    s = pack(tmp_path, [("tokens", tokens)])
-    chain = lambda m: unpack(tmp_path, pipeline(
-        [("embed", "-m", m), ("block", "-m", m, "-l", "all", *CPU),
-         ("logits", "-m", m, *CPU)],
-        input=s))["logits"]
-    ours = chain(model)
+    ours = model_logits(tmp_path, model, tokens)
     assert rel_err(ours, gpt2_forward(hf, tokens, L, H)) <= TOL
     back = import_model(tmp_path, out)
-    assert rel_err(chain(back), ours) <= TOL
+    assert rel_err(model_logits(tmp_path, back, tokens), ours) <= TOL

@@ -332,13 +332,6 @@ int at_st_read_f32(const at_st *st, const at_st_entry *e, float *out,
 	return 0;
 }
 
-/* Puts v as 8 little-endian bytes at p. */
-static void le64_put(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> 8 * i);
-}
-
 #ifdef ANDREA_JSON
 /* The header's JSON for t, padded with spaces to a multiple of 8 bytes
  * (the caller frees it); NULL when out of memory. */
@@ -403,7 +396,7 @@ int at_st_write(const char *path, const at_st_out *t, int n, char *err,
 	}
 	fchmod(fd, 0644 & ~at_umask());
 	unsigned char len8[8];
-	le64_put(len8, hlen);
+	put64(len8, hlen);
 	int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
 	free(json);
 	unsigned char buf[1 << 16];

@@ -60,7 +60,8 @@ static int load_layer(at_loaded *lw, const at_model *m, int l, char *err,
 	b->bo = optional(lw, m, pre, "attn.bo", C, &ok, err, errlen);
 	b->bfc = optional(lw, m, pre, "mlp.bfc", F, &ok, err, errlen);
 	b->bproj = optional(lw, m, pre, "mlp.bproj", C, &ok, err, errlen);
-	return ok && (b->ln1_w = param(lw, m, pre, "ln1.weight", C, 0, err, errlen)) &&
+	return ok &&
+	       (b->ln1_w = param(lw, m, pre, "ln1.weight", C, 0, err, errlen)) &&
 	       (b->ln1_b = param(lw, m, pre, "ln1.bias", C, 0, err, errlen)) &&
 	       (b->wq = param(lw, m, pre, "attn.wq", C, C, err, errlen)) &&
 	       (b->wk = param(lw, m, pre, "attn.wk", C, C, err, errlen)) &&
