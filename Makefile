@@ -43,6 +43,8 @@ BLAS      ?= $(if $(CBLAS_H),$(if $(OPENBLAS_OMP),openblas-openmp,openblas),none
 PNG       ?= $(if $(wildcard /usr/include/png.h /usr/include/*/png.h),1,0)
 # jansson reads the JSON of imported models (safetensors headers, config.json)
 JSON      ?= $(if $(wildcard /usr/include/jansson.h /usr/include/*/jansson.h),1,0)
+# PCRE2 cuts text into pieces for GPT-2's tokenizer (its Unicode classes)
+PCRE      ?= $(if $(wildcard /usr/include/pcre2.h /usr/include/*/pcre2.h),1,0)
 # glibc's vector math (libmvec) draws the default model four lanes at a time
 MVEC      ?= $(if $(wildcard /usr/lib/*/libmvec.so /lib/*/libmvec.so /usr/lib64/libmvec.so),1,0)
 SAN       ?= 0
@@ -81,6 +83,10 @@ ifeq ($(JSON),1)
 CFLAGS  += -DANDREA_JSON
 LDLIBS  += -ljansson
 endif
+ifeq ($(PCRE),1)
+CFLAGS  += -DANDREA_PCRE2
+LDLIBS  += -lpcre2-8
+endif
 ifeq ($(CUDA),1)
 CFLAGS  += -DANDREA_CUDA
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
@@ -93,7 +99,7 @@ endif
 # key holds every switch and a digest of the compilers' flags, so that
 # `make MVEC=0` or another CFLAGS after `make` never reuses stale objects.
 FLAGS_KEY := $(shell printf '%s' '$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS)' | cksum | cut -d' ' -f1)
-CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-json$(JSON)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
+CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-json$(JSON)-pcre$(PCRE)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
 BUILD    := build/$(CONFIG)
 $(shell mkdir -p build; [ "$$(cat build/config 2>/dev/null)" = "$(CONFIG)" ] || echo "$(CONFIG)" > build/config)
 

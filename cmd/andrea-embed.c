@@ -1,7 +1,8 @@
 /* andrea-embed - token ids to embeddings: x = wte[token] + wpe[position].
  *
- * Tokens come from a `tokens` record (i32 [B,T] or [T]), from raw bytes
- * with --text (every byte is a token, newlines included), or from --tokens.
+ * Tokens come from a `tokens` record (i32 [B,T] or [T]), from text with
+ * --text (through the model's tokenizer: without one, every byte is a
+ * token, newlines included), or from --tokens.
  * The tokens record is always written ahead of x.
  */
 #include <errno.h>
@@ -22,7 +23,7 @@ static const char usage[] =
 typedef struct {
 	at_model model;
 	at_tensor wte, wpe; /* loaded before any output is written */
-	int bos;
+	int bos; /* the token --bos prepends; -1: not asked */
 	at_exec exec;
 } embed_ctx;
 
@@ -37,7 +38,7 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 			      at_dtype_name(tok->dtype), tok->rank);
 	at_tokens_as_batch(tok);
 	uint64_t B = tok->dims[0], T = tok->dims[1];
-	if (e->bos) {
+	if (e->bos >= 0) {
 		uint64_t dims[2] = {B, T + 1};
 		at_tensor t2;
 		if (at_tensor_init(&t2, "tokens", AT_I32, 2, dims) < 0)
@@ -45,7 +46,7 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 		t2.attrs = tok->attrs;
 		int32_t *dst = t2.data, *src = tok->data;
 		for (uint64_t b = 0; b < B; b++) {
-			dst[b * (T + 1)] = AT_BOS;
+			dst[b * (T + 1)] = e->bos;
 			memcpy(dst + b * (T + 1) + 1, src + b * T, T * sizeof *src);
 		}
 		at_tensor_free(tok);
@@ -84,13 +85,13 @@ int main(int argc, char **argv)
 	cli_common c;
 	cli_init("andrea-embed", &c);
 	embed_ctx e = {0};
-	int text = 0;
+	int text = 0, bos = 0;
 	const char *list = NULL;
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
 		CLI_FLAG("text", 0, &text),
 		CLI_STRING("tokens", 0, &list),
-		CLI_FLAG("bos", 0, &e.bos),
+		CLI_FLAG("bos", 0, &bos),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (text && list)
@@ -106,6 +107,11 @@ int main(int argc, char **argv)
 			c.model);
 	stage_param(&e.model, "wte", &e.wte, 2, cfg->vocab, cfg->d_model);
 	stage_param(&e.model, "wpe", &e.wpe, 2, cfg->ctx, cfg->d_model);
+	at_tokenizer *tok = text || bos ? cli_tokenizer(&e.model) : NULL;
+	e.bos = bos ? at_tok_bos(tok) : -1;
+	if (bos && e.bos < 0)
+		cli_die("%s: --bos: the model's tokenizer has no token that "
+			"starts a sequence", c.model);
 
 	at_filter f = {.inputs = {"tokens"}, .n_inputs = 1, .run = embed_run,
 		       .ctx = &e};
@@ -115,19 +121,20 @@ int main(int argc, char **argv)
 	} else {
 		at_tensor in;
 		if (text)
-			cli_tokens_from_text(path, &in);
+			cli_tokens_from_text(path, tok, &in);
 		else
 			cli_tokens_from_list(list, &in);
 		f.label = text ? (path ? path : "<stdin>") : "--tokens";
 		f.index[0] = 1;
 		at_writer w;
 		prepare_tokens(&f, &e, &in); /* all checks before any output */
-		e.bos = 0;
+		e.bos = -1;
 		cli_open_output(&c, &w);
 		embed_run(&f, &in, &w);
 		cli_finish_output(&w);
 		at_tensor_free(&in);
 	}
+	at_tok_free(tok);
 	at_tensor_free(&e.wte);
 	at_tensor_free(&e.wpe);
 	at_model_close(&e.model);

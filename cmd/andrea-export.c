@@ -1,7 +1,9 @@
 /* andrea-export - an andrea model as a Hugging Face GPT-2 checkpoint.
  *
  * Writes DIR/model.safetensors and DIR/config.json, which transformers
- * loads as GPT2LMHeadModel (lib/model/gpt2.h: at_gpt2_export).  DIR is
+ * loads as GPT2LMHeadModel (lib/model/gpt2.h: at_gpt2_export), and where
+ * the model carries GPT-2's tokenizer, DIR/vocab.json and DIR/merges.txt
+ * (gpt2_tokenizer.h), which GPT2TokenizerFast loads.  DIR is
  * made if it does not exist; each file is written through a temporary
  * name and renamed into place.
  */
@@ -11,7 +13,9 @@
 
 #include "cli/cli.h"
 #include "cli/stage.h"
+#include "cli/tokens.h"
 #include "model/gpt2.h"
+#include "model/gpt2_tokenizer.h"
 
 static const char usage[] =
 	"usage: andrea-export [-m MODEL] [--seed S] [--heads N] [--threads N] DIR\n";
@@ -35,8 +39,12 @@ int main(int argc, char **argv)
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
 		cli_die("%s: %s", dir, strerror(errno));
 	char err[1200];
-	if (at_gpt2_export(&m, dir, err, sizeof err) < 0)
+	at_tokenizer *tok = cli_tokenizer(&m);
+	if (at_gpt2_export(&m, dir, err, sizeof err) < 0 ||
+	    (at_tok_is_bpe(tok) &&
+	     at_gpt2_tokenizer_export(tok, dir, err, sizeof err) < 0))
 		cli_die("%s", err);
+	at_tok_free(tok);
 	at_model_close(&m);
 	return 0;
 }

@@ -2,9 +2,11 @@
  *
  * PATH is a Hugging Face model directory (model.safetensors and
  * config.json), its model.safetensors (config.json beside it, or
- * --config FILE), or an llm.c checkpoint (gpt2_124M.bin).  The header and the config are checked before anything
- * is written, each tensor's shape as it is read; a pickle is refused
- * unread.
+ * --config FILE), or an llm.c checkpoint (gpt2_124M.bin).  The
+ * tokenizer goes into the model file too: tokenizer.json, or vocab.json
+ * with merges.txt, beside the checkpoint or named by options.  The
+ * header, the config and the tokenizer are checked before anything is
+ * written, each tensor's shape as it is read; a pickle is refused unread.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +14,14 @@
 
 #include "cli/cli.h"
 #include "model/gpt2.h"
+#include "model/gpt2_tokenizer.h"
 #include "model/safetensors.h"
 
 static const char usage[] =
-	"usage: andrea-import [-f] [-o FILE] [--config FILE] [-z LEVEL]\n"
-	"                     [--threads N] [--no-shuffle] PATH\n";
+	"usage: andrea-import [-f] [-o FILE] [--config FILE]\n"
+	"                     [--tokenizer FILE | --vocab FILE --merges FILE |\n"
+	"                     --no-tokenizer] [-z LEVEL] [--threads N]\n"
+	"                     [--no-shuffle] PATH\n";
 
 /* PATH's directory: path itself where it is one, else what holds it. */
 static void directory_of(const char *path, int is_dir, char *out, size_t n)
@@ -44,6 +49,49 @@ static int starts_as_llmc(const char *path)
 	return at_llmc_is(head, n);
 }
 
+static int exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+typedef struct {
+	const char *json, *vocab, *merges; /* the options */
+	int none;                          /* --no-tokenizer */
+} tokenizer_opts;
+
+/* The tokenizer the options name, else tokenizer.json in dir, else
+ * vocab.json and merges.txt there; NULL where there is none (or
+ * --no-tokenizer).  Dies on a bad file or one that does not fit V. */
+static at_tokenizer *read_tokenizer(const tokenizer_opts *o, const char *dir,
+				    const at_config *cfg)
+{
+	char json[4200], vocab[4200], merges[4200], err[1200];
+	snprintf(json, sizeof json, "%s/tokenizer.json", dir);
+	snprintf(vocab, sizeof vocab, "%s", o->vocab ? o->vocab : "");
+	snprintf(merges, sizeof merges, "%s", o->merges ? o->merges : "");
+	if (!o->vocab) {
+		snprintf(vocab, sizeof vocab, "%s/vocab.json", dir);
+		snprintf(merges, sizeof merges, "%s/merges.txt", dir);
+	}
+	at_tokenizer *t = NULL;
+	if (o->none)
+		return NULL;
+	if (o->json || (!o->vocab && exists(json)))
+		t = at_gpt2_tokenizer_json(o->json ? o->json : json, err, sizeof err);
+	else if (o->vocab || (exists(vocab) && exists(merges)))
+		t = at_gpt2_tokenizer_files(vocab, merges, err, sizeof err);
+	else
+		return NULL;
+	if (!t)
+		cli_die("%s", err);
+	if (at_tok_size(t) > cfg->vocab)
+		cli_die("%s: the tokenizer has %d tokens, but the model's V is %d",
+			o->json ? o->json : o->vocab ? o->vocab : dir,
+			at_tok_size(t), cfg->vocab);
+	return t;
+}
+
 /* Writes each parameter as it comes. */
 static int write_param(void *w, const at_tensor *t)
 {
@@ -57,12 +105,22 @@ int main(int argc, char **argv)
 	cli_common c;
 	cli_init("andrea-import", &c);
 	const char *config = NULL;
+	tokenizer_opts to = {0};
 	cli_opt opts[] = {CLI_USES(CLI_USE_COMMON),
-			  CLI_STRING("config", 0, &config), CLI_END};
+			  CLI_STRING("config", 0, &config),
+			  CLI_STRING("tokenizer", 0, &to.json),
+			  CLI_STRING("vocab", 0, &to.vocab),
+			  CLI_STRING("merges", 0, &to.merges),
+			  CLI_FLAG("no-tokenizer", 0, &to.none), CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (operand.n != 1)
 		cli_usage_error("no PATH operand (see %s --help)", cli_prog);
 	const char *path = operand.v[0];
+	if (!to.vocab != !to.merges)
+		cli_usage_error("--vocab and --merges go together");
+	if ((to.json != NULL) + (to.vocab != NULL) + to.none > 1)
+		cli_usage_error("--tokenizer, --vocab/--merges and --no-tokenizer "
+				"exclude each other");
 	struct stat st;
 	if (stat(path, &st) != 0)
 		cli_die("%s: no such file or directory", path);
@@ -85,6 +143,7 @@ int main(int argc, char **argv)
 		 : at_st_open(&sf, tensors, err, sizeof err) < 0 ||
 			   at_gpt2_config(cfg_path, &cfg, err, sizeof err) < 0)
 		cli_die("%s", err);
+	at_tokenizer *tok = read_tokenizer(&to, dir, &cfg);
 	/* with -o a failure leaves no file (it is renamed into place at the
 	 * end); on a pipe the stream then has no end, an error downstream */
 	at_writer w;
@@ -94,7 +153,10 @@ int main(int argc, char **argv)
 	if ((llmc ? at_llmc_import(path, write_param, &w, err, sizeof err)
 		  : at_gpt2_import(&sf, &cfg, write_param, &w, err, sizeof err)) < 0)
 		cli_die("%s", err);
+	if (tok && at_tok_write(tok, &w) < 0)
+		cli_fail(w.err);
 	cli_finish_output(&w);
+	at_tok_free(tok);
 	at_st_close(&sf);
 	return 0;
 }

@@ -245,8 +245,15 @@ static int forward_main(options *o, const char *path)
 	at_tensor tok;
 	if (o->tokens)
 		cli_tokens_from_list(o->tokens, &tok);
-	else if (o->text)
-		cli_tokens_from_text(path, &tok);
+	else if (o->text && m.tok)
+		cli_tokens_from_text(path, m.tok, &tok);
+	else if (o->text) {
+		at_tokenizer *bytes = at_tok_bytes();
+		if (!bytes)
+			cli_die("out of memory");
+		cli_tokens_from_text(path, bytes, &tok);
+		at_tok_free(bytes);
+	}
 	else
 		tokens_from_stream(o, path, &tok);
 	stage_check_device(&o->c, o->precision);

@@ -80,10 +80,10 @@ def loaded_by(logdir, library):
 
 
 def build_settings():
-    """CUDA=, BLAS=, PNG=, JSON=, MVEC=, SAN= of the build in bin/
+    """CUDA=, BLAS=, PNG=, JSON=, PCRE=, MVEC=, SAN= of the build in bin/
     (build/config), so that the nested make installs it instead of
     relinking another."""
-    m = re.fullmatch(r"cuda(\d)-(.+)-png(\d)-json(\d)-mvec(\d)-san(\d)-\d+",
+    m = re.fullmatch(r"cuda(\d)-(.+)-png(\d)-json(\d)-pcre(\d)-mvec(\d)-san(\d)-\d+",
                      open(os.path.join(ROOT, "build", "config")).read().strip())
     return [f"CUDA={m[1]}", f"BLAS={m[2]}", f"PNG={m[3]}", f"JSON={m[4]}",
-            f"MVEC={m[5]}", f"SAN={m[6]}"]
+            f"PCRE={m[5]}", f"MVEC={m[6]}", f"SAN={m[7]}"]

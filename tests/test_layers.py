@@ -12,11 +12,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BELOW = {
     "lib/core": {"core"},
     "lib/stream": {"core", "stream"},
-    "lib/model": {"core", "stream", "model"},
-    "lib/ops": {"core", "stream", "model", "ops"},
-    "lib/train": {"core", "stream", "model", "ops", "train"},
-    "lib/view": {"core", "stream", "view"},
-    "lib/cli": {"core", "stream", "model", "ops", "train", "view", "cli"},
+    "lib/text": {"core", "stream", "text"},
+    "lib/model": {"core", "stream", "text", "model"},
+    "lib/ops": {"core", "stream", "text", "model", "ops"},
+    "lib/train": {"core", "stream", "text", "model", "ops", "train"},
+    "lib/view": {"core", "stream", "text", "view"},
+    "lib/cli": {"core", "stream", "text", "model", "ops", "train", "view",
+                "cli"},
     # kernels: their own common layer and the lib headers they implement
     "kernels/common": {"common", "ops"},
     "kernels/ops": {"common", "model", "ops"},

@@ -56,7 +56,7 @@ def test_every_page_is_referenced_and_present():
 # pages whose EXAMPLES are run here: each block of an example (between .nf
 # and .fi) that shows output is run with sh in a fresh directory, bin/
 # first on PATH, and must print what the page shows
-EXAMPLE_PAGES = ["man1/andrea-generate.1"]
+EXAMPLE_PAGES = ["man1/andrea-generate.1", "man1/andrea-tokenize.1"]
 COMMANDS = ("andrea-", "printf ", "cmp ", "sed ", "echo ", "od ")
 ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
         ("\\&", ""), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", "")]

@@ -3,16 +3,19 @@
 # On a machine without dpkg (the GPU machine) it does nothing: the build
 # there needs only the CUDA toolkit and zlib (see README.md).
 set -e
-pkgs="build-essential zlib1g-dev libpng-dev libjansson-dev libopenblas-dev libopenblas0-openmp python3-numpy python3-pytest man-db fortunes"
+pkgs="build-essential zlib1g-dev libpng-dev libjansson-dev libpcre2-dev libopenblas-dev libopenblas0-openmp python3-numpy python3-pytest man-db fortunes"
 # PyPI's safetensors (its numpy API) writes the checkpoints of
-# tests/test_import.py; it goes into build/pydeps, never into the system.
-# Without a network the tests write the files by hand instead.
+# tests/test_import.py, and tokenizers (Hugging Face's, no torch) is the
+# peer of tests/test_tokenize.py; they go into build/pydeps, never into
+# the system.  Without a network the import tests write their files by
+# hand and the tokenizer's peer tests skip.
 py=${PYTHON:-/usr/bin/python3}
-if ! PYTHONPATH=build/pydeps "$py" -c 'import safetensors.numpy' 2>/dev/null; then
+for mod in safetensors.numpy:safetensors tokenizers:tokenizers; do
+	PYTHONPATH=build/pydeps "$py" -c "import ${mod%%:*}" 2>/dev/null && continue
 	"$py" -m pip install --quiet --disable-pip-version-check --target build/pydeps \
-		safetensors 2>/dev/null ||
-		echo "setup: could not install safetensors from PyPI" >&2
-fi
+		"${mod##*:}" 2>/dev/null ||
+		echo "setup: could not install ${mod##*:} from PyPI" >&2
+done
 command -v dpkg-query >/dev/null 2>&1 || exit 0
 missing=""
 for p in $pkgs; do

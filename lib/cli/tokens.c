@@ -7,23 +7,31 @@
 
 #include "cli/cli.h"
 
-#define MAX_TEXT (1u << 26) /* bytes of text read at most */
+at_tokenizer *cli_tokenizer(const at_model *m)
+{
+	char err[600];
+	at_tokenizer *t = at_model_tokenizer(m, err, sizeof err);
+	if (!t)
+		cli_die("%s", err);
+	return t;
+}
 
-void cli_tokens_from_text(const char *path, at_tensor *t)
+unsigned char *cli_read_text(const char *path, size_t cap, size_t *n)
 {
 	const char *label = path && strcmp(path, "-") != 0 ? path : "<stdin>";
 	FILE *in = stdin;
 	if (path && strcmp(path, "-") != 0 && !(in = fopen(path, "rb")))
 		cli_die("%s: %s", path, strerror(errno));
-	size_t cap = 4096, n = 0, got;
-	unsigned char *buf = malloc(cap);
-	while (buf && (got = fread(buf + n, 1, cap - n, in)) > 0) {
-		n += got;
-		if (n < cap)
+	size_t size = 4096, got;
+	unsigned char *buf = malloc(size);
+	*n = 0;
+	while (buf && (got = fread(buf + *n, 1, size - *n, in)) > 0) {
+		*n += got;
+		if (*n < size)
 			continue;
-		if (cap >= MAX_TEXT)
-			cli_die("%s: text longer than %u bytes", label, MAX_TEXT);
-		unsigned char *grown = realloc(buf, cap *= 2);
+		if (size > cap)
+			cli_die("%s: text longer than %zu bytes", label, cap);
+		unsigned char *grown = realloc(buf, size *= 2);
 		if (!grown)
 			free(buf);
 		buf = grown;
@@ -32,14 +40,26 @@ void cli_tokens_from_text(const char *path, at_tensor *t)
 		cli_die("out of memory");
 	if (ferror(in))
 		cli_die("%s: read error: %s", label, strerror(errno));
+	if (*n > cap)
+		cli_die("%s: text longer than %zu bytes", label, cap);
 	if (in != stdin)
 		fclose(in);
+	return buf;
+}
+
+void cli_tokens_from_text(const char *path, at_tokenizer *tok, at_tensor *t)
+{
+	size_t n;
+	unsigned char *text = cli_read_text(path, CLI_MAX_TEXT, &n);
 	uint64_t dims[2] = {1, n};
 	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
 		cli_die("out of memory");
-	for (size_t i = 0; i < n; i++)
-		((int32_t *)t->data)[i] = buf[i];
-	free(buf);
+	char err[300];
+	long count = at_tok_encode(tok, text, n, t->data, err, sizeof err);
+	free(text);
+	if (count < 0)
+		cli_die("%s: %s", path && strcmp(path, "-") ? path : "<stdin>", err);
+	t->dims[1] = (uint64_t)count; /* never more ids than bytes */
 }
 
 void cli_tokens_from_list(const char *list, at_tensor *t)

@@ -1,13 +1,24 @@
-/* tokens.h - token ids from the command line: raw bytes (--text) or a
- * comma-separated list (--tokens).  Both end the program with a one-line
- * error on failure (cli.h). */
+/* tokens.h - token ids from the command line: text through the model's
+ * tokenizer (--text) or a comma-separated list (--tokens).  Each ends the
+ * program with a one-line error on failure (cli.h). */
 #ifndef ANDREA_TOKENS_H
 #define ANDREA_TOKENS_H
 
 #include "core/tensor.h"
+#include "model/model.h"
+#include "text/tokenizer.h"
 
-/* Every byte of path (NULL or "-": stdin) as a token: tokens i32 [1,T]. */
-void cli_tokens_from_text(const char *path, at_tensor *t);
+/* Bytes of text read at most for --text. */
+#define CLI_MAX_TEXT (1u << 26)
+
+/* m's tokenizer (at_model_tokenizer). */
+at_tokenizer *cli_tokenizer(const at_model *m);
+/* Every byte of path (NULL or "-": stdin), at most cap of them; their
+ * count in *n.  The buffer is malloc'd. */
+unsigned char *cli_read_text(const char *path, size_t cap, size_t *n);
+/* The text of path (at most CLI_MAX_TEXT bytes) encoded by tok as tokens
+ * i32 [1,T]. */
+void cli_tokens_from_text(const char *path, at_tokenizer *tok, at_tensor *t);
 /* "1,2,3" as tokens i32 [1,3]; anything else is a usage error. */
 void cli_tokens_from_list(const char *list, at_tensor *t);
 

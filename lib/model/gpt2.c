@@ -108,19 +108,11 @@ int at_gpt2_config_parse(const char *json, size_t len, const char *label,
 
 int at_gpt2_config(const char *path, at_config *cfg, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	char *buf;
+	size_t n;
 	/* a config.json is a few hundred bytes; 1 MiB is plenty */
-	size_t cap = 1 << 20;
-	char *buf = malloc(cap);
-	size_t n = buf ? fread(buf, 1, cap, f) : 0;
-	int whole = buf && n < cap && !ferror(f);
-	fclose(f);
-	if (!whole) {
-		free(buf);
-		return fail(err, errlen, "%s: unreadable, or over 1 MiB", path);
-	}
+	if (at_import_read(path, 1 << 20, &buf, &n, err, errlen) < 0)
+		return -1;
 	int rc = at_gpt2_config_parse(buf, n, path, cfg, err, errlen);
 	free(buf);
 	return rc;

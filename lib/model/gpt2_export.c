@@ -5,10 +5,15 @@
 #ifdef ANDREA_JSON
 #include <jansson.h>
 #endif
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "model/arch.h"
+#include "model/gpt2_tokenizer.h"
+#include "text/bytelevel.h"
 
 /* one-line errors, as the safetensors reader gives them */
 #define fail at_import_fail
@@ -65,6 +70,23 @@ static int put_param(const at_model *m, const char *name, uint64_t d0,
 }
 
 #ifdef ANDREA_JSON
+/* Writes j to path through path.tmp, renamed into place. */
+static int write_json(const json_t *j, size_t flags, const char *path,
+		      char *err, size_t errlen)
+{
+	char tmp[4300];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	if (json_dump_file(j, tmp, flags) < 0) {
+		unlink(tmp);
+		return fail(err, errlen, "%s: cannot write it", tmp);
+	}
+	if (rename(tmp, path) != 0) {
+		unlink(tmp);
+		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
 static int write_config(const at_config *c, int tied, const char *path,
 			char *err, size_t errlen)
 {
@@ -79,9 +101,10 @@ static int write_config(const at_config *c, int tied, const char *path,
 		"scale_attn_weights", 1, "reorder_and_upcast_attn", 0,
 		"attn_pdrop", 0.0, "embd_pdrop", 0.0, "resid_pdrop", 0.0,
 		"initializer_range", 0.02);
-	int rc = j ? json_dump_file(j, path, JSON_INDENT(2)) : -1;
+	int rc = j ? write_json(j, JSON_INDENT(2), path, err, errlen)
+		   : fail(err, errlen, "out of memory");
 	json_decref(j);
-	return rc < 0 ? fail(err, errlen, "%s: cannot write it", path) : 0;
+	return rc;
 }
 #endif
 
@@ -170,5 +193,73 @@ int at_gpt2_export(const at_model *m, const char *dir, char *err,
 	free(x.names);
 	free(x.data);
 	return rc ? -1 : 0;
+#endif
+}
+
+int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
+			     char *err, size_t errlen)
+{
+#ifndef ANDREA_JSON
+	return fail(err, errlen, "%s: this build has no JSON writer (jansson: "
+		    "Debian's libjansson-dev, then make again)", dir);
+#else
+	const at_bpe *b = at_tok_bpe(t);
+	char path[4200];
+	json_t *vocab = json_object();
+	char *spelt = NULL;
+	size_t cap = 0, len;
+	int rc = vocab ? 0 : -1;
+	/* every token spelt in the alphabet (a token of 2n bytes at most) */
+	for (int i = 0; rc == 0 && i < at_bpe_size(b); i++) {
+		const unsigned char *p = at_bpe_token(b, i, &len);
+		if (2 * len + 1 > cap) {
+			free(spelt);
+			if (!(spelt = malloc(cap = 2 * len + 1)))
+				rc = -1;
+		}
+		if (rc == 0) {
+			at_bytelevel_encode(p, len, spelt);
+			rc = json_object_set_new(vocab, spelt, json_integer(i));
+		}
+	}
+	snprintf(path, sizeof path, "%s/vocab.json", dir);
+	if (rc < 0)
+		fail(err, errlen, "out of memory");
+	else
+		rc = write_json(vocab, JSON_COMPACT | JSON_ENSURE_ASCII, path, err,
+				errlen);
+	json_decref(vocab);
+	snprintf(path, sizeof path, "%s/merges.txt", dir);
+	char tmp[4300];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = rc == 0 ? fopen(tmp, "w") : NULL;
+	if (rc == 0 && !f)
+		rc = fail(err, errlen, "%s: cannot write it", tmp);
+	if (f)
+		fputs("#version: 0.2\n", f);
+	for (int r = 0; f && r < at_bpe_merges(b); r++) {
+		int32_t x[2];
+		at_bpe_merge(b, r, &x[0], &x[1]);
+		for (int k = 0; k < 2; k++) {
+			const unsigned char *p = at_bpe_token(b, x[k], &len);
+			char piece[2 * 256 + 1], *s = 2 * len < sizeof piece ? piece
+							  : malloc(2 * len + 1);
+			if (!s)
+				break;
+			at_bytelevel_encode(p, len, s);
+			fputs(s, f);
+			fputc(k ? '\n' : ' ', f);
+			if (s != piece)
+				free(s);
+		}
+	}
+	if (f && (ferror(f) | fclose(f)))
+		rc = fail(err, errlen, "%s: write error", tmp);
+	if (f && rc == 0 && rename(tmp, path) != 0)
+		rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+	if (f && rc)
+		unlink(tmp);
+	free(spelt);
+	return rc;
 #endif
 }

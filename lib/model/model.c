@@ -278,6 +278,34 @@ int at_model_has(const at_model *m, const char *name)
 	return 0;
 }
 
+/* The record of m named `name`, its header read into h and r left at its
+ * payload; 0, or -1 with err (r closed). */
+static int seek_record(const at_model *m, const char *name, at_reader *r,
+		       at_header *h, const char *want, char *err,
+		       size_t errlen)
+{
+	const at_model_entry *e = NULL;
+	for (int i = 0; i < m->n_entries && !e; i++)
+		if (strcmp(m->entries[i].name, name) == 0)
+			e = &m->entries[i];
+	if (!e) {
+		snprintf(err, errlen, "%s: no parameter '%s' %s", m->path, name, want);
+		return -1;
+	}
+	if (at_reader_open(r, m->path, &m->ropts) < 0) {
+		snprintf(err, errlen, "%s", r->err);
+		return -1;
+	}
+	r->records = e->index - 1;
+	if (fseek(r->f, e->offset, SEEK_SET) != 0 || at_read_header(r, h) != 1) {
+		snprintf(err, errlen, "%s", r->err[0] ? r->err :
+			 "cannot seek in the model file (it must be a regular file)");
+		at_reader_close(r);
+		return -1;
+	}
+	return 0;
+}
+
 int at_model_param(const at_model *m, const char *name, int rank,
 		   const uint64_t *dims, at_tensor *out, char *err,
 		   size_t errlen)
@@ -292,33 +320,22 @@ int at_model_param(const at_model *m, const char *name, int rank,
 		seeded_param(m, name, out);
 		return 0;
 	}
-	const at_model_entry *e = NULL;
-	for (int i = 0; i < m->n_entries && !e; i++)
-		if (strcmp(m->entries[i].name, name) == 0)
-			e = &m->entries[i];
-	if (!e) {
-		snprintf(err, errlen, "%s: no parameter '%s' %s", m->path, name, want);
-		return -1;
-	}
 	at_reader r;
 	at_header *h = malloc(sizeof *h);
 	int rc = -1;
-	if (!h || at_reader_open(&r, m->path, &m->ropts) < 0) {
-		snprintf(err, errlen, "%s", h ? r.err : "out of memory");
-		free(h);
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	r.records = e->index - 1;
-	if (fseek(r.f, e->offset, SEEK_SET) != 0 || at_read_header(&r, h) != 1) {
-		snprintf(err, errlen, "%s", r.err[0] ? r.err :
-			 "cannot seek in the model file (it must be a regular file)");
-		goto out;
+	if (seek_record(m, name, &r, h, want, err, errlen) < 0) {
+		free(h);
+		return -1;
 	}
 	at_shape_str(h->rank, h->dims, got, sizeof got);
 	if (h->dtype != AT_F32 || h->rank != rank ||
 	    memcmp(h->dims, dims, (size_t)rank * sizeof *dims) != 0) {
 		snprintf(err, errlen, "%s: record %d '%s': %s %s, but the model "
-			 "needs f32 %s", m->path, e->index, name,
+			 "needs f32 %s", m->path, h->index, name,
 			 at_dtype_name(h->dtype), got, want);
 		goto out;
 	}
@@ -331,4 +348,49 @@ out:
 	free(h);
 	at_reader_close(&r);
 	return rc;
+}
+
+int at_model_record(const at_model *m, const char *name, at_tensor *out,
+		    char *err, size_t errlen)
+{
+	at_reader r;
+	at_header *h = malloc(sizeof *h);
+	int rc = -1;
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (seek_record(m, name, &r, h, "", err, errlen) == 0) {
+		rc = at_read_payload(&r, h, out);
+		if (rc < 0)
+			snprintf(err, errlen, "%s", r.err);
+		at_reader_close(&r);
+	}
+	free(h);
+	return rc;
+}
+
+at_tokenizer *at_model_tokenizer(const at_model *m, char *err, size_t errlen)
+{
+	if (m->seeded || !at_model_has(m, "tokenizer.vocab")) {
+		at_tokenizer *t = at_tok_bytes();
+		if (!t)
+			snprintf(err, errlen, "out of memory");
+		return t;
+	}
+	static const char *const names[3] = {"tokenizer.vocab",
+					     "tokenizer.lengths",
+					     "tokenizer.merges"};
+	at_tensor rec[3] = {{0}};
+	at_tokenizer *t = NULL;
+	char why[300];
+	int i = 0;
+	while (i < 3 && at_model_record(m, names[i], &rec[i], err, errlen) == 0)
+		i++;
+	if (i == 3 && !(t = at_tok_from_records(&rec[0], &rec[1], &rec[2], why,
+						 sizeof why)))
+		snprintf(err, errlen, "%s: %s", m->path, why);
+	for (int k = 0; k < 3; k++)
+		at_tensor_free(&rec[k]);
+	return t;
 }

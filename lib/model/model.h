@@ -16,6 +16,7 @@
 #include "model/arch.h"
 #include "stream/stream.h"
 #include "core/tensor.h"
+#include "text/tokenizer.h"
 
 #define AT_DEFAULT_SEED 1337
 
@@ -57,6 +58,13 @@ void at_model_close(at_model *m);
 int at_model_param(const at_model *m, const char *name, int rank,
 		   const uint64_t *dims, at_tensor *out, char *err,
 		   size_t errlen);
+/* Loads the record `name` of m's file as it is stored (any dtype or
+ * shape, under the reader's caps).  0, or -1 with err. */
+int at_model_record(const at_model *m, const char *name, at_tensor *out,
+		    char *err, size_t errlen);
+/* m's tokenizer: the one its tokenizer.* records hold (tokenizer.h), or
+ * the byte tokenizer where it has none.  NULL with err. */
+at_tokenizer *at_model_tokenizer(const at_model *m, char *err, size_t errlen);
 /* 1 where m holds the parameter `name`; the seeded model holds every
  * parameter of andrea-model(5) but the optional biases. */
 int at_model_has(const at_model *m, const char *name);

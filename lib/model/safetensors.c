@@ -32,6 +32,27 @@ int at_import_fail(char *err, size_t errlen, const char *fmt, ...)
 	return -1;
 }
 
+int at_import_read(const char *path, size_t cap, char **buf, size_t *n,
+		   char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	char *b = malloc(cap + 1);
+	size_t got = b ? fread(b, 1, cap + 1, f) : 0;
+	int bad = ferror(f);
+	fclose(f);
+	if (!b || bad || got > cap) {
+		free(b);
+		return fail(err, errlen, "%s: %s", path, !b ? "out of memory" :
+			    bad ? "read error" : "too large for its kind of file");
+	}
+	b[got] = 0;
+	*buf = b;
+	*n = got;
+	return 0;
+}
+
 #ifdef ANDREA_JSON
 /* The format's dtypes and their sizes; 0 for a name it does not have. */
 static int dtype_size(const char *d)

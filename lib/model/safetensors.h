@@ -77,6 +77,10 @@ int at_st_write(const char *path, const at_st_out *t, int n, char *err,
  * such as a tensor's name, cannot break it); returns -1. */
 int at_import_fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The whole of the file at path, if under cap bytes, into *buf (malloc'd,
+ * NUL-terminated) and *n; 0, or -1 with err naming the file. */
+int at_import_read(const char *path, size_t cap, char **buf, size_t *n,
+		   char *err, size_t errlen);
 
 /* 1 where the first bytes of a file are a Python pickle or a zip of them
  * (torch.save, nanoGPT's ckpt.pt, PyTorch's .bin). */

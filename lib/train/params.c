@@ -95,6 +95,7 @@ void tr_model_free(tr_model *m)
 	free(m->layer);
 	free(m->p);
 	free(m->g);
+	at_tok_free(m->tok);
 	memset(m, 0, sizeof *m);
 }
 
@@ -172,6 +173,9 @@ int tr_model_load(tr_model *m, const at_model *src, char *err, size_t errlen)
 		memcpy(m->p + p->off, t.data, p->n * sizeof(float));
 		at_tensor_free(&t);
 	}
+	if (at_model_has(src, "tokenizer.vocab") &&
+	    !(m->tok = at_model_tokenizer(src, err, errlen)))
+		return -1;
 	return 0;
 }
 

@@ -64,6 +64,7 @@ typedef struct {
 	size_t total;         /* floats in each flat buffer */
 	float *p, *g;         /* parameters and gradients */
 	tr_acts a;
+	at_tokenizer *tok;    /* the model file's tokenizer; NULL: bytes */
 } tr_model;
 
 /* Lays out the parameters of cfg and allocates p and g (zeroed).

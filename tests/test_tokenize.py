@@ -1,0 +1,368 @@
+"""GPT-2's byte-level BPE tokenizer (andrea-tokenize, and --text through an
+imported model's tokenizer) against Hugging Face's `tokenizers` (PyPI, no
+torch; tools/setup.sh puts it in build/pydeps): a vocabulary trained by
+`tokenizers` on fortunes text, saved as vocab.json + merges.txt and as
+tokenizer.json, imported, and both sides' ids compared on held-out text.
+"""
+import glob
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, build_settings, run, one_line_error
+from stagekit import pack, unpack
+import test_import as ti
+
+sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
+try:
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+except ImportError:  # tools/setup.sh installs it
+    tokenizers = None
+
+needs_tokenizers = pytest.mark.skipif(
+    tokenizers is None, reason="no `tokenizers` (tools/setup.sh installs it "
+    "into build/pydeps)")
+needs_json = pytest.mark.skipif(
+    "JSON=0" in build_settings(),
+    reason="a build without jansson reads no vocab.json or tokenizer.json")
+
+VOCAB = 1500
+
+
+def fortunes():
+    """The fortunes text (Debian's fortunes package), split 9:1."""
+    files = sorted(f for f in glob.glob("/usr/share/games/fortunes/*")
+                   if "." not in os.path.basename(f))
+    text = b"".join(open(f, "rb").read() for f in files)
+    if len(text) < 100000:
+        pytest.skip("no fortunes text (Debian's fortunes package)")
+    cut = len(text) * 9 // 10
+    return text[:cut], text[cut:]
+
+
+# What a user hits: non-ASCII UTF-8 (accents, CJK, emoji, Unicode
+# spaces and line separators), runs of spaces and newlines, tabs, digits,
+# contractions, the byte-level alphabet's own letters.
+CRAFTED = [
+    "", "a", " ", "\n", "Hello, world!", "   three leading spaces",
+    "trailing spaces   ", "tabs\t\tand\n\n\nnewlines \n \n", "x  \n y",
+    "don't we'll they're I'M you've she'd it's 's 'S", "'''''",
+    "123456789 3.14159 1,000,000 ½ ² ٣",
+    "naïve café Ünïcödé ﬁ straße ΑΒΓ Привет", "日本語のテキスト 中文 한국어",
+    "emoji 😀👍🏽 🇩🇪 x", "nbsp\u00a0ideographic\u3000sep\u2028nel\u0085end",
+    "Ġ Ċ ĉ the alphabet's own letters", "<|endoftext|> is plain text here",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tokenizer trained on fortunes, its files, and a small imported
+    GPT-2 carrying it in each spelling: (tokenizer, dir, {spelling:
+    model})."""
+    if tokenizers is None:
+        pytest.skip("no `tokenizers`")
+    tmp = tmp_path_factory.mktemp("tok")
+    train, _ = fortunes()
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        [train.decode("utf-8", "replace")],
+        trainers.BpeTrainer(vocab_size=VOCAB, show_progress=False,
+                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                            special_tokens=["<|endoftext|>"]))
+    d = tmp / "gpt2"
+    d.mkdir()
+    tok.model.save(str(d))
+    tok.save(str(d / "tokenizer.json"))
+    ti.save_safetensors(d / "model.safetensors",
+                        ti.gpt2_params(np.random.default_rng(1), 1, 2, 8, VOCAB, 64))
+    (d / "config.json").write_text(json.dumps(ti.hf_config(1, 2, 8, VOCAB, 64)))
+    spellings = {"tokenizer.json": ["--tokenizer", d / "tokenizer.json"],
+                 "vocab+merges": ["--vocab", d / "vocab.json",
+                                  "--merges", d / "merges.txt"]}
+    out = {}
+    for name, args in spellings.items():
+        out[name] = tmp / f"{name}.ats"
+        run("import", d, "-o", out[name], *args, check=0)
+    return tok, d, out
+
+
+def andrea_ids(model, data):
+    out = run("tokenize", "-m", model, "--ids", input=data, check=0).stdout
+    return [int(x) for x in out.decode().split(",")] if out.strip() else []
+
+
+def oracle_ids(tok, data):
+    """tokenizers' ids of bytes: valid UTF-8 runs as text; each byte
+    outside valid UTF-8 a piece of its own, its byte token."""
+    text = data.decode("utf-8", "surrogateescape")
+    ids, run_ = [], []
+    for ch in text + "\udc00":  # a sentinel that ends the last run
+        if "\udc80" <= ch <= "\udcff" or ch == "\udc00":
+            if run_:
+                ids += tok.encode("".join(run_), add_special_tokens=False).ids
+                run_ = []
+            if ch != "\udc00":
+                b = ord(ch) - 0xdc00
+                ids.append(tok.token_to_id(byte_char(b)))
+        else:
+            run_.append(ch)
+    return ids
+
+
+def byte_char(b):
+    """GPT-2's byte-level alphabet (written from its definition)."""
+    keep = list(range(0x21, 0x7f)) + list(range(0xa1, 0xad)) + list(range(0xae, 0x100))
+    if b in keep:
+        return chr(b)
+    return chr(256 + [c for c in range(256) if c not in keep].index(b))
+
+
+@needs_tokenizers
+@pytest.mark.parametrize("spelling", ["tokenizer.json", "vocab+merges"])
+def test_ids_equal_tokenizers_on_held_out_text(trained, spelling):
+    tok, _, model = trained
+    _, held_out = fortunes()
+    texts = [held_out[:200000]] + [t.encode() for t in CRAFTED]
+    for data in texts:
+        want = tok.encode(data.decode(), add_special_tokens=False).ids
+        assert andrea_ids(model[spelling], data) == want, data[:80]
+
+
+@needs_tokenizers
+def test_invalid_utf8_bytes_are_pieces_of_their_own(trained):
+    tok, _, model = trained
+    rng = np.random.default_rng(7)
+    texts = [b"ab\xffcd", b"\xff", b"  \xfe  x", b"caf\xc3", b"\xc3\xa9\xa9",
+             b"\xe2\x82\x41 x", b"\xf0\x80\x80\x80", b"\xed\xa0\x80 surrogate",
+             b"\xf4\x90\x80\x80 above U+10FFFF", b"over\xc0\xaflong"]
+    # fortunes text with random bytes broken
+    _, held_out = fortunes()
+    for _ in range(20):
+        a = bytearray(held_out[:2000])
+        for i in rng.integers(0, len(a), 30):
+            a[i] = rng.integers(128, 256)
+        texts.append(bytes(a))
+    for data in texts:
+        assert andrea_ids(model["vocab+merges"], data) == oracle_ids(tok, data), data[:60]
+
+
+@needs_tokenizers
+def test_decode_of_encode_is_the_bytes(trained, tmp_path):
+    _, _, model = trained
+    rng = np.random.default_rng(3)
+    for n in [0, 1, 2, 17, 1000, 30000]:
+        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        enc = run("tokenize", "-m", model["tokenizer.json"], input=data, check=0).stdout
+        assert unpack(tmp_path, enc)["tokens"].shape == (1, len(andrea_ids(model["tokenizer.json"], data)))
+        back = run("tokenize", "-m", model["tokenizer.json"], "--decode",
+                   input=enc, check=0).stdout
+        assert back == data
+
+
+@needs_tokenizers
+def test_a_long_run_goes_through_the_heap_as_tokenizers_merges_it(trained):
+    tok, _, model = trained
+    for data in [b"a" * 5000, b"ab" * 3000, b"the" * 2000, b" " * 4000 + b"x",
+                 b"\n" * 3000]:
+        assert andrea_ids(model["vocab+merges"], data) == \
+            tok.encode(data.decode(), add_special_tokens=False).ids
+
+
+@needs_tokenizers
+def test_text_through_the_model_tokenizer_everywhere(trained, tmp_path):
+    """andrea-embed --text and --bos use the model's tokenizer; BOS is
+    <|endoftext|>; --pieces shows each token's bytes."""
+    tok, _, model = trained
+    m = model["tokenizer.json"]
+    text = "The quick brown fox, don't you know?\n"
+    want = tok.encode(text).ids
+    got = unpack(tmp_path, run("embed", "-m", m, "--text", "--bos",
+                               input=text.encode(), check=0).stdout)["tokens"]
+    assert got.tolist() == [[tok.token_to_id("<|endoftext|>")] + want]
+    pieces = run("tokenize", "-m", m, "--pieces", input=b"a b\n",
+                 check=0).stdout.decode().splitlines()
+    ids = tok.encode("a b\n").ids
+    assert pieces == [f"{i}\t{tok.decode([i]).replace(chr(10), chr(92) + 'x0a')}"
+                      for i in ids]
+
+
+@needs_tokenizers
+def test_export_writes_a_tokenizer_that_tokenizers_loads(trained, tmp_path):
+    tok, _, model = trained
+    out = tmp_path / "hf"
+    out.mkdir()
+    run("export", "-m", model["tokenizer.json"], out, check=0)
+    again = tokenizers.Tokenizer(models.BPE.from_file(
+        str(out / "vocab.json"), str(out / "merges.txt")))
+    again.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    _, held_out = fortunes()
+    text = held_out[:50000].decode("utf-8", "replace")
+    assert again.encode(text).ids == tok.encode(text).ids
+
+
+def test_the_byte_tokenizer_without_a_model(tmp_path):
+    data = bytes(range(256)) + b"hello"
+    ids = [int(x) for x in run("tokenize", "--ids", "--bos", input=data,
+                               check=0).stdout.decode().split(",")]
+    assert ids == [256] + list(data)
+    enc = run("tokenize", input=data, check=0).stdout
+    assert unpack(tmp_path, enc)["tokens"].tolist() == [list(data)]
+    assert run("tokenize", "--decode", input=enc, check=0).stdout == data
+    # a batch decodes one row a line; BOS has no text
+    two = pack(tmp_path, [("tokens", np.array([[256, 104, 105], [256, 111, 107]],
+                                              dtype=np.int32))])
+    assert run("tokenize", "--decode", input=two, check=0).stdout == b"hi\nok"
+
+
+def test_decoding_an_id_without_text_is_an_error(tmp_path):
+    s = pack(tmp_path, [("tokens", np.array([1, 2, 300], dtype=np.int32))])
+    p = run("tokenize", "--decode", input=s, check=1)
+    assert "token 300 at [0,2]" in one_line_error(p, "tokenize")
+    p = run("tokenize", "--decode", input=pack(tmp_path, [("x", np.zeros(2, np.float32))]),
+            check=1)
+    assert "no 'tokens' record" in one_line_error(p, "tokenize")
+    p = run("tokenize", "--ids", "-o", tmp_path / "x", input=b"a", check=2)
+    one_line_error(p, "tokenize")
+
+
+# -- bad tokenizer files -------------------------------------------------
+
+def alphabet_vocab(extra=()):
+    v = {byte_char(b): b for b in range(256)}
+    for i, t in enumerate(extra):
+        v[t] = 256 + i
+    return v
+
+
+def import_with(tmp, vocab=None, merges=None, tokjson=None):
+    d, _ = ti.checkpoint(tmp, np.random.default_rng(0), V=300)
+    args = []
+    if tokjson is not None:
+        (tmp / "tokenizer.json").write_text(tokjson)
+        args = ["--tokenizer", tmp / "tokenizer.json"]
+    else:
+        (tmp / "vocab.json").write_text(vocab)
+        (tmp / "merges.txt").write_text(merges)
+        args = ["--vocab", tmp / "vocab.json", "--merges", tmp / "merges.txt"]
+    return run("import", d, "-o", tmp / "m.ats", *args)
+
+
+GOOD_VOCAB = json.dumps(alphabet_vocab(["Ġt", "he", "Ġthe"]))
+GOOD_MERGES = "#version: 0.2\nĠ t\nh e\nĠt he\n"
+
+
+@needs_json
+def test_a_small_hand_written_tokenizer_imports_and_merges(tmp_path):
+    p = import_with(tmp_path, GOOD_VOCAB, GOOD_MERGES)
+    assert p.returncode == 0, p.stderr
+    # " he": no merge of Ġ with he
+    assert andrea_ids(tmp_path / "m.ats", b" the he t") == [258, 32, 257, 256]
+
+
+@needs_json
+@pytest.mark.parametrize("vocab,merges,says", ids=lambda x: str(x)[:24], argvalues=[
+    ("{", GOOD_MERGES, "vocab.json"),
+    ("[1, 2]", GOOD_MERGES, "not a JSON object"),
+    (json.dumps({"a": 0}), GOOD_MERGES, "256 to"),
+    (json.dumps({**alphabet_vocab(), "Ġt": 5}), GOOD_MERGES, "given twice"),
+    (json.dumps({**alphabet_vocab(), "Ġt": 999}), GOOD_MERGES, "not an integer in"),
+    (json.dumps({**alphabet_vocab(), "Ġt": "256"}), GOOD_MERGES, "not an integer in"),
+    (json.dumps({**alphabet_vocab(), "日本": 256}), "", "not spelt in GPT-2's byte-level"),
+    (json.dumps({**{byte_char(b): b for b in range(1, 256)}, "xy": 0}), "",
+     "no token for the byte 0x00"),
+    (GOOD_VOCAB, "#version: 0.2\nĠt\n", "line 2: expected two tokens"),
+    (GOOD_VOCAB, "Ġ  t\n", "line 1: expected two tokens"),
+    (GOOD_VOCAB, "Ġ q\n", "line 1: merge 0 of tokens 32 and 113: the two together"),
+    (GOOD_VOCAB, "Ġ zz\n", "line 1: 'zz' is not a token"),
+    (GOOD_VOCAB, "Ġ t\nĠ t\n", "repeats merge 0"),
+])
+def test_bad_vocab_or_merges_are_one_line_errors(tmp_path, vocab, merges, says):
+    p = import_with(tmp_path, vocab, merges)
+    assert p.returncode == 1
+    line = one_line_error(p, "import")
+    assert says in line, line
+    assert "vocab.json" in line or "merges.txt" in line, line
+    assert not (tmp_path / "m.ats").exists()
+
+
+def tokenizer_json(**over):
+    doc = {"version": "1.0", "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                             "trim_offsets": True, "use_regex": True},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                     "vocab": alphabet_vocab(["Ġt"]), "merges": [["Ġ", "t"]]}}
+    for k, v in over.items():
+        if k.startswith("model_"):
+            doc["model"][k[6:]] = v
+        else:
+            doc[k] = v
+    return json.dumps(doc)
+
+
+@needs_json
+@pytest.mark.parametrize("doc,says", [
+    (tokenizer_json(), None),
+    (tokenizer_json(model_merges=["Ġ t"]), None),
+    (tokenizer_json(normalizer={"type": "Lowercase"}), "normalizer"),
+    (tokenizer_json(model_dropout=0.1), "dropout"),
+    (tokenizer_json(model_type="WordPiece"), "not BPE"),
+    (tokenizer_json(pre_tokenizer={"type": "Whitespace"}), "not ByteLevel"),
+    (tokenizer_json(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True}),
+     "prefix space"),
+    (tokenizer_json(model_merges=[["Ġ"]]), "merge 0 is neither"),
+    (tokenizer_json(model_merges="Ġ t"), "no model object"),
+    ('{"model": 3}', "no model object"),
+])
+def test_tokenizer_json_is_checked_to_be_gpt2s(tmp_path, doc, says):
+    p = import_with(tmp_path, tokjson=doc)
+    if says is None:
+        assert p.returncode == 0, p.stderr
+        assert andrea_ids(tmp_path / "m.ats", b" t t") == [256, 256]
+        return
+    assert p.returncode == 1
+    line = one_line_error(p, "import")
+    assert says in line and "tokenizer.json" in line, line
+
+
+@needs_json
+def test_a_tokenizer_larger_than_the_model_is_refused(tmp_path):
+    d, _ = ti.checkpoint(tmp_path, np.random.default_rng(0), V=257)
+    (tmp_path / "vocab.json").write_text(GOOD_VOCAB)
+    (tmp_path / "merges.txt").write_text(GOOD_MERGES)
+    p = run("import", d, "-o", tmp_path / "m.ats", "--vocab", tmp_path / "vocab.json",
+            "--merges", tmp_path / "merges.txt", check=1)
+    assert "259 tokens, but the model's V is 257" in one_line_error(p, "import")
+
+
+def test_bad_tokenizer_records_in_a_model_are_one_line_errors(tmp_path):
+    vocab = np.frombuffer(bytes(range(256)) + b"ab", np.uint8)
+    lengths = np.array([1] * 256 + [2], np.int32)
+    merges = np.array([[97, 98]], np.int32)
+    attrs = ["tokenizer.vocab:kind=gpt2-bpe", "tokenizer.vocab:bos=-1"]
+
+    def model(v=vocab, ln=lengths, mg=merges, at=attrs):
+        path = tmp_path / f"m{len(list(tmp_path.glob('m*.ats')))}.ats"
+        path.write_bytes(pack(tmp_path, [("tokenizer.vocab", v),
+                                         ("tokenizer.lengths", ln),
+                                         ("tokenizer.merges", mg)], at))
+        return path
+
+    assert andrea_ids(model(), b"abab") == [256, 256]
+    for m, says in [
+        (model(ln=lengths[:-1]), "add up to 256 bytes"),
+        (model(ln=np.array([1] * 255 + [0, 3], np.int32)), "length 0"),
+        (model(mg=np.array([[97, 99]], np.int32)), "not a token"),
+        (model(mg=np.array([[97, 9999]], np.int32)), "not in 0..256"),
+        (model(v=np.frombuffer(bytes(range(255)) + b"aab", np.uint8)), "repeats token"),
+        (model(at=["tokenizer.vocab:kind=wordpiece"]), "kind=wordpiece"),
+        (model(at=attrs[:1] + ["tokenizer.vocab:bos=900"]), "bos=900"),
+        (model(mg=merges.astype(np.float32)), "i32 [M,2]"),
+    ]:
+        p = run("tokenize", "-m", m, "--ids", input=b"ab", check=1)
+        assert says in one_line_error(p, "tokenize"), says
