@@ -1,11 +1,12 @@
-/* andrea-generate - sample text from the model, one byte at a time.
+/* andrea-generate - sample text from the model, one token at a time.
  *
- * Each sequence starts as BOS (256) followed by its prompt's bytes.  The
- * prompt goes through the model in one pass that fills the KV cache
+ * Each sequence starts as the tokenizer's BOS (256 for the byte
+ * tokenizer, <|endoftext|> for GPT-2's) followed by its prompt's tokens.
+ * The prompt goes through the model in one pass that fills the KV cache
  * (prefill); then each step feeds the last token at the next position,
- * draws the next token from the logits (sample.h) and, unless it is 256
- * or above, writes it as a byte and appends it.  A token of 256 or more
- * ends that sequence.  With --prompts, the sequences of a file's lines
+ * draws the next token from the logits (sample.h) and, unless it is BOS
+ * or has no text, writes its text and appends it.  Such a token ends that
+ * sequence.  With --prompts, the sequences of a file's lines
  * decode side by side as one batch.  Beyond the model's context the
  * window slides by halves (andrea-generate(1)).
  */
@@ -20,7 +21,7 @@
 
 #include "cli/cli.h"
 #include "cli/stage.h"
-#include "model/arch.h"
+#include "cli/tokens.h"
 #include "ops/sample.h"
 #include "ops/weights.h"
 #include "stream/stream.h"
@@ -40,7 +41,7 @@ typedef struct {
 	int32_t *tok;   /* BOS, the prompt, what was drawn */
 	size_t n, cap;  /* tokens held; room */
 	size_t w0;      /* where the model's window starts */
-	int done;       /* drew a token >= 256 */
+	int done;       /* drew BOS or a token without text */
 	char *out;      /* --prompts: the text drawn so far */
 	size_t out_n, out_cap;
 } seq;
@@ -52,6 +53,7 @@ typedef struct {
 	int no_cache, stats, precision;
 	/* the run */
 	at_model model;
+	at_tokenizer *tok;
 	at_loaded weights;
 	at_fwd *engine;
 	seq *s;
@@ -83,13 +85,27 @@ static void append(seq *q, int32_t tok)
 	q->tok[q->n++] = tok;
 }
 
-/* Row r starts as BOS and the bytes text[0, len). */
-static void start_row(gen *g, int r, const char *text, size_t len)
+/* Row r starts as BOS (where the tokenizer has one) and the tokens of
+ * text[0, len); `where` names the prompt in errors. */
+static void start_row(gen *g, int r, const char *text, size_t len,
+		      const char *where)
 {
 	seq *q = &g->s[r];
-	append(q, AT_BOS);
-	for (size_t i = 0; i < len; i++)
-		append(q, (unsigned char)text[i]);
+	int bos = at_tok_bos(g->tok);
+	if (bos >= 0)
+		append(q, bos);
+	int32_t *ids = malloc((len + 1) * sizeof *ids);
+	char err[300];
+	long n = ids ? at_tok_encode(g->tok, (const unsigned char *)text, len,
+				     ids, err, sizeof err) : -1;
+	if (n < 0)
+		cli_die("%s: %s", where, ids ? err : "out of memory");
+	for (long i = 0; i < n; i++)
+		append(q, ids[i]);
+	free(ids);
+	if (q->n == 0)
+		cli_die("%s: an empty prompt, and the model's tokenizer has no "
+			"token that starts a sequence", where);
 }
 
 /* The lines of path, one prompt each (a last line without a newline
@@ -109,7 +125,9 @@ static void read_prompts(gen *g, const char *path)
 			cli_die("%s: more than %d prompts", path, MAX_PROMPTS);
 		if (len > 0 && line[len - 1] == '\n')
 			len--;
-		start_row(g, g->rows++, line, (size_t)len);
+		char where[4200];
+		snprintf(where, sizeof where, "%s: line %d", path, g->rows + 1);
+		start_row(g, g->rows++, line, (size_t)len, where);
 	}
 	if (ferror(f))
 		cli_die("%s: read error: %s", path, strerror(errno));
@@ -223,24 +241,25 @@ static void put_line(const seq *q)
 	putchar('\n');
 }
 
-/* Records the drawn byte of row r: printed at once for a single prompt
- * (flushed per byte on a terminal, per line otherwise), kept for the
- * line of a --prompts row. */
-static void emit(gen *g, int r, int tok)
+/* Records the text of row r's drawn token: printed at once for a single
+ * prompt (flushed per token on a terminal, per line otherwise), kept for
+ * the line of a --prompts row. */
+static void emit(gen *g, int r, const unsigned char *text, size_t len)
 {
 	seq *q = &g->s[r];
 	if (!g->prompts) {
-		putchar(tok);
-		if (g->tty || tok == '\n')
+		fwrite(text, 1, len, stdout);
+		if (g->tty || memchr(text, '\n', len))
 			cli_finish_text();
 		return;
 	}
-	if (q->out_n == q->out_cap) {
+	while (q->out_n + len > q->out_cap) {
 		q->out_cap = q->out_cap * 2 + 64;
 		if (!(q->out = realloc(q->out, q->out_cap)))
 			cli_die("out of memory");
 	}
-	q->out[q->out_n++] = (char)tok;
+	memcpy(q->out + q->out_n, text, len);
+	q->out_n += len;
 }
 
 static void run(gen *g)
@@ -270,13 +289,15 @@ static void run(gen *g)
 			if (tok < 0)
 				cli_die("step %ld: the model's logits are not "
 					"finite", step);
-			if (tok >= AT_BOS) {
+			size_t len;
+			const unsigned char *text = at_tok_piece(g->tok, tok, &len);
+			if (tok == at_tok_bos(g->tok) || !text) {
 				q->done = 1;
 				live--;
 				continue;
 			}
 			append(q, tok);
-			emit(g, r, tok);
+			emit(g, r, text, len);
 		}
 	}
 	if (g->prompts)
@@ -325,10 +346,10 @@ static void load(gen *g, const cli_common *c)
 	if (cfg->n_layer <= 0 || cfg->ctx <= 0 || cfg->vocab <= 0)
 		cli_die("%s: the model's layer count, context or vocabulary is "
 			"unknown (no config, wte, wpe or layers)", g->model.path);
-	if (cfg->vocab <= AT_BOS)
-		cli_die("%s: V=%d, but generating needs the byte tokens and BOS "
-			"(V >= %d)", g->model.seeded ? "default model" :
-			g->model.path, cfg->vocab, AT_BOS + 1);
+	if (cfg->vocab < at_tok_size(g->tok))
+		cli_die("%s: V=%d, but its tokenizer (%s) has %d tokens",
+			g->model.seeded ? "default model" : g->model.path,
+			cfg->vocab, at_tok_kind(g->tok), at_tok_size(g->tok));
 	g->ctx = cfg->ctx;
 	g->V = cfg->vocab;
 	check(at_weights_load(&g->weights, &g->model, AT_LOAD_ALL, NULL, err,
@@ -401,6 +422,8 @@ int main(int argc, char **argv)
 		cli_usage_error("--model-seed applies to the default model only, "
 				"and a model file (-m or ANDREA_MODEL) is in use");
 	stage_check_device(&c, g.precision);
+	stage_open_model(&c, &g.model);
+	g.tok = cli_tokenizer(&g.model);
 	if (g.prompts) {
 		read_prompts(&g, g.prompts);
 	} else {
@@ -408,9 +431,8 @@ int main(int argc, char **argv)
 			cli_die("out of memory");
 		g.rows = 1;
 		const char *p = g.prompt ? g.prompt : "";
-		start_row(&g, 0, p, strlen(p));
+		start_row(&g, 0, p, strlen(p), "--prompt");
 	}
-	stage_open_model(&c, &g.model);
 	load(&g, &c);
 	if (g.logits_path) {
 		c.output = g.logits_path;
@@ -436,5 +458,6 @@ int main(int argc, char **argv)
 	at_fwd_free(g.engine);
 	at_weights_free(&g.weights);
 	at_model_close(&g.model);
+	at_tok_free(g.tok);
 	return 0;
 }

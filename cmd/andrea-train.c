@@ -28,7 +28,8 @@
 static const char usage[] =
 	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
 	"                    [--layers L] [--heads H] [--d-model C] [--ctx T]\n"
-	"                    [--vocab V] --data FILE [--steps N] [--batch B]\n"
+	"                    [--vocab V] [--tokenizer MODEL] --data FILE\n"
+	"                    [--steps N] [--batch B]\n"
 	"                    [--seq T] [--lr LR] [--min-lr LR] [--warmup N]\n"
 	"                    [--weight-decay WD] [--clip NORM]\n"
 	"                    [--val-fraction F] [--eval-every N]\n"
@@ -49,6 +50,7 @@ typedef struct {
 	const char *preset;
 	at_config over;     /* --layers ... --vocab, 0 = not given */
 	const char *data, *checkpoint, *log, *dump_grads, *tokens;
+	const char *tokenizer; /* --tokenizer: the model file whose tokenizer */
 	long steps, stop_at, eval_every, eval_batches, save_every;
 	int batch, seq, resume, progress, forward, text;
 	int precision;      /* AT_PREC_FP32, AT_PREC_TF32, AT_PREC_BF16 (GPU only) */
@@ -103,7 +105,7 @@ static void check_mode(const options *o, cli_operands operand)
 		"data", "steps", "batch", "seq", "lr", "min-lr", "warmup",
 		"weight-decay", "clip", "val-fraction", "eval-every",
 		"eval-batches", "save-every", "checkpoint", "resume", "stop-at",
-		"log", "progress", "dump-grads"};
+		"log", "progress", "dump-grads", "tokenizer"};
 	if (o->forward) {
 		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
 			if (given(o, train_only[i]))
@@ -132,6 +134,9 @@ static void check_mode(const options *o, cli_operands operand)
 	if (o->resume && o->c.model)
 		cli_usage_error("--resume and -m exclude each other (the "
 				"checkpoint holds the model)");
+	if (o->tokenizer && (o->resume || o->c.model))
+		cli_usage_error("--tokenizer is for a new model: %s carries its own",
+				o->resume ? "the checkpoint" : "-m MODEL");
 	if (o->dump_grads && given(o, "steps") && o->steps == 0)
 		cli_usage_error("--dump-grads needs at least one step");
 }
@@ -373,6 +378,28 @@ static void resume(trainer *tr)
 	at_reader_close(&r);
 }
 
+/* --tokenizer MODEL: that file's tokenizer, for a new model of cfg, whose
+ * V it sets unless --vocab did (which must then hold it). */
+static at_tokenizer *tokenizer_of(const options *o, at_config *cfg)
+{
+	at_model src;
+	char err[700];
+	if (at_model_open(&src, o->tokenizer, 0, 0, &o->c.ropts, err,
+			  sizeof err) < 0)
+		cli_die("%s", err);
+	if (!at_model_has(&src, "tokenizer.vocab"))
+		cli_die("%s: --tokenizer: the file carries no tokenizer "
+			"(andrea-import puts one in)", o->tokenizer);
+	at_tokenizer *tok = cli_tokenizer(&src);
+	at_model_close(&src);
+	if (!o->over.vocab)
+		cfg->vocab = at_tok_size(tok);
+	if (cfg->vocab < at_tok_size(tok))
+		cli_usage_error("--vocab %d: %s's tokenizer has %d tokens",
+				cfg->vocab, o->tokenizer, at_tok_size(tok));
+	return tok;
+}
+
 /* A fresh run: seeded (or -m) parameters, zero moments, step 0. */
 static void start(trainer *tr)
 {
@@ -382,9 +409,11 @@ static void start(trainer *tr)
 	} else {
 		at_config cfg;
 		config_from_options(o, &cfg);
+		at_tokenizer *tok = o->tokenizer ? tokenizer_of(o, &cfg) : NULL;
 		if (tr_model_init(&tr->m, &cfg) < 0)
 			cli_die("out of memory");
 		tr_model_seed(&tr->m, o->c.seed);
+		tr->m.tok = tok;
 	}
 	if (!(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
 	    !(tr->mom2 = calloc(tr->m.total, sizeof(float))))
@@ -423,6 +452,7 @@ static void save(trainer *tr, int ckpt)
 	if (at_writer_open(&w, o->c.output, &o->c.wopts) < 0)
 		cli_fail(w.err);
 	if (tr_model_write(&tr->m, &w, 1, "", tr->m.p) < 0 ||
+	    (tr->m.tok && at_tok_write(tr->m.tok, &w) < 0) ||
 	    at_writer_finish(&w) < 0) {
 		at_writer_abort(&w);
 		cli_fail(w.err);
@@ -565,7 +595,7 @@ static int train_main(options *o, at_device device)
 		return 0;
 	}
 	char err[800];
-	if (tr_data_load(&tr.data, o->data, tr.m.cfg.vocab, st->val_fraction,
+	if (tr_data_load(&tr.data, o->data, tr.m.tok, tr.m.cfg.vocab, st->val_fraction,
 			 st->seq, &o->c.ropts, err, sizeof err) < 0)
 		cli_die("%s", err);
 	if (o->resume && st->data_size && (tr.data.size != st->data_size ||
@@ -641,6 +671,7 @@ int main(int argc, char **argv)
 		CLI_INT("d-model", 0, &o.over.d_model, 1, 1 << 16),
 		CLI_INT("ctx", 0, &o.over.ctx, 1, 1 << 20),
 		CLI_INT("vocab", 0, &o.over.vocab, 1, 1 << 24),
+		CLI_STRING("tokenizer", 0, &o.tokenizer),
 		CLI_STRING("data", 0, &o.data),
 		CLI_LONG("steps", 0, &o.steps, 0, LONG_MAX / 2),
 		CLI_INT("batch", 0, &o.batch, 1, 1 << 16),

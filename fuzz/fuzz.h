@@ -18,4 +18,12 @@
  * silently tests nothing is worse than one that stops. */
 const char *fuzz_tmpfile(const uint8_t *data, size_t size);
 
+struct at_tokenizer;
+/* Checks a tokenizer a reader accepted, as the tokenizer targets do: a few
+ * fixed texts and the n bytes s encode (at_tok_encode) to ids in
+ * 0..size-1 whose pieces spell the text back byte for byte; a BPE one
+ * written as its records (at_tok_write) reads back (at_tok_from_records)
+ * as a tokenizer with the same size, BOS and ids.  Aborts otherwise. */
+void fuzz_tok_check(struct at_tokenizer *t, const uint8_t *s, size_t n);
+
 #endif

@@ -25,10 +25,15 @@ ifneq ($(wildcard /usr/include/jansson.h /usr/include/*/jansson.h),)
 FUZZ_FLAGS += -DANDREA_JSON
 FUZZ_LIBS  += -ljansson
 endif
+ifneq ($(wildcard /usr/include/pcre2.h /usr/include/*/pcre2.h),)
+FUZZ_FLAGS += -DANDREA_PCRE2
+FUZZ_LIBS  += -lpcre2-8
+endif
 
 FUZZ_LIB_SRC := $(or $(LIB_SRC),$(wildcard lib/*/*.c))
 FUZZ_CMD_SRC := $(or $(CMD_SRC),$(wildcard cmd/*.c))
-FUZZ_NAMES   := stream npy model attrs argv safetensors gpt2config llmc
+FUZZ_NAMES   := stream npy model attrs argv safetensors gpt2config llmc \
+		vocab tokjson tokrecords
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_CMD_OBJ := $(FUZZ_CMD_SRC:%.c=$(FUZZ_DIR)/obj/%.o)

@@ -79,8 +79,8 @@ def trained(tmp_path_factory):
     d.mkdir()
     tok.model.save(str(d))
     tok.save(str(d / "tokenizer.json"))
-    ti.save_safetensors(d / "model.safetensors",
-                        ti.gpt2_params(np.random.default_rng(1), 1, 2, 8, VOCAB, 64))
+    params = ti.gpt2_params(np.random.default_rng(1), 1, 2, 8, VOCAB, 64)
+    ti.save_safetensors(d / "model.safetensors", params)
     (d / "config.json").write_text(json.dumps(ti.hf_config(1, 2, 8, VOCAB, 64)))
     spellings = {"tokenizer.json": ["--tokenizer", d / "tokenizer.json"],
                  "vocab+merges": ["--vocab", d / "vocab.json",
@@ -89,6 +89,7 @@ def trained(tmp_path_factory):
     for name, args in spellings.items():
         out[name] = tmp / f"{name}.ats"
         run("import", d, "-o", out[name], *args, check=0)
+    out["params"] = params
     return tok, d, out
 
 
@@ -190,6 +191,33 @@ def test_text_through_the_model_tokenizer_everywhere(trained, tmp_path):
     ids = tok.encode("a b\n").ids
     assert pieces == [f"{i}\t{tok.decode([i]).replace(chr(10), chr(92) + 'x0a')}"
                       for i in ids]
+
+
+def token_bytes(tok, i):
+    """The bytes of token i, from its spelling in the byte-level alphabet."""
+    back = {byte_char(b): b for b in range(256)}
+    return bytes(back[c] for c in tok.id_to_token(i))
+
+
+@needs_tokenizers
+def test_greedy_generation_writes_the_tokens_text(trained):
+    """andrea-generate starts at <|endoftext|> and the prompt's tokens and
+    writes each drawn token's bytes; against the NumPy GPT-2's greedy
+    choice (a near-tie ends the comparison: float32's call)."""
+    tok, _, model = trained
+    prompt = "Once upon a time"
+    out = run("generate", "-m", model["tokenizer.json"], "--device", "cpu",
+              "--prompt", prompt, "-n", 25, "--temperature", 0, check=0).stdout
+    seq = [tok.token_to_id("<|endoftext|>")] + tok.encode(prompt).ids
+    want = b""
+    for _ in range(25):
+        lg = ti.gpt2_forward(model["params"], np.array([seq]), 1, 2)[0, -1]
+        order = np.argsort(lg)
+        if lg[order[-1]] - lg[order[-2]] < 1e-3 or order[-1] == seq[0]:
+            break
+        seq.append(int(order[-1]))
+        want += token_bytes(tok, seq[-1])
+    assert len(want) > 10 and out.startswith(want)
 
 
 @needs_tokenizers
@@ -366,3 +394,31 @@ def test_bad_tokenizer_records_in_a_model_are_one_line_errors(tmp_path):
     ]:
         p = run("tokenize", "-m", m, "--ids", input=b"ab", check=1)
         assert says in one_line_error(p, "tokenize"), says
+
+
+@needs_tokenizers
+def test_training_on_text_through_the_tokenizer(trained, tmp_path):
+    """andrea-train --tokenizer MODEL: a new model with that tokenizer (V
+    from it), --data encoded by it, the tokenizer kept in the model file
+    and the checkpoint, and a resumed run keeps it."""
+    tok, _, model = trained
+    train, _ = fortunes()
+    data = tmp_path / "data.txt"
+    data.write_bytes(train[:60000])
+    out, ckpt = tmp_path / "m.ats", tmp_path / "m.ckpt"
+    run("train", "--config", "tiny", "--tokenizer", model["tokenizer.json"],
+        "--data", data, "--steps", 2, "--batch", 2, "--seq", 32,
+        "--dump-grads", tmp_path / "g.ats", "-o", out, "--checkpoint", ckpt,
+        "--device", "cpu", check=0)
+    ids = tok.encode(train[:60000].decode("utf-8", "replace")).ids
+    windows = unpack(tmp_path, (tmp_path / "g.ats").read_bytes())["tokens"]
+    text = ",".join(map(str, ids))
+    for w in windows:  # each row is a window of the encoded text
+        assert ",".join(map(str, w)) in text
+    assert andrea_ids(out, b"Hello there") == tok.encode("Hello there").ids
+    run("train", "--resume", "--data", data, "--steps", 3, "-o", out,
+        "--checkpoint", ckpt, "--device", "cpu", check=0)
+    assert andrea_ids(out, b"Hello there") == tok.encode("Hello there").ids
+    p = run("train", "--config", "tiny", "--tokenizer", model["tokenizer.json"],
+            "--vocab", 300, "--data", data, "-o", out, check=2)
+    assert "1500 tokens" in one_line_error(p, "train")

@@ -71,7 +71,8 @@ int tr_checkpoint_write(at_writer *w, const tr_model *m, const float *mom1,
 		return -1;
 	return tr_model_write(m, w, 1, "", m->p) < 0 ||
 	       tr_model_write(m, w, 0, "adam.m.", mom1) < 0 ||
-	       tr_model_write(m, w, 0, "adam.v.", mom2) < 0 ? -1 : 0;
+	       tr_model_write(m, w, 0, "adam.v.", mom2) < 0 ||
+	       (m->tok && at_tok_write(m->tok, w) < 0) ? -1 : 0;
 }
 
 /* Reads a whole-number or real attribute that must be present. */
@@ -238,14 +239,38 @@ int tr_checkpoint_read_body(at_reader *r, tr_model *m, float *mom1,
 			if (read_one(r, &m->params[i], prefix[k], buf[k], err,
 				     errlen) < 0)
 				return -1;
+	/* then the tokenizer's three records, or nothing */
+	static const char *const tok_names[3] = {"tokenizer.vocab",
+						 "tokenizer.lengths",
+						 "tokenizer.merges"};
+	at_tensor rec[3] = {{0}};
 	at_header h;
-	int rc = at_read_header(r, &h);
-	if (rc != 0) {
-		snprintf(err, errlen, "%s", rc < 0 ? r->err : "");
-		if (rc > 0)
+	int n = 0, rc, ok = -1;
+	char why[300];
+	while ((rc = at_read_header(r, &h)) == 1) {
+		if (n == 3 || strcmp(h.name, tok_names[n]) != 0) {
 			snprintf(err, errlen, "%s: record %d '%s': unexpected after "
-				 "the moments", r->label, h.index, h.name);
-		return -1;
+				 "the %s", r->label, h.index, h.name,
+				 n ? tok_names[n - 1] : "moments");
+			goto out;
+		}
+		if (at_read_payload(r, &h, &rec[n++]) < 0) {
+			rc = -1;
+			break;
+		}
 	}
-	return 0;
+	if (rc < 0)
+		snprintf(err, errlen, "%s", r->err);
+	else if (n % 3)
+		snprintf(err, errlen, "%s: the checkpoint ends after %s", r->label,
+			 tok_names[n - 1]);
+	else if (n == 3 && !(m->tok = at_tok_from_records(&rec[0], &rec[1], &rec[2],
+							   why, sizeof why)))
+		snprintf(err, errlen, "%s: %s", r->label, why);
+	else
+		ok = 0;
+out:
+	for (int i = 0; i < 3; i++)
+		at_tensor_free(&rec[i]);
+	return ok;
 }

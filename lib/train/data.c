@@ -64,8 +64,9 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 	return -1;
 }
 
-int tr_data_load(tr_data *d, const char *path, int vocab, double val_fraction,
-		 int T, const at_read_opts *ro, char *err, size_t errlen)
+int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
+		 double val_fraction, int T, const at_read_opts *ro, char *err,
+		 size_t errlen)
 {
 	memset(d, 0, sizeof *d);
 	FILE *f = fopen(path, "rb");
@@ -91,15 +92,25 @@ int tr_data_load(tr_data *d, const char *path, int vocab, double val_fraction,
 			free(buf);
 			return -1;
 		}
-		d->n = n;
 		if (!(d->tok = malloc(n * sizeof *d->tok + 4))) {
 			free(buf);
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
-		for (size_t i = 0; i < n; i++)
-			d->tok[i] = buf[i];
+		char why[300];
+		long count = n;
+		if (tok)
+			count = at_tok_encode(tok, buf, n, d->tok, why, sizeof why);
+		else
+			for (size_t i = 0; i < n; i++)
+				d->tok[i] = buf[i];
 		free(buf);
+		if (count < 0) {
+			snprintf(err, errlen, "%s: %s", path, why);
+			tr_data_free(d);
+			return -1;
+		}
+		d->n = (size_t)count;
 	}
 	for (size_t i = 0; i < d->n; i++)
 		if (d->tok[i] < 0 || d->tok[i] >= vocab) {

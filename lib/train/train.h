@@ -157,11 +157,13 @@ typedef struct {
 } tr_data;
 
 /* Reads path: an andrea stream holding a `tokens` record (i32, any
- * shape, flattened), or else raw bytes, one token each.  Checks every id
- * against vocab and that both splits hold a window of T+1 tokens (the
- * held-out split only when val_fraction > 0).  Returns 0 or -1 with err. */
-int tr_data_load(tr_data *d, const char *path, int vocab, double val_fraction,
-		 int T, const at_read_opts *ro, char *err, size_t errlen);
+ * shape, flattened), or else text, encoded by tok (NULL: the byte
+ * tokenizer, one token a byte).  Checks every id against vocab and that
+ * both splits hold a window of T+1 tokens (the held-out split only when
+ * val_fraction > 0).  Returns 0 or -1 with err. */
+int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
+		 double val_fraction, int T, const at_read_opts *ro, char *err,
+		 size_t errlen);
 void tr_data_free(tr_data *d);
 /* The training batch of step s (0-based): row b is the window of T+1
  * tokens starting at a position drawn from Philox under (seed, s, b). */
@@ -191,8 +193,8 @@ int tr_grads_write(struct at_writer *w, const tr_model *m,
 		   const int32_t *inputs, const int32_t *targets, int B, int T,
 		   double loss, long step);
 /* Writes the checkpoint stream: a `train_state` record (the state in its
- * attributes), the `config` record, the parameters, then the AdamW
- * moments as adam.m.NAME and adam.v.NAME. */
+ * attributes), the `config` record, the parameters, the AdamW moments as
+ * adam.m.NAME and adam.v.NAME, then the model's tokenizer if it has one. */
 int tr_checkpoint_write(struct at_writer *w, const tr_model *m,
 			const float *mom1, const float *mom2,
 			const tr_state *st);
@@ -200,8 +202,9 @@ int tr_checkpoint_write(struct at_writer *w, const tr_model *m,
  * open reader; returns 0 or -1 with err. */
 int tr_checkpoint_read_head(struct at_reader *r, tr_state *st,
 			    at_config *cfg, char *err, size_t errlen);
-/* Reads the rest into m (laid out for the config read) and the moments,
- * requiring every record in the order written, with its shape. */
+/* Reads the rest into m (laid out for the config read; its tokenizer into
+ * m->tok) and the moments, requiring every record in the order written,
+ * with its shape. */
 int tr_checkpoint_read_body(struct at_reader *r, tr_model *m, float *mom1,
 			    float *mom2, char *err, size_t errlen);
 
