@@ -18,6 +18,8 @@
 #                      where PyTorch sees a GPU, PyTorch eager and HF generate
 #   make bench-forward    embed | block -l all | logits vs NumPy / PyTorch
 #                      (both: BENCH_ARGS='andrea-12m cpu 1 --quick' and so on)
+#   make bench-tokenize   andrea-tokenize's encoding MB/s vs Hugging Face
+#                      tokenizers (BENCH_ARGS='--mb 4 --vocab 8192')
 #   make bench-stages     each CPU stage vs NumPy, the pipeline at T = 1024,
 #                      then at T = 4096 and 16384, B = 1 and 4, with peak
 #                      memory (BENCH_ARGS='4096 1' picks rows; ~10 min)
@@ -169,6 +171,9 @@ bench-generate: all
 bench-forward: all
 	PYTHON=$(GPU_PYTHON) sh bench/run-forward.sh $(BENCH_ARGS)
 
+bench-tokenize: all
+	$(PYTHON) bench/tokenize.py $(BENCH_ARGS)
+
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
 	sh bench/run-$*.sh $(BENCH_ARGS)
@@ -199,6 +204,6 @@ clean:
 include fuzz/fuzz.mk
 
 .PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
-	bench-forward kernels demo install clean
+	bench-forward bench-tokenize kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -21,7 +21,9 @@ static const char usage[] =
 	"usage: andrea-import [-f] [-o FILE] [--config FILE]\n"
 	"                     [--tokenizer FILE | --vocab FILE --merges FILE |\n"
 	"                     --no-tokenizer] [-z LEVEL] [--threads N]\n"
-	"                     [--no-shuffle] PATH\n";
+	"                     [--no-shuffle] PATH\n"
+	"       andrea-import [-f] [-o FILE] --tokenizer FILE | --vocab FILE\n"
+	"                     --merges FILE [-z LEVEL]\n";
 
 /* PATH's directory: path itself where it is one, else what holds it. */
 static void directory_of(const char *path, int is_dir, char *out, size_t n)
@@ -92,6 +94,20 @@ static at_tokenizer *read_tokenizer(const tokenizer_opts *o, const char *dir,
 	return t;
 }
 
+/* No PATH: a stream of the tokenizer's records alone, which andrea-tokenize
+ * -m and andrea-train --tokenizer take. */
+static void tokenizer_only(cli_common *c, const tokenizer_opts *o)
+{
+	at_config any = {.vocab = 1 << 24};
+	at_tokenizer *t = read_tokenizer(o, ".", &any);
+	at_writer w;
+	cli_open_output(c, &w);
+	if (at_tok_write(t, &w) < 0)
+		cli_fail(w.err);
+	cli_finish_output(&w);
+	at_tok_free(t);
+}
+
 /* Writes each parameter as it comes. */
 static int write_param(void *w, const at_tensor *t)
 {
@@ -113,14 +129,18 @@ int main(int argc, char **argv)
 			  CLI_STRING("merges", 0, &to.merges),
 			  CLI_FLAG("no-tokenizer", 0, &to.none), CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
-	if (operand.n != 1)
-		cli_usage_error("no PATH operand (see %s --help)", cli_prog);
-	const char *path = operand.v[0];
 	if (!to.vocab != !to.merges)
 		cli_usage_error("--vocab and --merges go together");
 	if ((to.json != NULL) + (to.vocab != NULL) + to.none > 1)
 		cli_usage_error("--tokenizer, --vocab/--merges and --no-tokenizer "
 				"exclude each other");
+	if (operand.n == 0 && (to.json || to.vocab)) {
+		tokenizer_only(&c, &to);
+		return 0;
+	}
+	if (operand.n != 1)
+		cli_usage_error("no PATH operand (see %s --help)", cli_prog);
+	const char *path = operand.v[0];
 	struct stat st;
 	if (stat(path, &st) != 0)
 		cli_die("%s: no such file or directory", path);
