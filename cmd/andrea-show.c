@@ -3,7 +3,9 @@
  * By default one summary line per record (shape, attributes, finite
  * min/max/mean/std, NaN and inf counts); -p prints the values as NumPy
  * prints arrays; --ascii draws a 2-D slice as shaded text; --png draws it
- * as an image.  Records are shown as they arrive, and stdout is flushed
+ * as an image (--labels: its rows and columns named by the text of the
+ * stream's last `tokens` record before it, through the model's
+ * tokenizer).  Records are shown as they arrive, and stdout is flushed
  * after each one, so a later bad record leaves the earlier ones printed.
  */
 #include <errno.h>
@@ -13,12 +15,16 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/stage.h"
+#include "cli/tokens.h"
+#include "text/bytelevel.h"
 #include "view/heatmap.h"
 #include "view/npprint.h"
 
 static const char usage[] =
 	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
-	"                   [--name NAME] [--threads N] [FILE ...]\n";
+	"                   [--labels] [-m MODEL] [--name NAME] [--threads N]\n"
+	"                   [FILE ...]\n";
 
 typedef enum { SHOW_SUMMARY, SHOW_PRINT, SHOW_ASCII, SHOW_PNG } show_mode;
 
@@ -31,6 +37,9 @@ typedef struct {
 	uint64_t sel[AT_MAX_RANK];
 	int nsel;
 	int columns;             /* terminal width for --ascii */
+	int labels;              /* --labels */
+	at_tokenizer *tok;       /* --labels: the model's */
+	at_tensor tokens;        /* --labels: the last tokens record */
 } show_opts;
 
 #define ASCII_MAX_ROWS 64
@@ -160,6 +169,38 @@ static void check_select(const show_opts *o, const at_reader *r,
 		s, shape, err);
 }
 
+/* The text of each token of batch row b of o->tokens, spelt in GPT-2's
+ * byte-level alphabet (a space is U+0120, a newline U+010A): T labels
+ * in one malloc'd block; NULL where there is no such row. */
+static char **token_labels(const show_opts *o, uint64_t b, uint64_t T)
+{
+	const at_tensor *t = &o->tokens;
+	if (!t->data || t->dims[1] != T || b >= t->dims[0])
+		return NULL;
+	size_t bytes = T * sizeof(char *);
+	const int32_t *id = (const int32_t *)t->data + b * T;
+	for (uint64_t i = 0; i < T; i++) {
+		size_t len = 0;
+		at_tok_piece(o->tok, id[i], &len);
+		bytes += 2 * len + 16;
+	}
+	char **label = malloc(bytes), *at = (char *)(label + T);
+	if (!label)
+		cli_die("out of memory");
+	for (uint64_t i = 0; i < T; i++) {
+		size_t len;
+		const unsigned char *p = at_tok_piece(o->tok, id[i], &len);
+		label[i] = at;
+		if (id[i] == at_tok_bos(o->tok) && !at_tok_is_bpe(o->tok))
+			at += sprintf(at, "<bos>") + 1;
+		else if (!p)
+			at += sprintf(at, "#%d", id[i]) + 1;
+		else
+			at += at_bytelevel_encode(p, len, at) + 1;
+	}
+	return label;
+}
+
 /* The --ascii header line and map of one record. */
 static void show_ascii(const show_opts *o, const at_tensor *t)
 {
@@ -167,6 +208,11 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	const uint64_t *sel = record_sel(o, t->rank, &n);
 	hm_slice s;
 	hm_slice_init(&s, t, sel);
+	/* the batch row of a [B,...,T,T] record is its first index */
+	uint64_t b = t->rank >= 3 ? sel[0] : 0;
+	char **rows = o->labels ? token_labels(o, b, s.rows) : NULL;
+	char **cols = o->labels ? token_labels(o, b, s.cols) : NULL;
+	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
 	uint64_t bh, bw;
 	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
 		  &bw);
@@ -186,7 +232,9 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 		       (unsigned long long)bh, (unsigned long long)bw);
 	print_attrs(t);
 	putchar('\n');
-	hm_ascii(stdout, &s, bh, bw);
+	hm_ascii(stdout, &s, bh, bw, &lab);
+	free(rows);
+	free(cols);
 }
 
 /* Draws the one record kept for --png into o->png ("-": stdout). */
@@ -262,7 +310,8 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 {
 	int print = 0, ascii = 0;
 	cli_opt opts[] = {
-		CLI_USES(CLI_USE_BASIC),
+		CLI_USES(CLI_USE_BASIC | CLI_USE_MODEL_FILE),
+		CLI_FLAG("labels", 0, &o->labels),
 		CLI_FLAG("print", 'p', &print),
 		CLI_FLAG("full", 0, &o->full),
 		CLI_FLAG("ascii", 0, &ascii),
@@ -278,6 +327,10 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 		  o->png ? SHOW_PNG : SHOW_SUMMARY;
 	if (o->select_text && o->mode != SHOW_ASCII && o->mode != SHOW_PNG)
 		cli_usage_error("--select needs --ascii or --png");
+	if (o->labels && o->mode != SHOW_ASCII)
+		cli_usage_error("--labels needs --ascii");
+	if (c->model && !o->labels)
+		cli_usage_error("-m gives --labels its tokenizer");
 #ifndef ANDREA_PNG
 	if (o->png)
 		cli_die("--png: this andrea-show was built without libpng");
@@ -291,6 +344,12 @@ int main(int argc, char **argv)
 	cli_init("andrea-show", &c);
 	show_opts o = {.columns = term_columns()};
 	cli_operands operand = parse_args(argc, argv, &c, &o);
+	if (o.labels) {
+		at_model m;
+		stage_open_model(&c, &m);
+		o.tok = cli_tokenizer(&m);
+		at_model_close(&m);
+	}
 
 	int nfiles = operand.n, shown = 0;
 	at_tensor keep = {0}; /* the record --png draws */
@@ -300,6 +359,15 @@ int main(int argc, char **argv)
 		at_header h;
 		int rc;
 		while ((rc = at_read_header(&r, &h)) == 1) {
+			int is_tokens = strcmp(h.name, "tokens") == 0 &&
+					h.dtype == AT_I32 && (h.rank == 1 || h.rank == 2);
+			if (o.labels && is_tokens && o.name && strcmp(o.name, "tokens")) {
+				at_tensor_free(&o.tokens);
+				if (at_read_payload(&r, &h, &o.tokens) < 0)
+					goto fail;
+				at_tokens_as_batch(&o.tokens);
+				continue;
+			}
 			if (o.name && strcmp(h.name, o.name) != 0) {
 				if (at_skip_payload(&r, &h) < 0)
 					goto fail;
@@ -335,6 +403,12 @@ int main(int argc, char **argv)
 				break;
 			}
 			shown++;
+			if (o.labels && is_tokens) { /* kept for the maps after it */
+				at_tensor_free(&o.tokens);
+				o.tokens = t;
+				at_tokens_as_batch(&o.tokens);
+				memset(&t, 0, sizeof t);
+			}
 			if (o.mode != SHOW_PNG) {
 				at_tensor_free(&t);
 				cli_finish_text();
@@ -357,5 +431,7 @@ fail:
 		at_tensor_free(&keep);
 	}
 	cli_finish_text();
+	at_tensor_free(&o.tokens);
+	at_tok_free(o.tok);
 	return 0;
 }

@@ -422,3 +422,38 @@ def test_training_on_text_through_the_tokenizer(trained, tmp_path):
     p = run("train", "--config", "tiny", "--tokenizer", model["tokenizer.json"],
             "--vocab", 300, "--data", data, "-o", out, check=2)
     assert "1500 tokens" in one_line_error(p, "train")
+
+
+def labelled_map(model, text, select="0,0"):
+    """andrea-show --ascii --labels of the attention of text's head."""
+    m = ("-m", model) if model else ()
+    from stagekit import pipeline
+    out = pipeline([("embed", *m, "--text", "--bos"), ("qkv", *m), ("scores",),
+                    ("mask",), ("softmax",),
+                    ("show", "--ascii", "--labels", *m, "--name", "attn",
+                     "--select", select)], input=text)
+    return out.decode().splitlines()[1:]
+
+
+def test_show_labels_a_map_with_the_byte_tokens():
+    lines = labelled_map(None, b"hi there")
+    T = 1 + len(b"hi there")
+    cols, rows = lines[:-T], lines[-T:]
+    assert [r[:6] for r in rows] == ["<bos> "] + [f"{c:6s}" for c in "hiĠthere"]
+    assert all(len(r) == 6 + T for r in rows)
+    assert [c[6:] for c in cols] == ["<hiĠthere", "b        ", "o        ",
+                                     "s        ", ">        "]
+
+
+@needs_tokenizers
+def test_show_labels_a_map_with_gpt2_tokens(trained):
+    tok, _, model = trained
+    text = "The cat sat on the mat."
+    ids = [tok.token_to_id("<|endoftext|>")] + tok.encode(text).ids
+    lines = labelled_map(model["tokenizer.json"], text.encode(), "0,1")
+    spelt = [tok.id_to_token(i) for i in ids]
+    rows = lines[-len(ids):]
+    width = min(max(map(len, spelt)), 12) + 1
+    assert [r[:width].rstrip() for r in rows] == [s[:width - 1] for s in spelt]
+    assert ["".join(line[width + i] for line in lines[:-len(ids)]).rstrip()
+            for i in range(len(ids))] == [s[:8] for s in spelt]

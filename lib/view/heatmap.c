@@ -127,11 +127,74 @@ hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 	return HM_FINITE;
 }
 
-void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw)
+/* Characters of UTF-8 text (of one- and two-byte characters), and the
+ * byte length of its first n. */
+static size_t chars(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+static size_t prefix_bytes(const char *s, size_t n)
+{
+	size_t b = 0;
+	while (s[b] && n) {
+		b++;
+		while (((unsigned char)s[b] & 0xc0) == 0x80)
+			b++;
+		n--;
+	}
+	return b;
+}
+
+/* The width of the widest of n labels, at most cap. */
+static size_t widest(const char *const *label, uint64_t n, size_t cap)
+{
+	size_t w = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		size_t c = chars(label[i]);
+		w = c > w ? c : w;
+	}
+	return w < cap ? w : cap;
+}
+
+/* The column labels down the page above the map, after `indent` spaces. */
+static void column_labels(FILE *out, const char *const *col, uint64_t cols,
+			  size_t indent)
+{
+	size_t lines = widest(col, cols, HM_COL_LABEL);
+	for (size_t k = 0; k < lines; k++) {
+		fprintf(out, "%*s", (int)indent, "");
+		for (uint64_t c = 0; c < cols; c++) {
+			const char *at = col[c] + prefix_bytes(col[c], k);
+			size_t len = prefix_bytes(at, 1);
+			if (len)
+				fwrite(at, 1, len, out);
+			else
+				putc(' ', out);
+		}
+		putc('\n', out);
+	}
+}
+
+void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
+	      const hm_labels *lab)
 {
 	static const char ramp[] = HM_RAMP;
 	const int nramp = (int)sizeof ramp - 1;
+	const char *const *row = lab && bh == 1 ? lab->row : NULL;
+	size_t width = row ? widest(row, s->rows, HM_ROW_LABEL) + 1 : 0;
+	if (lab && lab->col && bw == 1)
+		column_labels(out, lab->col, s->cols, width);
 	for (uint64_t r = 0; r < s->rows; r += bh) {
+		if (row) { /* left-aligned, cut and padded by characters */
+			size_t shown = chars(row[r]) < width - 1 ? chars(row[r])
+								  : width - 1;
+			fwrite(row[r], 1, prefix_bytes(row[r], shown), out);
+			fprintf(out, "%*s", (int)(width - shown), "");
+		}
 		for (uint64_t c = 0; c < s->cols; c += bw) {
 			double level = 0;
 			int ch;

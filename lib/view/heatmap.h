@@ -69,8 +69,23 @@ void hm_blocks(uint64_t rows, uint64_t cols, uint64_t max_rows,
 hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 		uint64_t bw, double *level);
 
-/* Writes the map in text, one line per block row. */
-void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw);
+/* Labels of a map's rows and columns as UTF-8 text of one- or two-byte
+ * characters (bytelevel.h's spelling), or NULL for none. */
+typedef struct {
+	const char *const *row; /* [rows] */
+	const char *const *col; /* [cols] */
+} hm_labels;
+
+/* Row labels are cut to this many characters, column labels (written
+ * down the page, one character a line above the map) to HM_COL_LABEL. */
+#define HM_ROW_LABEL 12
+#define HM_COL_LABEL 8
+
+/* Writes the map in text, one line per block row; lab (or NULL) labels
+ * the rows at the left where bh is 1 and the columns above where bw is
+ * 1. */
+void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
+	      const hm_labels *lab);
 
 /* Pixel scale of a PNG: ceil(HM_PNG_MIN_SIDE / max(rows, cols)), >= 1. */
 unsigned hm_png_scale(uint64_t rows, uint64_t cols);
