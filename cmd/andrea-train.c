@@ -201,7 +201,9 @@ static void load_model_file(const options *o, tr_model *m)
 		cli_die("%s: cannot tell the model's shape (no config record)",
 			o->c.model);
 	check_config_agrees(o, &cfg, o->c.model);
-	if (tr_model_init(m, &cfg) < 0)
+	/* GPT-2's form: the products' biases and a head tied to wte */
+	int biases = at_model_has(&src, "layers.0.attn.bq");
+	if (tr_model_init(m, &cfg, biases, !at_model_has(&src, "lm_head")) < 0)
 		cli_die("out of memory");
 	if (tr_model_load(m, &src, err, sizeof err) < 0)
 		cli_die("%s", err);
@@ -243,7 +245,7 @@ static int forward_main(options *o, const char *path)
 	} else {
 		at_config cfg;
 		config_from_options(o, &cfg);
-		if (tr_model_init(&m, &cfg) < 0)
+		if (tr_model_init(&m, &cfg, 0, 0) < 0)
 			cli_die("out of memory");
 		tr_model_seed(&m, o->c.seed);
 	}
@@ -368,7 +370,7 @@ static void resume(trainer *tr)
 		st->h.weight_decay = o->h.weight_decay;
 	if (given(o, "clip"))
 		st->h.clip = o->h.clip;
-	if (tr_model_init(&tr->m, &cfg) < 0 ||
+	if (tr_model_init(&tr->m, &cfg, st->biases, st->tied) < 0 ||
 	    !(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
 	    !(tr->mom2 = calloc(tr->m.total, sizeof(float))))
 		cli_die("out of memory");
@@ -410,7 +412,7 @@ static void start(trainer *tr)
 		at_config cfg;
 		config_from_options(o, &cfg);
 		at_tokenizer *tok = o->tokenizer ? tokenizer_of(o, &cfg) : NULL;
-		if (tr_model_init(&tr->m, &cfg) < 0)
+		if (tr_model_init(&tr->m, &cfg, 0, 0) < 0)
 			cli_die("out of memory");
 		tr_model_seed(&tr->m, o->c.seed);
 		tr->m.tok = tok;

@@ -457,3 +457,26 @@ def test_show_labels_a_map_with_gpt2_tokens(trained):
     assert [r[:width].rstrip() for r in rows] == [s[:width - 1] for s in spelt]
     assert ["".join(line[width + i] for line in lines[:-len(ids)]).rstrip()
             for i in range(len(ids))] == [s[:8] for s in spelt]
+
+
+@needs_tokenizers
+def test_fine_tuning_an_imported_gpt2_lowers_its_held_out_loss(trained, tmp_path):
+    """andrea-train -m on an imported GPT-2 (biases, tied head, its
+    tokenizer): the text goes through the tokenizer, every parameter
+    trains, the held-out loss falls, and the model written keeps GPT-2's
+    form and tokenizer."""
+    tok, _, model = trained
+    train, _ = fortunes()
+    data = tmp_path / "data.txt"
+    data.write_bytes(train[:40000])
+    log, out = tmp_path / "log.jsonl", tmp_path / "tuned.ats"
+    run("train", "-m", model["tokenizer.json"], "--data", data, "--steps", 80,
+        "--batch", 4, "--seq", 32, "--lr", 1e-2, "--warmup", 5,
+        "--eval-every", 20, "--eval-batches", 4, "--device", "cpu",
+        "--log", log, "-o", out, check=0, timeout=300)
+    val = [json.loads(line)["val_loss"] for line in log.read_text().splitlines()
+           if "val_loss" in line]
+    assert len(val) >= 3 and val[-1] < val[0] - 0.3, val
+    names = set(unpack(tmp_path, out.read_bytes()))
+    assert "layers.0.attn.bq" in names and "lm_head" not in names
+    assert andrea_ids(out, b"Hello there") == tok.encode("Hello there").ids

@@ -47,20 +47,23 @@ def forward(p, cfg, tokens, acts=None):
     causal = np.triu(np.ones((T, T), bool), 1)
     for l in range(L):
         g = lambda n: p[f"layers.{l}.{n}"]
+        bias = lambda n: p.get(f"layers.{l}.{n}", 0.0)  # GPT-2's, optional
         h = layernorm(x, g("ln1.weight"), g("ln1.bias"))
-        q, k, v = (oracle.split_heads(h @ g("attn.w" + m), H) for m in "qkv")
+        q, k, v = (oracle.split_heads(h @ g("attn.w" + m) + bias("attn.b" + m), H)
+                   for m in "qkv")
         s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
         s[..., causal] = -np.inf
         a = np.exp(s - s.max(-1, keepdims=True))
         a /= a.sum(-1, keepdims=True)
         out = a @ v
-        y = oracle.merge_heads(out) @ g("attn.wo")
+        y = oracle.merge_heads(out) @ g("attn.wo") + bias("attn.bo")
         x = x + y
-        x = x + gelu(layernorm(x, g("ln2.weight"), g("ln2.bias")) @ g("mlp.fc")) \
-            @ g("mlp.proj")
+        x = x + gelu(layernorm(x, g("ln2.weight"), g("ln2.bias")) @ g("mlp.fc")
+                     + bias("mlp.bfc")) @ g("mlp.proj") + bias("mlp.bproj")
         if acts is not None:
             acts[l] = dict(q=q, k=k, v=v, scores=s, attn=a, out=out, y=y, x=x)
-    return layernorm(x, p["lnf.weight"], p["lnf.bias"]) @ p["lm_head"]
+    head = p["lm_head"] if "lm_head" in p else p["wte"].T  # tied
+    return layernorm(x, p["lnf.weight"], p["lnf.bias"]) @ head
 
 
 def loss(p, cfg, batch):
@@ -72,7 +75,9 @@ def loss(p, cfg, batch):
     return -np.take_along_axis(logp, tgt[..., None], -1).mean()
 
 
-def param_shapes(cfg):
+def param_shapes(cfg, gpt2=False):
+    """andrea-model(5)'s parameters; gpt2: with the six biases of each
+    layer and no lm_head (the head tied to wte)."""
     L, C, V, T = cfg["n_layer"], cfg["d_model"], cfg["vocab"], cfg["ctx"]
     s = {"wte": (V, C), "wpe": (T, C)}
     for l in range(L):
@@ -83,18 +88,23 @@ def param_shapes(cfg):
             s[pre + "attn.w" + m] = (C, C)
         s[pre + "mlp.fc"] = (C, 4 * C)
         s[pre + "mlp.proj"] = (4 * C, C)
-    s.update({"lnf.weight": (C,), "lnf.bias": (C,), "lm_head": (C, V)})
+        if gpt2:
+            s.update({pre + "attn.b" + m: (C,) for m in "qkvo"})
+            s.update({pre + "mlp.bfc": (4 * C,), pre + "mlp.bproj": (C,)})
+    s.update({"lnf.weight": (C,), "lnf.bias": (C,)})
+    if not gpt2:
+        s["lm_head"] = (C, V)
     return s
 
 
-def write_model(tmp, rng, cfg):
+def write_model(tmp, rng, cfg, gpt2=False):
     """A model file with random parameters (LN ones included) of a size
     whose gradients are far from zero; returns (path, float32 params)."""
     p = {}
-    for name, shape in param_shapes(cfg).items():
+    for name, shape in param_shapes(cfg, gpt2).items():
         if name.endswith(".weight"):
             p[name] = 1 + 0.3 * rng.standard_normal(shape)
-        elif name.endswith(".bias"):
+        elif name.endswith(".bias") or len(shape) == 1:
             p[name] = 0.3 * rng.standard_normal(shape)
         else:
             p[name] = rng.standard_normal(shape) * (0.5 if name[:2] == "wt" or
@@ -168,12 +178,15 @@ SMALL = dict(n_layer=2, n_head=2, d_model=8, ctx=8, vocab=11)
 
 # ----------------------------------------------------------------- gradients
 
-def test_gradients_match_finite_differences(tmp_path):
+@pytest.mark.parametrize("gpt2", [False, True], ids=["andrea", "gpt2-form"])
+def test_gradients_match_finite_differences(tmp_path, gpt2):
     """Every parameter's analytic gradient (float32) against central
     differences of the float64 model; relative error <= 1e-3 per tensor
-    (float32 arithmetic leaves about 1e-6 to 1e-5; a wrong term is O(1))."""
+    (float32 arithmetic leaves about 1e-6 to 1e-5; a wrong term is O(1)).
+    The GPT-2 form: every product's bias, and the head tied to wte, whose
+    gradient then sums the embedding's and the head's."""
     rng = np.random.default_rng(1)
-    model, _ = write_model(tmp_path, rng, SMALL)
+    model, _ = write_model(tmp_path, rng, SMALL, gpt2)
     data = tokens_file(tmp_path, rng.integers(0, 11, 400))
     grads = os.path.join(tmp_path, "g.ats")
     run("train", "-m", model, "--data", data, "--steps", "1", "--batch", 2,

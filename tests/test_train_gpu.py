@@ -204,3 +204,15 @@ def test_memcheck_is_clean(tmp_path):
         print(precision, text.strip().splitlines()[-1] if text.strip() else "")
         assert p.returncode == 0, text[-3000:]
         assert "ERROR SUMMARY: 0 errors" in text, text[-3000:]
+
+
+def test_gpt2s_form_is_refused_on_the_gpu_with_a_way_out(tmp_path):
+    """The GPU trainer has no biases or tied head yet: --device cuda says
+    to train on the CPU, in one line."""
+    from test_train import SMALL
+    rng = np.random.default_rng(31)
+    model, _ = write_model(tmp_path, rng, SMALL, gpt2=True)
+    data = tokens_file(tmp_path, rng.integers(0, 11, 400))
+    r = run("train", "-m", model, "--data", data, "--steps", 1, "--seq", 5,
+            "--device", "cuda", "-o", tmp_path / "m.ats", check=1)
+    assert "--device cpu" in one_line_error(r, "train")

@@ -63,6 +63,29 @@ static void layernorm_dw_columns(void *ctx, size_t lo, size_t hi)
 	}
 }
 
+typedef struct {
+	float *db;
+	const float *dout;
+	size_t N, C;
+} bias_job;
+
+static void bias_columns(void *ctx, size_t lo, size_t hi)
+{
+	const bias_job *j = ctx;
+	for (size_t c = lo; c < hi; c++) {
+		double sum = 0.0;
+		for (size_t n = 0; n < j->N; n++)
+			sum += j->dout[n * j->C + c];
+		j->db[c] = (float)sum;
+	}
+}
+
+void tr_bias_backward(float *db, const float *dout, int N, int C)
+{
+	bias_job j = {db, dout, (size_t)N, (size_t)C};
+	at_parallel_range((size_t)C, (double)N, bias_columns, &j);
+}
+
 void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 			   const float *in, const float *w, const float *mean,
 			   const float *rstd, int N, int C)

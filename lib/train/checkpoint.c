@@ -67,6 +67,10 @@ int tr_checkpoint_write(at_writer *w, const tr_model *m, const float *mom1,
 	at_attr_setf(a, "beta1", "%.17g", st->h.beta1);
 	at_attr_setf(a, "beta2", "%.17g", st->h.beta2);
 	at_attr_setf(a, "eps", "%.17g", st->h.eps);
+	if (m->biases) /* GPT-2's form; absent: the ANDREA model's */
+		at_attr_set(a, "biases", "1");
+	if (m->tied)
+		at_attr_set(a, "tied", "1");
 	if (at_write_tensor(w, &t) < 0)
 		return -1;
 	return tr_model_write(m, w, 1, "", m->p) < 0 ||
@@ -129,6 +133,9 @@ static int state_from_attrs(const at_attrs *a, tr_state *st, char *why,
 		snprintf(why, len, "train_state: a value is out of range");
 		return -1;
 	}
+	long form;
+	st->biases = at_attr_long(a, "biases", &form) == 0 && form == 1;
+	st->tied = at_attr_long(a, "tied", &form) == 0 && form == 1;
 	st->seed = (uint64_t)seed;
 	st->batch = (int)batch;
 	st->seq = (int)seq;

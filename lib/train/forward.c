@@ -40,7 +40,8 @@ double tr_forward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 	at_embed_forward(a->resid, inputs, m->p + m->wte, m->p + m->wpe, B, T, C);
 	for (int l = 0; l < L; l++)
 		block_forward(m, l, B, T);
-	at_head_run(m->p + m->lnfw, m->p + m->lnfb, m->p + m->lm_head, NULL,
+	at_head_run(m->p + m->lnfw, m->p + m->lnfb,
+		    m->tied ? NULL : m->p + m->lm_head, m->p + m->wte,
 		    a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->resid + L * lc,
 		    BT, C, V);
 	if (!targets)

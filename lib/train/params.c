@@ -24,13 +24,15 @@ static size_t add_param(tr_model *m, const char *name, int rank, uint64_t d0,
 	return p->off;
 }
 
-int tr_model_init(tr_model *m, const at_config *cfg)
+int tr_model_init(tr_model *m, const at_config *cfg, int biases, int tied)
 {
 	memset(m, 0, sizeof *m);
 	m->cfg = *cfg;
+	m->biases = biases;
+	m->tied = tied;
 	int L = cfg->n_layer;
 	uint64_t C = cfg->d_model, V = cfg->vocab, T = cfg->ctx, F = 4 * C;
-	m->params = calloc((size_t)(10 * L + 5), sizeof *m->params);
+	m->params = calloc((size_t)(16 * L + 5), sizeof *m->params);
 	m->layer = calloc((size_t)L + 1, sizeof *m->layer);
 	if (!m->params || !m->layer)
 		return -1;
@@ -52,11 +54,20 @@ int tr_model_init(tr_model *m, const at_config *cfg)
 		P(ln2b, "ln2.bias", 1, C, 0, 0);
 		P(fc, "mlp.fc", 2, C, F, 1);
 		P(proj, "mlp.proj", 2, F, C, 1);
+		if (biases) { /* no weight decay on biases, as on LN's */
+			P(bq, "attn.bq", 1, C, 0, 0);
+			P(bk, "attn.bk", 1, C, 0, 0);
+			P(bv, "attn.bv", 1, C, 0, 0);
+			P(bo, "attn.bo", 1, C, 0, 0);
+			P(bfc, "mlp.bfc", 1, F, 0, 0);
+			P(bproj, "mlp.bproj", 1, C, 0, 0);
+		}
 #undef P
 	}
 	m->lnfw = add_param(m, "lnf.weight", 1, C, 0, 0);
 	m->lnfb = add_param(m, "lnf.bias", 1, C, 0, 0);
-	m->lm_head = add_param(m, "lm_head", 2, C, V, 1);
+	if (!tied)
+		m->lm_head = add_param(m, "lm_head", 2, C, V, 1);
 	m->p = calloc(m->total, sizeof *m->p);
 	m->g = calloc(m->total, sizeof *m->g);
 	return m->p && m->g ? 0 : -1;
@@ -151,19 +162,15 @@ void tr_model_seed(tr_model *m, uint64_t seed)
 
 int tr_model_load(tr_model *m, const at_model *src, char *err, size_t errlen)
 {
-	/* the trainer's layout has neither yet: refuse rather than drop them */
-	for (int i = 0; !src->seeded && i < src->n_entries; i++)
+	/* the layout holds all six biases or none: a bias the file has and
+	 * the layout lacks would be dropped */
+	for (int i = 0; !m->biases && !src->seeded && i < src->n_entries; i++)
 		if (at_param_optional(src->entries[i].name)) {
-			snprintf(err, errlen, "%s: '%s': training a model with "
-				 "biases is not supported in this version",
+			snprintf(err, errlen, "%s: '%s': the trainer takes all six "
+				 "biases of a layer or none (andrea-model(5))",
 				 src->path, src->entries[i].name);
 			return -1;
 		}
-	if (!at_model_has(src, "lm_head")) {
-		snprintf(err, errlen, "%s: no lm_head: training a model with a "
-			 "tied head is not supported in this version", src->path);
-		return -1;
-	}
 	for (int i = 0; i < m->n_params; i++) {
 		const tr_param *p = &m->params[i];
 		at_tensor t;
@@ -209,6 +216,14 @@ void tr_layer_weights(const tr_model *m, int l, at_block_w *w)
 			  .wo = p + o->wo, .ln2_w = p + o->ln2w,
 			  .ln2_b = p + o->ln2b, .fc = p + o->fc,
 			  .proj = p + o->proj};
+	if (m->biases) {
+		w->bq = p + o->bq;
+		w->bk = p + o->bk;
+		w->bv = p + o->bv;
+		w->bo = p + o->bo;
+		w->bfc = p + o->bfc;
+		w->bproj = p + o->bproj;
+	}
 }
 
 void tr_model_weights(const tr_model *m, at_weights *w, at_block_w *layers)
@@ -221,5 +236,5 @@ void tr_model_weights(const tr_model *m, at_weights *w, at_block_w *layers)
 			  .ctx = m->cfg.ctx, .wte = p + m->wte,
 			  .wpe = p + m->wpe, .layer = layers,
 			  .lnf_w = p + m->lnfw, .lnf_b = p + m->lnfb,
-			  .lm_head = p + m->lm_head};
+			  .lm_head = m->tied ? NULL : p + m->lm_head};
 }

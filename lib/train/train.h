@@ -26,9 +26,11 @@ typedef struct {
 	int decay;     /* weight decay applies (the product matrices) */
 } tr_param;
 
-/* Offsets of one layer's parameters in the flat buffer. */
+/* Offsets of one layer's parameters in the flat buffer (the six biases
+ * only in a model with them). */
 typedef struct {
 	size_t ln1w, ln1b, wq, wk, wv, wo, ln2w, ln2b, fc, proj;
+	size_t bq, bk, bv, bo, bfc, bproj;
 } tr_layer_off;
 
 /* The activations of one forward pass, cached for the backward pass.
@@ -60,16 +62,19 @@ typedef struct {
 	int n_params;
 	tr_param *params;
 	tr_layer_off *layer;  /* cfg.n_layer entries */
-	size_t wte, wpe, lnfw, lnfb, lm_head;
+	size_t wte, wpe, lnfw, lnfb, lm_head; /* lm_head: not in a tied model */
+	int biases;           /* the six products' biases (GPT-2's) */
+	int tied;             /* no lm_head: the head is wte^T */
 	size_t total;         /* floats in each flat buffer */
 	float *p, *g;         /* parameters and gradients */
 	tr_acts a;
 	at_tokenizer *tok;    /* the model file's tokenizer; NULL: bytes */
 } tr_model;
 
-/* Lays out the parameters of cfg and allocates p and g (zeroed).
- * Returns 0, or -1 when out of memory. */
-int tr_model_init(tr_model *m, const at_config *cfg);
+/* Lays out the parameters of cfg, with the products' biases where biases
+ * and without lm_head where tied (andrea-model(5)), and allocates p and g
+ * (zeroed).  Returns 0, or -1 when out of memory. */
+int tr_model_init(tr_model *m, const at_config *cfg, int biases, int tied);
 void tr_model_free(tr_model *m);
 
 /* Fills p from the seeded default generator (philox.h) exactly as
@@ -109,6 +114,8 @@ void tr_backward(tr_model *m, const int32_t *inputs, const int32_t *targets,
 void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 			   const float *in, const float *w, const float *mean,
 			   const float *rstd, int N, int C);
+/* db [C] = the sums over rows of dout [N,C]: a product's bias gradient. */
+void tr_bias_backward(float *db, const float *dout, int N, int C);
 /* dwte, dwpe (zeroed here) from dx [B,T,C]. */
 void tr_embed_backward(float *dwte, float *dwpe, const float *dx,
 		       const int32_t *tokens, int B, int T, int C, int V);
@@ -183,6 +190,7 @@ typedef struct {
 	uint64_t data_size;
 	uint32_t data_crc;
 	tr_hparams h;
+	int biases, tied;    /* the model's form, for tr_model_init */
 } tr_state;
 
 /* Writes the gradients of one step (--dump-grads): a `tokens` record
