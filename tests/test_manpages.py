@@ -62,12 +62,12 @@ ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
         ("\\&", ""), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", "")]
 
 
-def example_blocks(page):
-    """[(commands, expected output)] of the EXAMPLES of a page, as text; a
-    line is a command where it starts with one of COMMANDS or continues
+def example_blocks(page, section="EXAMPLES", commands=COMMANDS):
+    """[(commands, expected output)] of a section of a page, as text; a
+    line is a command where it starts with one of commands or continues
     the one before (after a backslash, a pipe or &&), output otherwise."""
     text = open(os.path.join(ROOT, "man", page)).read()
-    text = text.split("\n.SH EXAMPLES\n", 1)[1].split("\n.SH ", 1)[0]
+    text = text.split(f"\n.SH {section}\n", 1)[1].split("\n.SH ", 1)[0]
     blocks = []
     for body in re.findall(r"\n\.nf\n(.*?)\n\.fi\n", text, re.S):
         cmds, out = [], []
@@ -75,7 +75,7 @@ def example_blocks(page):
             for roff, plain in ROFF:
                 line = line.replace(roff, plain)
             more = cmds and not out and cmds[-1].rstrip().endswith(("\\", "|", "&&"))
-            if more or line.startswith(COMMANDS):
+            if more or line.startswith(commands):
                 cmds.append(line)
             else:
                 out.append(line)

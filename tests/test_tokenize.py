@@ -480,3 +480,76 @@ def test_fine_tuning_an_imported_gpt2_lowers_its_held_out_loss(trained, tmp_path
     names = set(unpack(tmp_path, out.read_bytes()))
     assert "layers.0.attn.bq" in names and "lm_head" not in names
     assert andrea_ids(out, b"Hello there") == tok.encode("Hello there").ids
+
+
+def gpt2_dir(tmp, trained, L=6, H=2, C=8, ctx=64):
+    """gpt2/ as a user downloads it: config.json, model.safetensors (a
+    random GPT-2 of these sizes) and the trained tokenizer's vocab.json
+    and merges.txt."""
+    _, src, _ = trained
+    d = tmp / "gpt2"
+    d.mkdir()
+    ti.save_safetensors(d / "model.safetensors",
+                        ti.gpt2_params(np.random.default_rng(9), L, H, C, VOCAB, ctx))
+    (d / "config.json").write_text(json.dumps(ti.hf_config(L, H, C, VOCAB, ctx)))
+    for f in ("vocab.json", "merges.txt"):
+        (d / f).write_bytes((src / f).read_bytes())
+    return d
+
+
+def run_session(tmp, blocks):
+    """Runs the blocks' commands as one sh session in tmp (set -e), bin/
+    first on PATH; returns each block's standard output."""
+    from conftest import BIN, tool_env
+    import subprocess
+    script = "set -e\n" + "".join(f"echo '@@{i}'\n{c}" for i, (c, _) in
+                                  enumerate(blocks))
+    env = tool_env()
+    env["PATH"] = BIN + os.pathsep + env["PATH"]
+    p = subprocess.run(["sh", "-c", script], cwd=tmp, env=env,
+                       capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    return p.stdout.decode().split("@@")[1:]
+
+
+@needs_tokenizers
+def test_the_gpt2_session_of_andrea7_runs_as_printed(trained, tmp_path):
+    from test_manpages import example_blocks
+    gpt2_dir(tmp_path, trained)
+    blocks = example_blocks("man7/andrea.7", "GPT\\-2 SMALL, HEAD BY HEAD",
+                            ("andrea-", "printf ", "ls ", "export "))
+    outs = run_session(tmp_path, blocks)
+    for (cmds, want), got in zip(blocks, outs):
+        assert got.split("\n", 1)[1] == (want or ""), cmds
+    tok, _, _ = trained
+    text = "The cat sat on the mat. The cat sat on the mat."
+    ids = tok.encode(text).ids
+    pieces = (tmp_path / "pieces.txt").read_text().splitlines()
+    assert [int(line.split("\t")[0]) for line in pieces] == ids
+    x5 = unpack(tmp_path, (tmp_path / "x5.ats").read_bytes(), "u1")
+    assert x5["x"].shape == (1, len(ids) + 1, 8)
+    head = unpack(tmp_path, (tmp_path / "head5.1.ats").read_bytes(), "u2")
+    assert head["out"].shape == (1, 1, len(ids) + 1, 4)
+    rows = (tmp_path / "map.txt").read_text().splitlines()[-(len(ids) + 1):]
+    assert rows[0].startswith("<|endoftext|")
+    assert (tmp_path / "next.txt").stat().st_size > 0
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "config.json", "merges.txt", "model.safetensors", "vocab.json"]
+
+
+@needs_tokenizers
+def test_the_gpt2_session_of_the_readme_runs(trained, tmp_path):
+    """README.md's GPT-2 block, line for line (comments cut), on gpt2/ as
+    a user downloads it."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    section = text.split("## GPT-2 small, head by head\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line[4:] for line in section.splitlines() if line.startswith("    ")]
+    cmds = "\n".join(line.split("  #")[0].rstrip() for line in lines) + "\n"
+    assert "andrea-import" in cmds and "andrea-show" in cmds
+    gpt2_dir(tmp_path, trained)
+    out = run_session(tmp_path, [(cmds, None)])[0]
+    tok, _, _ = trained
+    ids = tok.encode("The cat sat on the mat. The cat sat on the mat.").ids
+    assert "<|endoftext|" in out and f"{ids[1]}\t" in out
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "config.json", "merges.txt", "model.safetensors", "vocab.json"]
