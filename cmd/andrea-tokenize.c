@@ -114,7 +114,9 @@ int main(int argc, char **argv)
 	const char *path = operand.n ? operand.v[0] : NULL;
 	at_model model;
 	stage_open_model(&c, &model);
-	at_tokenizer *tok = cli_tokenizer(&model);
+	/* static: still reachable when a later error ends the program */
+	static at_tokenizer *tok;
+	tok = cli_tokenizer(&model);
 	at_model_close(&model);
 	if (bos && at_tok_bos(tok) < 0)
 		cli_die("%s: --bos: the model's tokenizer has no token that starts "

@@ -394,11 +394,14 @@ static at_tokenizer *tokenizer_of(const options *o, at_config *cfg)
 			"(andrea-import puts one in)", o->tokenizer);
 	at_tokenizer *tok = cli_tokenizer(&src);
 	at_model_close(&src);
+	int n = at_tok_size(tok);
 	if (!o->over.vocab)
-		cfg->vocab = at_tok_size(tok);
-	if (cfg->vocab < at_tok_size(tok))
+		cfg->vocab = n;
+	if (cfg->vocab < n) {
+		at_tok_free(tok);
 		cli_usage_error("--vocab %d: %s's tokenizer has %d tokens",
-				cfg->vocab, o->tokenizer, at_tok_size(tok));
+				cfg->vocab, o->tokenizer, n);
+	}
 	return tok;
 }
 
