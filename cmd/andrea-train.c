@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -293,8 +294,11 @@ typedef struct {
 	char err[1024];  /* the reason of a failed engine call */
 	char ckpt[4200];
 	FILE *log;
-	int progress;
+	int progress;    /* --progress, or stderr is a terminal */
+	int tty;         /* stderr is a terminal: one line, rewritten */
+	double last_line; /* when the last plain progress line went out */
 	double last_val; /* the latest held-out loss, NAN before one */
+	double last_loss;
 	double t0, train_time;
 	long steps_run;
 } trainer;
@@ -515,17 +519,23 @@ static void report(trainer *tr, double loss, double val, double lr,
 {
 	long s = tr->st.step, end = tr->o->stop_at;
 	double tps = tokens_per_s(tr);
-	if (tr->progress) {
+	tr->last_loss = loss;
+	if (!isnan(val))
+		tr->last_val = val;
+	/* on a terminal one line rewritten each step; elsewhere a plain line
+	 * a second at most, and the last step's */
+	double t = now();
+	if (tr->progress && (tr->tty || s == end || t - tr->last_line >= 1.0)) {
 		char eta[32], vbuf[32] = "";
 		duration(eta, sizeof eta, tr->steps_run ?
 			 tr->train_time / tr->steps_run * (end - s) : 0);
-		if (!isnan(val))
-			tr->last_val = val;
 		if (!isnan(tr->last_val))
 			snprintf(vbuf, sizeof vbuf, "  val %.4f", tr->last_val);
-		fprintf(stderr, "\rstep %ld/%ld  loss %.4f%s  %.0f tok/s  ETA %s\033[K",
-			s, end, loss, vbuf, tps, eta);
+		fprintf(stderr, "%sstep %ld/%ld  loss %.4f%s  %.0f tok/s  ETA %s%s",
+			tr->tty ? "\r" : "", s, end, loss, vbuf, tps, eta,
+			tr->tty ? "\033[K" : "\n");
 		fflush(stderr);
+		tr->last_line = t;
 	}
 	if (tr->log) {
 		fprintf(tr->log, "{\"step\": %ld, \"loss\": %.6f", s, loss);
@@ -559,27 +569,37 @@ static double step(trainer *tr, double *lr_out, double *norm_out)
 	return r.loss;
 }
 
-/* The closing line of a run on a device: throughput and device memory. */
-static void device_summary(trainer *tr)
+/* The closing line of every run: the steps, the last losses, the
+ * throughput (and device memory on a GPU), where the files went. */
+static void summary(trainer *tr)
 {
+	char where[600], mem[120] = "", val[40] = "", took[32];
 	size_t buf, peak;
-	if (!tr_engine_memory(tr->eng, &buf, &peak))
-		return;
-	char where[600];
 	tr_engine_describe(tr->eng, where, sizeof where);
-	fprintf(stderr, "%s: %ld steps on %s: %.0f tokens/s, peak device "
-		"memory %.2f GiB (buffers %.2f GiB)\n", cli_prog, tr->steps_run,
-		where, tokens_per_s(tr), peak / 1073741824.0,
-		buf / 1073741824.0);
+	if (tr_engine_memory(tr->eng, &buf, &peak))
+		snprintf(mem, sizeof mem, ", peak device memory %.2f GiB (buffers "
+			 "%.2f GiB)", peak / 1073741824.0, buf / 1073741824.0);
+	if (!isnan(tr->last_val))
+		snprintf(val, sizeof val, ", held-out %.4f", tr->last_val);
+	duration(took, sizeof took, tr->train_time);
+	fprintf(stderr, "%s: %ld steps on %s in %s, to step %ld of %ld: loss "
+		"%.4f%s, %.0f tokens/s%s; wrote %s and %s\n", cli_prog,
+		tr->steps_run, where, took, tr->st.step, tr->st.h.steps,
+		tr->last_loss, val, tokens_per_s(tr), mem, tr->o->c.output,
+		tr->ckpt);
 }
 
 static int train_main(options *o, at_device device)
 {
-	trainer tr = {.o = o, .last_val = NAN};
+	trainer tr = {.o = o, .last_val = NAN, .last_loss = NAN};
 	if (o->checkpoint)
 		snprintf(tr.ckpt, sizeof tr.ckpt, "%s", o->checkpoint);
 	else
 		snprintf(tr.ckpt, sizeof tr.ckpt, "%s.ckpt", o->c.output);
+	struct stat sb;
+	if (!o->resume && o->data && !o->c.force && stat(tr.ckpt, &sb) == 0)
+		cli_die("%s exists: --resume continues its run, -f replaces it",
+			tr.ckpt);
 	if (o->resume)
 		resume(&tr);
 	else
@@ -609,12 +629,16 @@ static int train_main(options *o, at_device device)
 			"on", o->data, tr.ckpt);
 	st->data_size = tr.data.size;
 	st->data_crc = tr.data.crc;
+	if (o->resume && st->step < o->stop_at)
+		fprintf(stderr, "%s: resuming %s at step %ld of %ld\n", cli_prog,
+			tr.ckpt, st->step, st->h.steps);
 	engine_check(&tr, tr_engine_new(&tr.eng, &tr.m, tr.mom1, tr.mom2,
 					&tr.data, st->batch, st->seq, device,
 					o->precision, tr.err, sizeof tr.err));
 	if (o->log && !(tr.log = fopen(o->log, o->resume ? "a" : "w")))
 		cli_die("%s: %s", o->log, strerror(errno));
-	tr.progress = o->progress || isatty(STDERR_FILENO);
+	tr.tty = isatty(STDERR_FILENO);
+	tr.progress = o->progress || tr.tty;
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
@@ -639,9 +663,14 @@ static int train_main(options *o, at_device device)
 			save(&tr, 1);
 	}
 	save(&tr, st->step > 0);
-	if (tr.progress && tr.steps_run)
+	if (tr.tty && tr.progress && tr.steps_run)
 		fputc('\n', stderr);
-	device_summary(&tr);
+	if (tr.steps_run)
+		summary(&tr);
+	else
+		fprintf(stderr, "%s: %s is at step %ld of %ld: nothing to do (a "
+			"larger --steps continues it); wrote %s\n", cli_prog,
+			tr.ckpt, st->step, st->h.steps, o->c.output);
 	tr_engine_free(tr.eng);
 	if (tr.log && fclose(tr.log) != 0)
 		cli_die("%s: write error: %s", o->log, strerror(errno));

@@ -517,3 +517,35 @@ def test_bad_data_fails_with_one_line(tmp_path):
             tmp_path / "m.ats", check=1)
     assert "too few" in one_line_error(p, "train")
     assert not os.path.exists(tmp_path / "m.ats")
+
+
+def test_a_run_says_what_it_did_and_keeps_its_checkpoint(tmp_path):
+    """One summary line however stderr is connected; --progress into a
+    file writes plain lines; an existing checkpoint is not replaced
+    without --resume or -f; a resume says where it starts, and one with
+    nothing left to do says so."""
+    rng = np.random.default_rng(8)
+    model, _ = write_model(tmp_path, rng, SMALL)
+    data = tokens_file(tmp_path, rng.integers(0, 11, 400))
+    out = tmp_path / "m.ats"
+    common = ["--data", data, "--batch", 2, "--seq", 5, "--threads", 1,
+              "--val-fraction", 0.2, "--eval-every", 2, "-o", out]
+    p = run("train", "-m", model, *common, "--steps", 4, "--progress", check=0)
+    lines = p.stderr.decode().splitlines()
+    assert "\r" not in p.stderr.decode() and "\033" not in p.stderr.decode()
+    assert lines[0].startswith("step ") and "loss" in lines[0]
+    last = lines[-1]
+    assert last.startswith("andrea-train: 4 steps on ") and "to step 4 of 4" in last
+    assert f"wrote {out} and {out}.ckpt" in last and "held-out" in last
+    p = run("train", "-m", model, *common, "--steps", 4, check=1)
+    assert "m.ats.ckpt exists: --resume continues its run, -f replaces it" \
+        in one_line_error(p, "train")
+    run("train", "-m", model, *common, "--steps", 2, "-f", check=0)
+    p = run("train", "--resume", *common, "--steps", 3, check=0)
+    lines = p.stderr.decode().splitlines()
+    assert lines[0] == f"andrea-train: resuming {out}.ckpt at step 2 of 3"
+    assert "to step 3 of 3" in lines[-1]
+    p = run("train", "--resume", *common, "--steps", 3, check=0)
+    assert p.stderr.decode() == (f"andrea-train: {out}.ckpt is at step 3 of 3: "
+                                 f"nothing to do (a larger --steps continues "
+                                 f"it); wrote {out}\n")
