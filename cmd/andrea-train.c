@@ -374,6 +374,10 @@ static void resume(trainer *tr)
 		st->h.weight_decay = o->h.weight_decay;
 	if (given(o, "clip"))
 		st->h.clip = o->h.clip;
+	if (!given(o, "eval-every") && st->eval_every >= 0)
+		o->eval_every = st->eval_every;
+	if (!given(o, "eval-batches") && st->eval_batches > 0)
+		o->eval_batches = st->eval_batches;
 	if (tr_model_init(&tr->m, &cfg, st->biases, st->tied) < 0 ||
 	    !(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
 	    !(tr->mom2 = calloc(tr->m.total, sizeof(float))))
@@ -629,6 +633,8 @@ static int train_main(options *o, at_device device)
 			"on", o->data, tr.ckpt);
 	st->data_size = tr.data.size;
 	st->data_crc = tr.data.crc;
+	st->eval_every = o->eval_every;
+	st->eval_batches = o->eval_batches;
 	if (o->resume && st->step < o->stop_at)
 		fprintf(stderr, "%s: resuming %s at step %ld of %ld\n", cli_prog,
 			tr.ckpt, st->step, st->h.steps);

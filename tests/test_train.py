@@ -549,3 +549,29 @@ def test_a_run_says_what_it_did_and_keeps_its_checkpoint(tmp_path):
     assert p.stderr.decode() == (f"andrea-train: {out}.ckpt is at step 3 of 3: "
                                  f"nothing to do (a larger --steps continues "
                                  f"it); wrote {out}\n")
+
+
+def test_the_schedule_is_the_formula_of_the_page_and_eval_every_is_kept(tmp_path):
+    """andrea-train(1)'s formula, step by step from --log (its step counts
+    the steps done: step s's record says s + 1); a resumed run keeps
+    --eval-every from the checkpoint."""
+    rng = np.random.default_rng(12)
+    model, _ = write_model(tmp_path, rng, SMALL)
+    data = tokens_file(tmp_path, rng.integers(0, 11, 400))
+    log, out = tmp_path / "log.jsonl", tmp_path / "m.ats"
+    W, N, lr, mn = 3, 9, 1e-2, 2e-3
+    run("train", "-m", model, "--data", data, "--batch", 2, "--seq", 5,
+        "--steps", N, "--stop-at", 5, "--warmup", W, "--lr", lr, "--min-lr", mn,
+        "--eval-every", 2, "--log", log, "-o", out, check=0)
+    run("train", "--resume", "--data", data, "--log", log, "-o", out, check=0)
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["step"] for r in recs] == list(range(1, N + 1))
+
+    def rate(s):
+        if s < W:
+            return lr * (s + 1) / W
+        p = min(1.0, (s - W) / (N - W))
+        return mn + (lr - mn) * (1 + np.cos(np.pi * p)) / 2
+    for r in recs:
+        assert abs(r["lr"] - rate(r["step"] - 1)) <= 1e-6 * lr, r
+    assert [r["step"] for r in recs if "val_loss" in r] == [2, 4, 5, 6, 8, 9]

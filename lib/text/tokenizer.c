@@ -256,8 +256,14 @@ int at_tok_write(const at_tokenizer *t, at_writer *w)
 	for (int i = 0, o = 0; i < t->n_added && o < (int)sizeof list - 12; i++)
 		o += snprintf(list + o, sizeof list - (size_t)o, i ? ",%d" : "%d",
 			      t->added[i]);
-	if (t->n_added)
-		at_attr_set(&rec[0].attrs, "added", list);
+	/* an attribute holds AT_MAX_VALUE bytes: a longer list is an error,
+	 * not left out (the model would lose its added tokens) */
+	if (t->n_added && at_attr_set(&rec[0].attrs, "added", list) < 0) {
+		snprintf(w->err, sizeof w->err, "%s: the ids of its %d added "
+			 "tokens are over the %d bytes of an attribute", names[0],
+			 t->n_added, AT_MAX_VALUE);
+		goto out;
+	}
 	rc = 0;
 	for (int i = 0; i < 3 && rc == 0; i++)
 		rc = at_write_tensor(w, &rec[i]);

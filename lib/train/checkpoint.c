@@ -67,6 +67,10 @@ int tr_checkpoint_write(at_writer *w, const tr_model *m, const float *mom1,
 	at_attr_setf(a, "beta1", "%.17g", st->h.beta1);
 	at_attr_setf(a, "beta2", "%.17g", st->h.beta2);
 	at_attr_setf(a, "eps", "%.17g", st->h.eps);
+	if (st->eval_every >= 0)
+		at_attr_setf(a, "eval_every", "%ld", st->eval_every);
+	if (st->eval_batches >= 1)
+		at_attr_setf(a, "eval_batches", "%ld", st->eval_batches);
 	if (m->biases) /* GPT-2's form; absent: the ANDREA model's */
 		at_attr_set(a, "biases", "1");
 	if (m->tied)
@@ -134,6 +138,12 @@ static int state_from_attrs(const at_attrs *a, tr_state *st, char *why,
 		return -1;
 	}
 	long form;
+	/* written by later versions only: absent, the command line's apply */
+	if (at_attr_long(a, "eval_every", &st->eval_every) != 0 || st->eval_every < 0)
+		st->eval_every = -1;
+	if (at_attr_long(a, "eval_batches", &st->eval_batches) != 0 ||
+	    st->eval_batches < 1 || st->eval_batches > 1 << 20)
+		st->eval_batches = -1;
 	st->biases = at_attr_long(a, "biases", &form) == 0 && form == 1;
 	st->tied = at_attr_long(a, "tied", &form) == 0 && form == 1;
 	st->seed = (uint64_t)seed;

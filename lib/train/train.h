@@ -191,6 +191,7 @@ typedef struct {
 	uint32_t data_crc;
 	tr_hparams h;
 	int biases, tied;    /* the model's form, for tr_model_init */
+	long eval_every, eval_batches; /* the evaluation's; -1: not kept */
 } tr_state;
 
 /* Writes the gradients of one step (--dump-grads): a `tokens` record
