@@ -137,6 +137,20 @@ def test_softmax_matches_numpy_and_rows_sum_over_the_past(tmp_path, shape):
     assert np.allclose(a.astype(np.float64).sum(-1), 1.0, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_softmax_gives_the_same_bits_for_a_minus_inf_or_minus_1e9_fill(tmp_path, shape):
+    """andrea-softmax(1): on causal rows a -1e9 fill gives exactly the
+    weights a -inf fill does (both tails weigh exactly 0, and the sum
+    stops at the last non-zero weight)."""
+    rng = np.random.default_rng(sum(shape) + 9)
+    B, H, T, _ = shape
+    s = 3 * rand(rng, B, H, T, T)
+    got = [unpack(tmp_path, run("softmax", input=pack(
+        tmp_path, [("scores", oracle.mask(s, fill).astype(np.float32))]),
+        check=0).stdout)["attn"] for fill in (-np.inf, -1e9)]
+    assert np.array_equal(got[0].view(np.uint32), got[1].view(np.uint32))
+
+
 def test_softmax_of_a_row_with_nothing_unmasked_is_nan(tmp_path):
     s = np.array([[0.0, 1.0], [-np.inf, -np.inf]], np.float32)
     a = unpack(tmp_path, run("softmax", input=pack(tmp_path, [("scores", s)]),

@@ -71,11 +71,17 @@ static void softmax_range(void *ctx, size_t lo, size_t hi)
 #pragma omp simd
 		for (int j = 0; j < m; j++)
 			o[j] = fast_exp(x[j] - max);
-		float sum = 0.0f;
+		/* the sum stops at the last non-zero weight, so that a row whose
+		 * masked tail is -1e9 (whose weights are exact zeros too) sums in
+		 * the same order as one ending in -inf: the same bits either way */
+		int k = m;
+		while (k > 0 && o[k - 1] == 0.0f)
+			k--;
+		double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-		for (int j = 0; j < m; j++)
+		for (int j = 0; j < k; j++)
 			sum += o[j];
-		float inv = 1.0f / sum;
+		float inv = (float)(1.0 / sum);
 #pragma omp simd
 		for (int j = 0; j < m; j++)
 			o[j] *= inv;
