@@ -1,7 +1,8 @@
 /* andrea-pack - write .npy arrays as an andrea stream.
  *
  * Every NAME=FILE.npy operand is read and checked before the first byte is
- * written, so a bad operand leaves no partial stream behind.
+ * written, so a bad operand leaves no partial stream behind.  --cast takes
+ * NumPy's default float64 and int64 as float32 and int32.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 static const char usage[] =
 	"usage: andrea-pack [-f] [-o FILE] [-z LEVEL] [--threads N] [--no-shuffle]\n"
-	"                   [-a NAME:KEY=VALUE ...] NAME=FILE.npy ...\n";
+	"                   [--cast] [-a NAME:KEY=VALUE ...] NAME=FILE.npy ...\n";
 
 /* Applies every -a NAME:KEY=VALUE that names t. */
 static void apply_attrs(at_tensor *t, char **attrs, int n)
@@ -59,9 +60,11 @@ int main(int argc, char **argv)
 	if (!attrs)
 		cli_die("out of memory");
 	attr_list al = {attrs, 0};
+	int cast = 0;
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_COMMON),
 		CLI_CALL_ARG("attr", 'a', add_attr, &al),
+		CLI_FLAG("cast", 0, &cast),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
 	int n = operand.n, nattrs = al.n;
@@ -78,7 +81,8 @@ int main(int argc, char **argv)
 			cli_usage_error("'%s': expected NAME=FILE.npy with a name of "
 					"1-255 bytes and no whitespace", arg);
 		char err[256];
-		if (at_npy_read(eq + 1, &t[i], c.ropts.max_bytes, err, sizeof err) < 0)
+		if (at_npy_read(eq + 1, &t[i], c.ropts.max_bytes, cast, err,
+				sizeof err) < 0)
 			cli_die("%s: %s", eq + 1, err);
 		snprintf(t[i].name, sizeof t[i].name, "%.*s", (int)(eq - arg), arg);
 		apply_attrs(&t[i], attrs, nattrs);

@@ -539,9 +539,9 @@ def npy_cases(tmp):
         "pickle": (np.array([{"a": 1}, None], dtype=object),
                    "object arrays (pickles) are refused"),
         "big-endian": (np.arange(4, dtype=">f4"), "big-endian data ('>f4')"),
-        "float64": (np.arange(4, dtype=np.float64), "dtype '<f8' is not "
-                    "supported"),
-        "int64": (np.arange(4, dtype=np.int64), "'<i8' is not supported"),
+        "float64": (np.arange(4, dtype=np.float64), "float64 data: andrea's "
+                    "streams hold float32 (give --cast"),
+        "int64": (np.arange(4, dtype=np.int64), "int64 data"),
         "bool": (np.zeros(4, bool), "'|b1' is not supported"),
         "structured": (np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]),
                        "structured dtypes are not supported"),
@@ -596,6 +596,29 @@ def test_pack_refuses_bad_npy(tmp_path):
         line = one_line_error(p, "pack")
         assert line.startswith(f"andrea-pack: {path}: "), line
         assert expect in line, (name, line)
+
+
+def test_pack_casts_numpys_defaults_on_request(tmp_path):
+    """float64 and int64 (np.array's defaults) are refused with a hint,
+    taken with --cast as float32 (rounded to nearest, Fortran order too)
+    and int32, and a value that does not fit is an error naming its index."""
+    f = np.asfortranarray(np.random.default_rng(3).standard_normal((3, 5)))
+    i = np.array([[0, -7, 2**31 - 1], [-2**31, 5, 9]])
+    np.save(tmp_path / "f.npy", f)
+    np.save(tmp_path / "i.npy", i)
+    for name, kind in (("f", "float64"), ("i", "int64")):
+        p = run("pack", f"x={tmp_path / name}.npy", check=1)
+        assert f"{kind} data" in one_line_error(p, "pack") and "--cast" in p.stderr.decode()
+    out = unpack(tmp_path, run("pack", "--cast", f"f={tmp_path / 'f.npy'}",
+                               f"i={tmp_path / 'i.npy'}", check=0).stdout)
+    assert out["f"].dtype == np.float32 and np.array_equal(out["f"], f.astype(np.float32))
+    assert out["i"].dtype == np.int32 and np.array_equal(out["i"], i)
+    np.save(tmp_path / "big.npy", np.array([1, 2**31]))
+    np.save(tmp_path / "huge.npy", np.array([0.0, 1e300]))
+    for name, says in (("big", "2147483648 at index 1 to int32"),
+                       ("huge", "1e+300 at index 1 to float32")):
+        p = run("pack", "--cast", f"x={tmp_path / name}.npy", check=1)
+        assert says in one_line_error(p, "pack")
 
 
 @pytest.mark.parametrize("args,env", [

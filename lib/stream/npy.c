@@ -2,6 +2,7 @@
 #include "stream/npy.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,15 +73,20 @@ static int get_uint(cursor *c, uint64_t *v)
 	return 0;
 }
 
-static int dtype_from_descr(const char *d, at_dtype *dt, char *err,
-			    size_t errlen)
+static int dtype_from_descr(const char *d, at_dtype *dt, int *wide,
+			    char *err, size_t errlen)
 {
+	*wide = 0;
 	if (strcmp(d, "<f4") == 0)
 		*dt = AT_F32;
 	else if (strcmp(d, "<i4") == 0)
 		*dt = AT_I32;
 	else if (strcmp(d, "|u1") == 0)
 		*dt = AT_U8;
+	else if (strcmp(d, "<f8") == 0) /* NumPy's defaults, for casting */
+		*dt = AT_F32, *wide = 1;
+	else if (strcmp(d, "<i8") == 0)
+		*dt = AT_I32, *wide = 1;
 	else if (strchr(d, 'O'))
 		return snprintf(err, errlen,
 				"object arrays (pickles) are refused"), -1;
@@ -89,13 +95,15 @@ static int dtype_from_descr(const char *d, at_dtype *dt, char *err,
 				"big-endian data ('%s') is not supported", d), -1;
 	else
 		return snprintf(err, errlen,
-				"dtype '%s' is not supported (only <f4, <i4, |u1)", d),
+				"dtype '%s' is not supported (only <f4, <i4, |u1, and "
+				"<f8, <i8 cast)", d),
 		       -1;
 	return 0;
 }
 
-int at_npy_parse_header(const char *h, size_t len, at_dtype *dt, int *fortran,
-			int *rank, uint64_t *dims, char *err, size_t errlen)
+int at_npy_parse_header(const char *h, size_t len, at_dtype *dt, int *wide,
+			int *fortran, int *rank, uint64_t *dims, char *err,
+			size_t errlen)
 {
 	cursor c = {h, h + len};
 	int have_descr = 0, have_order = 0, have_shape = 0;
@@ -113,7 +121,7 @@ int at_npy_parse_header(const char *h, size_t len, at_dtype *dt, int *fortran,
 						"structured dtypes are not supported"), -1;
 			if (get_string(&c, descr, sizeof descr) < 0)
 				goto syntax;
-			if (dtype_from_descr(descr, dt, err, errlen) < 0)
+			if (dtype_from_descr(descr, dt, wide, err, errlen) < 0)
 				return -1;
 			have_descr = 1;
 		} else if (strcmp(key, "fortran_order") == 0 && !have_order) {
@@ -191,8 +199,39 @@ static void fortran_to_c(const unsigned char *src, unsigned char *dst,
 	}
 }
 
-int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
-		size_t errlen)
+/* Casts n wide elements (float64 or int64) in src to t's float32 or
+ * int32; an int64 out of int32's range, or a finite float64 beyond
+ * float32's, is an error naming its index. */
+static int narrow(const unsigned char *src, at_tensor *t, uint64_t n,
+		  char *err, size_t errlen)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t bits = 0;
+		for (int b = 7; b >= 0; b--)
+			bits = bits << 8 | src[i * 8 + (unsigned)b];
+		if (t->dtype == AT_I32) {
+			int64_t v = (int64_t)bits;
+			if (v < INT32_MIN || v > INT32_MAX)
+				return snprintf(err, errlen, "cannot cast %lld at index %llu "
+						"to int32", (long long)v,
+						(unsigned long long)i), -1;
+			((int32_t *)t->data)[i] = (int32_t)v;
+		} else {
+			double v;
+			memcpy(&v, &bits, sizeof v);
+			float f = (float)v;
+			if (isinf(f) && isfinite(v))
+				return snprintf(err, errlen, "cannot cast %g at index %llu "
+						"to float32 (beyond its range)", v,
+						(unsigned long long)i), -1;
+			((float *)t->data)[i] = f;
+		}
+	}
+	return 0;
+}
+
+int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, int cast,
+		char *err, size_t errlen)
 {
 	memset(t, 0, sizeof *t);
 	FILE *f = fopen(path, "rb");
@@ -236,11 +275,19 @@ int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
 		goto out;
 	}
 	at_dtype dt = 0;
-	int fortran = 0, rank = 0;
+	int fortran = 0, rank = 0, wide = 0;
 	uint64_t dims[AT_MAX_RANK], numel;
-	if (at_npy_parse_header(header, hlen, &dt, &fortran, &rank, dims, err,
-				errlen) < 0)
+	if (at_npy_parse_header(header, hlen, &dt, &wide, &fortran, &rank, dims,
+				err, errlen) < 0)
 		goto out;
+	if (wide && !cast) {
+		snprintf(err, errlen, "%s data: andrea's streams hold %s (give "
+			 "--cast to convert, or save with .astype(np.%s))",
+			 dt == AT_I32 ? "int64" : "float64",
+			 dt == AT_I32 ? "int32" : "float32",
+			 dt == AT_I32 ? "int32" : "float32");
+		goto out;
+	}
 	/* the stream caps each dimension: what andrea-pack writes must read */
 	for (int i = 0; i < rank; i++)
 		if (dims[i] > AT_MAX_DIM) {
@@ -250,7 +297,7 @@ int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
 				 (unsigned long long)AT_MAX_DIM);
 			goto out;
 		}
-	size_t elem = at_dtype_size(dt);
+	size_t elem = wide ? 8 : at_dtype_size(dt); /* as stored */
 	if (at_shape_numel(rank, dims, &numel) < 0 || numel > max_bytes / elem) {
 		snprintf(err, errlen, "array exceeds the cap of %llu bytes",
 			 (unsigned long long)max_bytes);
@@ -277,7 +324,22 @@ int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, char *err,
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	if (fortran && rank > 1) {
+	if (fortran && rank > 1 && wide) { /* reorder as stored, then narrow */
+		unsigned char *c_order = malloc(nbytes ? nbytes : 1);
+		if (!c_order) {
+			snprintf(err, errlen, "out of memory");
+			goto out;
+		}
+		fortran_to_c(raw, c_order, rank, dims, elem, numel);
+		free(raw);
+		raw = c_order;
+	}
+	if (wide) {
+		if (narrow(raw, t, numel, err, errlen) < 0) {
+			at_tensor_free(t);
+			goto out;
+		}
+	} else if (fortran && rank > 1) {
 		fortran_to_c(raw, t->data, rank, dims, elem, numel);
 	} else {
 		free(t->data);
