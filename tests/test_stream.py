@@ -765,3 +765,23 @@ def test_unpack_usage_errors(tmp_path):
                  ["--threads", "x"]):
         p = run("unpack", *args, input=b"", cwd=tmp_path, check=2)
         one_line_error(p, "unpack")
+
+
+@pytest.mark.parametrize("prog,args,force", [
+    ("show", [], False), ("unpack", ["-d", "out"], False),
+    ("qkv", [], True), ("softmax", [], True), ("tokenize", ["--decode"], True)])
+def test_a_stream_is_not_read_from_a_terminal(tmp_path, prog, args, force):
+    """As gzip -d refuses, a binary reader refuses a terminal on standard
+    input at once, in one line; -f, where the tool has it, reads anyway."""
+    import pty
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([tool(prog), *args], stdin=slave, capture_output=True,
+                           cwd=tmp_path, timeout=20)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert p.returncode == 1
+    line = one_line_error(p, prog)
+    assert "refusing to read a stream from a terminal" in line
+    assert ("-f reads it anyway" in line) == force

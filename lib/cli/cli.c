@@ -292,8 +292,17 @@ void cli_finish_text(void)
 		cli_die("<stdout>: write error: %s", strerror(errno));
 }
 
+int cli_takes_force;
+
 void cli_open_input(cli_common *c, at_reader *r, const char *path)
 {
+	/* a stream is binary: one typed at a terminal is a mistake, as gzip
+	 * -d says; -f reads it anyway */
+	if ((!path || strcmp(path, "-") == 0) && isatty(STDIN_FILENO) &&
+	    !c->force)
+		cli_die("<stdin>: refusing to read a stream from a terminal (pipe "
+			"one in or give a FILE%s)", cli_takes_force ? "; -f reads "
+			"it anyway" : "");
 	if (at_reader_open(r, path, &c->ropts) < 0)
 		cli_fail(r->err);
 	widen_pipe(fileno(r->f));

@@ -65,8 +65,11 @@ void cli_finish_output(at_writer *w);
 /* Flushes stdout for text output, reporting a write error (a full disk). */
 void cli_finish_text(void);
 
-/* Opens an input; failures exit 1. */
+/* Opens an input; failures exit 1, and so does standard input that is a
+ * terminal (unless -f, where the tool takes it). */
 void cli_open_input(cli_common *c, at_reader *r, const char *path);
+/* The program's option table has -f (cli_parse sets it). */
+extern int cli_takes_force;
 
 /* The option table and its parser, cli_parse: every main's command line */
 #include "cli/opts.h"

@@ -115,6 +115,7 @@ static void build(const cli_opt *opts, struct option *longopts, char *shortopts)
 	for (int i = 0; opts[i].kind; i++)
 		if (opts[i].kind == CLI_KIND_USES)
 			uses |= opts[i].uses;
+	cli_takes_force = (uses & CLI_USE_FORCE) != 0;
 	shortopts[0] = 0;
 	for (int i = 0; i < N_COMMON; i++)
 		if (uses & 1u << i) {
