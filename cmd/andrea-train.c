@@ -214,27 +214,6 @@ static void load_model_file(const options *o, tr_model *m)
 /* ------------------------------------------------------------------ */
 /* --forward */
 
-/* The first `tokens` record of a stream, as [B,T]. */
-static void tokens_from_stream(const options *o, const char *path,
-			       at_tensor *t)
-{
-	at_reader r;
-	at_header h;
-	cli_open_input((cli_common *)&o->c, &r, path);
-	int rc = at_find_record(&r, "tokens", &h);
-	if (rc < 0)
-		cli_fail(r.err);
-	if (rc == 0)
-		cli_die("%s: no 'tokens' record in the input", r.label);
-	if (h.dtype != AT_I32 || h.rank < 1 || h.rank > 2)
-		cli_die("%s: record %d 'tokens': expected i32 [B,T] or [T]",
-			r.label, h.index);
-	if (at_read_payload(&r, &h, t) < 0)
-		cli_fail(r.err);
-	at_reader_close(&r);
-	at_tokens_as_batch(t);
-}
-
 /* --forward: the model, the tokens of path (NULL: stdin) or --tokens,
  * then every activation of the forward pass to the output
  * (activations.h). */
@@ -263,7 +242,7 @@ static int forward_main(options *o, const char *path)
 		at_tok_free(bytes);
 	}
 	else
-		tokens_from_stream(o, path, &tok);
+		cli_tokens_from_stream(&o->c, path, &tok);
 	stage_check_device(&o->c, o->precision);
 	double bytes, n = (double)tok.dims[0] * tok.dims[1];
 	double madds = at_fwd_work(m.cfg.d_model, m.cfg.vocab, n, m.cfg.n_layer,

@@ -83,3 +83,22 @@ void cli_tokens_from_list(const char *list, at_tensor *t)
 		p = end + 1;
 	}
 }
+
+void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t)
+{
+	at_reader r;
+	at_header h;
+	cli_open_input(c, &r, path);
+	int rc = at_find_record(&r, "tokens", &h);
+	if (rc < 0)
+		cli_fail(r.err);
+	if (rc == 0)
+		cli_die("%s: no 'tokens' record in the input", r.label);
+	if (h.dtype != AT_I32 || h.rank < 1 || h.rank > 2)
+		cli_die("%s: record %d 'tokens': expected i32 [B,T] or [T]",
+			r.label, h.index);
+	if (at_read_payload(&r, &h, t) < 0)
+		cli_fail(r.err);
+	at_reader_close(&r);
+	at_tokens_as_batch(t);
+}

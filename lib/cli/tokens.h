@@ -4,6 +4,7 @@
 #ifndef ANDREA_TOKENS_H
 #define ANDREA_TOKENS_H
 
+#include "cli/cli.h"
 #include "core/tensor.h"
 #include "model/model.h"
 #include "text/tokenizer.h"
@@ -19,6 +20,9 @@ unsigned char *cli_read_text(const char *path, size_t cap, size_t *n);
 /* The text of path (at most CLI_MAX_TEXT bytes) encoded by tok as tokens
  * i32 [1,T]. */
 void cli_tokens_from_text(const char *path, at_tokenizer *tok, at_tensor *t);
+/* The first `tokens` record (i32 [B,T] or [T]) of the stream at path
+ * (NULL or "-": stdin), as [B,T]. */
+void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t);
 /* "1,2,3" as tokens i32 [1,3]; anything else is a usage error. */
 void cli_tokens_from_list(const char *list, at_tensor *t);
 
