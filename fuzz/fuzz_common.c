@@ -84,23 +84,25 @@ static at_tokenizer *rewritten(const at_tokenizer *t)
 	r.opts = (at_read_opts){.threads = 1, .max_bytes = FUZZ_MAX_BYTES};
 	snprintf(r.label, sizeof r.label, "<tokenizer>");
 	at_header *h = malloc(sizeof *h);
-	at_tensor rec[3];
+	at_tensor rec[AT_TOK_RECORDS];
 	int n = 0;
 	if (!r.f || !h)
 		abort();
-	while (n < 3 && at_read_header(&r, h) == 1 && at_read_payload(&r, h, &rec[n]) == 0)
+	while (n < AT_TOK_RECORDS && at_read_header(&r, h) == 1 &&
+	       at_read_payload(&r, h, &rec[n]) == 0)
 		n++;
-	if (n < 3) {
+	if (n < 3 || r.err[0]) {
 		fprintf(stderr, "tokenizer records read back: %s\n", r.err);
 		abort();
 	}
-	at_tokenizer *back = at_tok_from_records(&rec[0], &rec[1], &rec[2], err,
+	at_tokenizer *back = at_tok_from_records(&rec[0], &rec[1], &rec[2],
+						 n == 4 ? &rec[3] : NULL, err,
 						 sizeof err);
 	if (!back) {
 		fprintf(stderr, "tokenizer records read back: %s\n", err);
 		abort();
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < n; i++)
 		at_tensor_free(&rec[i]);
 	free(h);
 	fclose(r.f);

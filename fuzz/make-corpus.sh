@@ -1,15 +1,16 @@
 #!/bin/sh
 # make-corpus.sh DIR - seed corpora for the fuzz targets, made by the
-# project's own tools in bin/: DIR/stream, DIR/npy, DIR/model, DIR/attrs
-# and DIR/argv.  The inputs are kept small (a 1-layer model with C = 8)
-# so the fuzzers run fast; each target's first byte conventions are in
-# its source (fuzz/fuzz_*.c).
+# project's own tools in bin/: DIR/stream, DIR/npy, DIR/model, DIR/attrs,
+# DIR/argv and the rest named below.  The inputs are kept small (a 1-layer
+# model with C = 8) so the fuzzers run fast; each target's first byte
+# conventions are in its source (fuzz/fuzz_*.c).
 set -eu
 out=${1:-build/fuzz/corpus}
 bin=$(cd "$(dirname "$0")/.." && pwd)/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for d in stream npy model attrs argv safetensors gpt2config llmc; do
+for d in stream npy model attrs argv safetensors gpt2config llmc \
+	 vocab tokjson tokrecords; do
 	rm -rf "$out/$d"
 	mkdir -p "$out/$d"
 done
@@ -136,4 +137,120 @@ printf '{"n_layer": 12, "n_head": 12, "n_embd": 768, "n_ctx": 1024, "vocab_size"
 	>"$out/gpt2config/gpt2"
 printf '{"n_layer": 1, "n_head": 2, "n_embd": 6, "n_positions": 4, "vocab_size": 9, "activation_function": "gelu"}' \
 	>"$out/gpt2config/refused"
+# GPT-2 tokenizers: the 256 tokens of the byte-level alphabet and a few
+# merges, as vocab.json NUL merges.txt (vocab), as tokenizer.json
+# (tokjson), and as the records of a model file (tokrecords): imported
+# with a tiny checkpoint (L = 1, C = 2, V = 260) and packed by hand
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+tmp = sys.argv[1]
+keep = [b for b in range(256) if 0x21 <= b <= 0x7e or 0xa1 <= b <= 0xac or b >= 0xae]
+other = [b for b in range(256) if b not in keep]
+char = {b: chr(b) if b in keep else chr(256 + other.index(b)) for b in range(256)}
+vocab = {char[b]: b for b in range(256)}
+extra = ["\u0120t", "he", "\u0120the", "<|endoftext|>"]
+for i, t in enumerate(extra):
+    vocab[t] = 256 + i
+merges = [("\u0120", "t"), ("h", "e"), ("\u0120t", "he")]
+def w(name, text):
+    open(f"{tmp}/{name}", "w", encoding="utf-8").write(text)
+w("vocab.json", json.dumps(vocab, ensure_ascii=False))
+w("vocab-escaped.json", json.dumps({k: v for k, v in vocab.items() if k != "<|endoftext|>"}))
+w("merges.txt", "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+w("merges-crlf.txt", "".join(f"{a} {b}\r\n" for a, b in merges[:2]))
+added = [{"id": 259, "content": "<|endoftext|>", "single_word": False,
+          "lstrip": False, "rstrip": False, "normalized": True, "special": True}]
+def tokjson(merge_list, added_tokens):
+    return json.dumps({"version": "1.0", "truncation": None, "padding": None,
+                       "added_tokens": added_tokens, "normalizer": None,
+                       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                                         "trim_offsets": True, "use_regex": True},
+                       "post_processor": None, "decoder": {"type": "ByteLevel"},
+                       "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                                 "continuing_subword_prefix": None,
+                                 "end_of_word_suffix": None, "fuse_unk": False,
+                                 "byte_fallback": False, "vocab": vocab,
+                                 "merges": merge_list}}, ensure_ascii=False)
+w("pairs.json", tokjson([list(m) for m in merges], added))
+w("strings.json", tokjson([f"{a} {b}" for a, b in merges],
+                          [dict(added[0], special=False)]))
+w("no-added.json", tokjson([list(m) for m in merges[:1]], []))
+# a GPT-2 checkpoint in Hugging Face's names (tied, no lm_head)
+L, H, C, V, T = 1, 1, 2, 260, 2
+shapes = {"transformer.wte.weight": [V, C], "transformer.wpe.weight": [T, C],
+          "transformer.ln_f.weight": [C], "transformer.ln_f.bias": [C]}
+for p in ("ln_1", "ln_2"):
+    shapes[f"transformer.h.0.{p}.weight"] = [C]
+    shapes[f"transformer.h.0.{p}.bias"] = [C]
+for p, s in (("attn.c_attn", [C, 3 * C]), ("attn.c_proj", [C, C]),
+             ("mlp.c_fc", [C, 4 * C]), ("mlp.c_proj", [4 * C, C])):
+    shapes[f"transformer.h.0.{p}.weight"] = s
+    shapes[f"transformer.h.0.{p}.bias"] = [s[1]]
+head, data = {}, b""
+for name in sorted(shapes):
+    n = 1
+    for d in shapes[name]:
+        n *= d
+    head[name] = {"dtype": "F32", "shape": shapes[name],
+                  "data_offsets": [len(data), len(data) + 4 * n]}
+    data += struct.pack(f"<{n}f", *[0.01 * (i % 7) for i in range(n)])
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(f"{tmp}/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + data)
+w("config.json", json.dumps({"n_layer": L, "n_head": H, "n_embd": C,
+                             "n_positions": T, "vocab_size": V}))
+# the three records' arrays as .npy files for andrea-pack
+def npy(name, descr, shape, raw):
+    hd = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, "".join(f"{d}," for d in shape))
+    hd += " " * (-(len(hd) + 11) % 64) + "\n"
+    open(f"{tmp}/{name}.npy", "wb").write(b"\x93NUMPY\x01\x00" +
+                                          struct.pack("<H", len(hd)) + hd.encode() + raw)
+toks = [bytes([b]) for b in range(256)] + [b" t", b"he", b" the", b"<|endoftext|>"]
+npy("vocab", "|u1", [sum(map(len, toks))], b"".join(toks))
+npy("lengths", "<i4", [len(toks)], struct.pack(f"<{len(toks)}i", *map(len, toks)))
+ids = [(32, 116), (104, 101), (256, 257)]
+npy("merges", "<i4", [len(ids), 2], b"".join(struct.pack("<2i", a, b) for a, b in ids))
+npy("no-merges", "<i4", [0, 2], b"")
+npy("added", "<i4", [2], struct.pack("<2i", 259, 258))
+npy("added-bad", "<i4", [2], struct.pack("<2i", 259, 900))
+PY
+{ cat "$tmp/vocab.json"; printf '\000'; cat "$tmp/merges.txt"; } >"$out/vocab/small"
+{ cat "$tmp/vocab-escaped.json"; printf '\000'; cat "$tmp/merges-crlf.txt"; } \
+	>"$out/vocab/escaped-crlf"
+cat "$tmp/vocab.json" >"$out/vocab/no-merges"
+for j in pairs strings no-added; do
+	cp "$tmp/$j.json" "$out/tokjson/$j"
+done
+mkdir "$tmp/gpt2"
+mv "$tmp/model.safetensors" "$tmp/config.json" "$tmp/gpt2/"
+for z in 0 1; do
+	"$bin/andrea-import" -z $z --vocab "$tmp/vocab.json" --merges "$tmp/merges.txt" \
+		-o "$out/tokrecords/imported$z" "$tmp/gpt2"
+done
+"$bin/andrea-import" --tokenizer "$tmp/strings.json" -o "$out/tokrecords/from-json" \
+	"$tmp/gpt2"
+v=tokenizer.vocab
+"$bin/andrea-pack" -z 0 -a $v:kind=gpt2-bpe -a $v:tokens=260 -a $v:bos=259 \
+	-o "$out/tokrecords/packed" $v="$tmp/vocab.npy" \
+	tokenizer.lengths="$tmp/lengths.npy" tokenizer.merges="$tmp/merges.npy" \
+	tokenizer.added="$tmp/added.npy"
+"$bin/andrea-pack" -z 9 -a $v:kind=gpt2-bpe -o "$out/tokrecords/no-merges" \
+	$v="$tmp/vocab.npy" tokenizer.lengths="$tmp/lengths.npy" \
+	tokenizer.merges="$tmp/no-merges.npy"
+# and records that at_tok_from_records refuses, one reason each (their
+# attributes are under the header's CRC32, which mutations rarely keep)
+i=0
+for a in kind=wordpiece bos=900 bos=x; do
+	i=$((i + 1))
+	"$bin/andrea-pack" -z 0 -a $v:kind=gpt2-bpe -a $v:$a \
+		-o "$out/tokrecords/refused$i" $v="$tmp/vocab.npy" \
+		tokenizer.lengths="$tmp/lengths.npy" tokenizer.merges="$tmp/merges.npy"
+done
+"$bin/andrea-pack" -z 0 -a $v:kind=gpt2-bpe -o "$out/tokrecords/added-bad" \
+	$v="$tmp/vocab.npy" tokenizer.lengths="$tmp/lengths.npy" \
+	tokenizer.merges="$tmp/merges.npy" tokenizer.added="$tmp/added-bad.npy"
+"$bin/andrea-pack" -z 0 -a $v:kind=gpt2-bpe -o "$out/tokrecords/merges-rank1" \
+	$v="$tmp/vocab.npy" tokenizer.lengths="$tmp/lengths.npy" \
+	tokenizer.merges="$tmp/lengths.npy"
 echo "make-corpus: $(ls "$out"/*/ | grep -vc ':$') seeds in $out"

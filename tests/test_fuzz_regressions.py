@@ -110,3 +110,43 @@ def test_import_config(tmp_path, path):
     (tmp_path / "model.safetensors").write_bytes(b"\x02" + b"\0" * 7 + b"{}")
     ok(run("import", tmp_path / "model.safetensors", "--config", path, "-o",
            tmp_path / "m.ats"), "import")
+
+
+def import_and_tokenize(tmp_path, data, *tokenizer):
+    """The tokenizer files imported with a checkpoint (test_import's, its V
+    over any vocabulary an input can spell), then the input tokenized
+    through the model file."""
+    import numpy as np
+    import test_import as ti
+    d, _ = ti.checkpoint(tmp_path, np.random.default_rng(0), L=1, H=1, C=2,
+                         V=16384, ctx=2)
+    model = tmp_path / "m.ats"
+    p = run("import", d, "-o", model, *tokenizer)
+    ok(p, "import")
+    if p.returncode == 0:
+        ok(run("tokenize", "-m", model, "--ids", input=data), "tokenize")
+
+
+@pytest.mark.parametrize("path", inputs("vocab"))
+def test_vocab(tmp_path, path):
+    with open(path, "rb") as f:
+        data = f.read()
+    vocab, _, merges = data.partition(b"\0")
+    (tmp_path / "vocab.json").write_bytes(vocab)
+    (tmp_path / "merges.txt").write_bytes(merges)
+    import_and_tokenize(tmp_path, data, "--vocab", tmp_path / "vocab.json",
+                        "--merges", tmp_path / "merges.txt")
+
+
+@pytest.mark.parametrize("path", inputs("tokjson"))
+def test_tokjson(tmp_path, path):
+    with open(path, "rb") as f:
+        data = f.read()
+    import_and_tokenize(tmp_path, data, "--tokenizer", path)
+
+
+@pytest.mark.parametrize("path", inputs("tokrecords"))
+def test_tokrecords(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    ok(run("tokenize", "-m", path, "--ids", input=data), "tokenize")

@@ -553,3 +553,28 @@ def test_the_gpt2_session_of_the_readme_runs(trained, tmp_path):
     assert "<|endoftext|" in out and f"{ids[1]}\t" in out
     assert sorted(os.listdir(tmp_path / "out")) == [
         "config.json", "merges.txt", "model.safetensors", "vocab.json"]
+
+
+@needs_json
+def test_many_added_tokens_survive_the_model_file(tmp_path):
+    """A tokenizer.json with 40 added tokens: each is found in text as it
+    is spelt and encodes to its id, in the model file as imported (the
+    tokenizer.added record) and after andrea-train --tokenizer wrote it
+    into a new model."""
+    extra = [f"<|x{i}|>" for i in range(40)]
+    vocab = alphabet_vocab(["Ġt"] + extra)
+    doc = json.loads(tokenizer_json())
+    doc["model"]["vocab"] = vocab
+    doc["added_tokens"] = [{"id": vocab[t], "content": t, "special": True}
+                           for t in extra]
+    p = import_with(tmp_path, tokjson=json.dumps(doc))
+    assert p.returncode == 0, p.stderr
+    text = b"a<|x39|> t<|x0|>"
+    want = [97, vocab["<|x39|>"], 256, vocab["<|x0|>"]]
+    assert andrea_ids(tmp_path / "m.ats", text) == want
+    tok = tmp_path / "tok.ats"
+    run("import", "--tokenizer", tmp_path / "tokenizer.json", "-o", tok, check=0)
+    assert andrea_ids(tok, text) == want
+    run("train", "--config", "tiny", "--tokenizer", tok, "--steps", 0,
+        "-o", tmp_path / "new.ats", check=0)
+    assert andrea_ids(tmp_path / "new.ats", text) == want

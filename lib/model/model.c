@@ -378,19 +378,18 @@ at_tokenizer *at_model_tokenizer(const at_model *m, char *err, size_t errlen)
 			snprintf(err, errlen, "out of memory");
 		return t;
 	}
-	static const char *const names[3] = {"tokenizer.vocab",
-					     "tokenizer.lengths",
-					     "tokenizer.merges"};
-	at_tensor rec[3] = {{0}};
+	at_tensor rec[AT_TOK_RECORDS] = {{0}};
 	at_tokenizer *t = NULL;
 	char why[300];
-	int i = 0;
-	while (i < 3 && at_model_record(m, names[i], &rec[i], err, errlen) == 0)
+	int n = at_model_has(m, at_tok_record_name(3)) ? 4 : 3, i = 0;
+	while (i < n && at_model_record(m, at_tok_record_name(i), &rec[i], err,
+					 errlen) == 0)
 		i++;
-	if (i == 3 && !(t = at_tok_from_records(&rec[0], &rec[1], &rec[2], why,
+	if (i == n && !(t = at_tok_from_records(&rec[0], &rec[1], &rec[2],
+						 n == 4 ? &rec[3] : NULL, why,
 						 sizeof why)))
 		snprintf(err, errlen, "%s: %s", m->path, why);
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < AT_TOK_RECORDS; k++)
 		at_tensor_free(&rec[k]);
 	return t;
 }

@@ -216,9 +216,15 @@ long at_tok_encode(at_tokenizer *t, const unsigned char *s, size_t n,
 	}
 }
 
-/* The three records. */
-static const char *const names[3] = {"tokenizer.vocab", "tokenizer.lengths",
-				     "tokenizer.merges"};
+/* The records; the last only where there are added tokens. */
+static const char *const names[AT_TOK_RECORDS] = {
+	"tokenizer.vocab", "tokenizer.lengths", "tokenizer.merges",
+	"tokenizer.added"};
+
+const char *at_tok_record_name(int i)
+{
+	return names[i];
+}
 
 int at_tok_write(const at_tokenizer *t, at_writer *w)
 {
@@ -230,12 +236,14 @@ int at_tok_write(const at_tokenizer *t, at_writer *w)
 		at_bpe_token(t->bpe, i, &len);
 		total += len;
 	}
-	at_tensor rec[3] = {{0}};
-	uint64_t dv[1] = {total}, dl[1] = {(uint64_t)n}, dm[2] = {(uint64_t)m, 2};
-	int rc = -1;
+	at_tensor rec[AT_TOK_RECORDS] = {{0}};
+	uint64_t dv[1] = {total}, dl[1] = {(uint64_t)n}, dm[2] = {(uint64_t)m, 2},
+		 da[1] = {(uint64_t)t->n_added};
+	int rc = -1, nrec = t->n_added ? 4 : 3;
 	if (at_tensor_init(&rec[0], names[0], AT_U8, 1, dv) < 0 ||
 	    at_tensor_init(&rec[1], names[1], AT_I32, 1, dl) < 0 ||
-	    at_tensor_init(&rec[2], names[2], AT_I32, 2, dm) < 0) {
+	    at_tensor_init(&rec[2], names[2], AT_I32, 2, dm) < 0 ||
+	    at_tensor_init(&rec[3], names[3], AT_I32, 1, da) < 0) {
 		snprintf(w->err, sizeof w->err, "out of memory");
 		goto out;
 	}
@@ -252,30 +260,21 @@ int at_tok_write(const at_tokenizer *t, at_writer *w)
 	at_attr_set(&rec[0].attrs, "kind", "gpt2-bpe");
 	at_attr_setf(&rec[0].attrs, "tokens", "%d", n);
 	at_attr_setf(&rec[0].attrs, "bos", "%d", t->bos);
-	char list[4096] = "";
-	for (int i = 0, o = 0; i < t->n_added && o < (int)sizeof list - 12; i++)
-		o += snprintf(list + o, sizeof list - (size_t)o, i ? ",%d" : "%d",
-			      t->added[i]);
-	/* an attribute holds AT_MAX_VALUE bytes: a longer list is an error,
-	 * not left out (the model would lose its added tokens) */
-	if (t->n_added && at_attr_set(&rec[0].attrs, "added", list) < 0) {
-		snprintf(w->err, sizeof w->err, "%s: the ids of its %d added "
-			 "tokens are over the %d bytes of an attribute", names[0],
-			 t->n_added, AT_MAX_VALUE);
-		goto out;
-	}
+	if (t->n_added)
+		memcpy(rec[3].data, t->added, (size_t)t->n_added * sizeof *t->added);
 	rc = 0;
-	for (int i = 0; i < 3 && rc == 0; i++)
+	for (int i = 0; i < nrec && rc == 0; i++)
 		rc = at_write_tensor(w, &rec[i]);
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < AT_TOK_RECORDS; i++)
 		at_tensor_free(&rec[i]);
 	return rc;
 }
 
 at_tokenizer *at_tok_from_records(const at_tensor *vocab,
 				  const at_tensor *lengths,
-				  const at_tensor *merges, char *err,
+				  const at_tensor *merges,
+				  const at_tensor *added, char *err,
 				  size_t errlen)
 {
 	const char *kind = at_attr_get(&vocab->attrs, "kind");
@@ -335,23 +334,17 @@ at_tokenizer *at_tok_from_records(const at_tensor *vocab,
 		at_bpe_free(bpe);
 		return NULL;
 	}
-	int32_t added[AT_TOK_MAX_ADDED];
-	int n_added = 0;
-	const char *list = at_attr_get(&vocab->attrs, "added");
-	for (const char *p = list; p && *p; n_added++) {
-		char *end;
-		long id = strtol(p, &end, 10);
-		if (end == p || (*end && *end != ',') || n_added == AT_TOK_MAX_ADDED) {
-			snprintf(err, errlen, "%s: added=%.40s is not a list of at "
-				 "most %d token ids", names[0], list, AT_TOK_MAX_ADDED);
-			at_bpe_free(bpe);
-			return NULL;
-		}
-		added[n_added] = id < 0 || id > INT32_MAX ? -1 : (int32_t)id;
-		p = *end ? end + 1 : end;
+	if (added && (added->dtype != AT_I32 || added->rank != 1 ||
+		      added->dims[0] > AT_TOK_MAX_ADDED)) {
+		snprintf(err, errlen, "%s: want i32 [K] of at most %d token ids",
+			 names[3], AT_TOK_MAX_ADDED);
+		at_bpe_free(bpe);
+		return NULL;
 	}
-	at_tokenizer *t = at_tok_gpt2(bpe, (int)bos, added, n_added, why, sizeof why);
+	int n_added = added ? (int)added->dims[0] : 0;
+	at_tokenizer *t = at_tok_gpt2(bpe, (int)bos, added ? added->data : NULL,
+				      n_added, why, sizeof why);
 	if (!t)
-		snprintf(err, errlen, "%s: %s", names[0], why);
+		snprintf(err, errlen, "%s: %s", names[n_added ? 3 : 0], why);
 	return t;
 }

@@ -11,12 +11,12 @@
  * Hugging Face's tokenizers finds them, and the text between them is
  * encoded as above.
  *
- * A model file carries its tokenizer as three records (andrea-model(5)):
+ * A model file carries its tokenizer as records (andrea-model(5)):
  * tokenizer.vocab u8 [N] (the tokens' bytes, one after another; attributes
- * kind=gpt2-bpe, tokens, bos, added: the added tokens' ids, comma-separated),
- * tokenizer.lengths i32 [n] and
+ * kind=gpt2-bpe, tokens, bos), tokenizer.lengths i32 [n],
  * tokenizer.merges i32 [M,2] (the two tokens of each merge, first rank
- * first).
+ * first) and, where there are any, tokenizer.added i32 [K] (the added
+ * tokens' ids).
  */
 #ifndef ANDREA_TOKENIZER_H
 #define ANDREA_TOKENIZER_H
@@ -58,14 +58,20 @@ long at_tok_encode(at_tokenizer *t, const unsigned char *s, size_t n,
  * has none (*len 0).  NULL for an id outside 0..size-1. */
 const unsigned char *at_tok_piece(const at_tokenizer *t, int id, size_t *len);
 
-/* Writes t's three records (none for the byte tokenizer).  0 or -1 (the
+/* The records' names, in their order: 3 always, the 4th (added) only
+ * where the tokenizer has added tokens. */
+#define AT_TOK_RECORDS 4
+const char *at_tok_record_name(int i);
+/* Writes t's records (none for the byte tokenizer).  0 or -1 (the
  * writer's err). */
 int at_tok_write(const at_tokenizer *t, at_writer *w);
-/* The tokenizer of those three records, checked (at_bpe_new's checks,
- * the lengths' sum, merges in range).  NULL with err. */
+/* The tokenizer of those records (added may be NULL: none), checked
+ * (at_bpe_new's checks, the lengths' sum, merges and added ids in
+ * range).  NULL with err. */
 at_tokenizer *at_tok_from_records(const at_tensor *vocab,
 				  const at_tensor *lengths,
-				  const at_tensor *merges, char *err,
+				  const at_tensor *merges,
+				  const at_tensor *added, char *err,
 				  size_t errlen);
 
 #endif

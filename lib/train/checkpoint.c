@@ -256,19 +256,17 @@ int tr_checkpoint_read_body(at_reader *r, tr_model *m, float *mom1,
 			if (read_one(r, &m->params[i], prefix[k], buf[k], err,
 				     errlen) < 0)
 				return -1;
-	/* then the tokenizer's three records, or nothing */
-	static const char *const tok_names[3] = {"tokenizer.vocab",
-						 "tokenizer.lengths",
-						 "tokenizer.merges"};
-	at_tensor rec[3] = {{0}};
+	/* then the tokenizer's records (three, or four with added tokens),
+	 * or nothing */
+	at_tensor rec[AT_TOK_RECORDS] = {{0}};
 	at_header h;
 	int n = 0, rc, ok = -1;
 	char why[300];
 	while ((rc = at_read_header(r, &h)) == 1) {
-		if (n == 3 || strcmp(h.name, tok_names[n]) != 0) {
+		if (n == AT_TOK_RECORDS || strcmp(h.name, at_tok_record_name(n)) != 0) {
 			snprintf(err, errlen, "%s: record %d '%s': unexpected after "
 				 "the %s", r->label, h.index, h.name,
-				 n ? tok_names[n - 1] : "moments");
+				 n ? at_tok_record_name(n - 1) : "moments");
 			goto out;
 		}
 		if (at_read_payload(r, &h, &rec[n++]) < 0) {
@@ -278,16 +276,17 @@ int tr_checkpoint_read_body(at_reader *r, tr_model *m, float *mom1,
 	}
 	if (rc < 0)
 		snprintf(err, errlen, "%s", r->err);
-	else if (n % 3)
+	else if (n > 0 && n < 3)
 		snprintf(err, errlen, "%s: the checkpoint ends after %s", r->label,
-			 tok_names[n - 1]);
-	else if (n == 3 && !(m->tok = at_tok_from_records(&rec[0], &rec[1], &rec[2],
+			 at_tok_record_name(n - 1));
+	else if (n >= 3 && !(m->tok = at_tok_from_records(&rec[0], &rec[1], &rec[2],
+							   n == 4 ? &rec[3] : NULL,
 							   why, sizeof why)))
 		snprintf(err, errlen, "%s: %s", r->label, why);
 	else
 		ok = 0;
 out:
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < AT_TOK_RECORDS; i++)
 		at_tensor_free(&rec[i]);
 	return ok;
 }
