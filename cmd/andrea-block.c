@@ -2,19 +2,24 @@
  *
  * x += Attn(LN1(x)); x += MLP(LN2(x)) for each layer given with -l, in
  * the order given.  -l takes a layer, a range A-B, an open range A-, a
- * comma-separated list of those, or `all`; it may be repeated.
+ * comma-separated list of those, or `all`; it may be repeated.  --capture
+ * writes chosen activations as they are computed, ahead of the x they
+ * lead to; --ablate knocks heads out (cli/capture.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/capture.h"
 #include "cli/filter.h"
 #include "cli/stage.h"
 #include "ops/weights.h"
 
 static const char usage[] =
 	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                    [-l LAYERS] [--keep] [--device DEV] [--precision P]\n"
-	"                    [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n";
+	"                    [-l LAYERS] [--capture NAME[:LAYERS[:HEADS]] ...]\n"
+	"                    [--ablate L.H[:mean] ...] [--keep] [--device DEV]\n"
+	"                    [--precision P] [-z LEVEL] [--threads N]\n"
+	"                    [--no-shuffle] [FILE]\n";
 
 #define MAX_RANGES 64
 #define MAX_LAYERS 4096
@@ -34,6 +39,8 @@ typedef struct {
 	stage_engine engine;
 	at_tensor pending;   /* the header of the record in flight, no data */
 	int has_pending;
+	capture cap;         /* --capture, --ablate */
+	int hooked;          /* the engine has the capture's hook */
 } block_ctx;
 
 /* Parses a non-negative layer number at *p, advancing it; -1 if none. */
@@ -176,8 +183,22 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 			      (unsigned long long)x->dims[0] * x->dims[1]);
 	char err[600];
 	double bytes, madds = work(b, B, T, &bytes);
-	if (at_fwd_blocks_begin(stage_engine_get(&b->engine, madds, bytes),
-				x->data, B, T, b->order, b->n_blocks, err,
+	at_fwd *e = stage_engine_get(&b->engine, madds, bytes);
+	if (capture_wanted(&b->cap)) {
+		/* captured records go out as computed: the record before
+		 * first, then this one's activations, then its x */
+		at_filter_drain(f);
+		if (!b->hooked) {
+			const at_config *cfg = &b->model.cfg;
+			at_fwd_set_hook(e, capture_start(&b->cap, cfg->n_layer,
+							 cfg->n_head,
+							 C / cfg->n_head,
+							 at_fwd_device(e) == AT_DEV_CUDA));
+			b->hooked = 1;
+		}
+		capture_to(&b->cap, w);
+	}
+	if (at_fwd_blocks_begin(e, x->data, B, T, b->order, b->n_blocks, err,
 				sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
 	at_filter_drain(f);
@@ -198,10 +219,16 @@ int main(int argc, char **argv)
 		CLI_CALL_ARG("layer", 'l', parse_layers, &b),
 		CLI_ALIAS("layers", 'l'),
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &b.precision),
+		CLI_CALL_ARG("capture", 0, capture_opt, &b.cap),
+		CLI_CALL_ARG("ablate", 0, ablate_opt, &b.cap),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (b.n_ranges == 0)
 		b.ranges[b.n_ranges++] = (range){0, 0};
+	/* auto keeps interventions where they work: the CPU engine changes
+	 * the activations its hook is given */
+	if (b.cap.n_ablate && (!c.device || strcmp(c.device, "auto") == 0))
+		c.device = "cpu";
 	/* a bad --device or --precision fails before any input */
 	stage_check_device(&c, b.precision);
 	stage_open_model(&c, &b.model);

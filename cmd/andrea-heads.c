@@ -34,7 +34,7 @@ typedef struct {
 } scoring;
 
 /* The hook: each layer's attention into its heads' sums. */
-static int take_attn(void *ctx, const char *name, int layer, const float *data,
+static int take_attn(void *ctx, const char *name, int layer, float *data,
 		     int rank, const uint64_t *dims)
 {
 	scoring *s = ctx;

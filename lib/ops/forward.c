@@ -3,6 +3,7 @@
  * (forward_cuda.h). */
 #include "ops/forward.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,11 @@ void at_fwd_free(at_fwd *e)
 	free(e);
 }
 
+at_device at_fwd_device(const at_fwd *e)
+{
+	return e->dev;
+}
+
 void at_fwd_set_hook(at_fwd *e, const at_hook *hook)
 {
 	e->hook = hook;
@@ -157,7 +163,7 @@ int at_fwd_cached(const at_fwd *e, int row)
 }
 
 /* Reports x [B,T,C] after layer (-1: the embedding). */
-static int report_x(const at_fwd *e, const float *x, int layer, int B, int T)
+static int report_x(const at_fwd *e, float *x, int layer, int B, int T)
 {
 	if (!e->hook)
 		return 0;
@@ -395,4 +401,27 @@ void at_fwd_describe(const at_fwd *e, char *buf, size_t len)
 	snprintf(buf, len, "%s (%s)",
 		 e->gpu ? at_cuda_device_name() : "CPU",
 		 at_precision_name(e->precision));
+}
+
+void at_fwd_activation_attrs(at_attrs *a, const char *name, int layer, int H,
+			     int D)
+{
+	static const char *const head[] = {"q", "k", "v", "scores", "attn",
+					   "out", "y"};
+	int at = -1;
+	for (int i = 0; i < (int)(sizeof head / sizeof *head); i++)
+		if (strcmp(name, head[i]) == 0)
+			at = i;
+	if (layer >= 0)
+		at_attr_setf(a, "layer", "%d", layer);
+	if (at >= 0) {
+		at_attr_set(a, "norm", "ln1");
+		at_attr_setf(a, "n_head", "%d", H);
+	}
+	if (at >= 3) {
+		float scale = (float)(1.0 / sqrt((double)D));
+		at_attr_setf(a, "scale", "%.9g", scale);
+		at_attr_set(a, "mask", "causal");
+		at_attr_setf(a, "fill", "%.9g", -INFINITY);
+	}
 }

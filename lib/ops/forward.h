@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/attrs.h"
 #include "ops/device.h"
 #include "ops/precision.h"
 #include "ops/prenorm.h"
@@ -113,6 +114,16 @@ int at_fwd_cached(const at_fwd *e, int row);
 double at_fwd_work(int C, int V, double positions, int layers, double keys,
 		   double head, double *bytes);
 
+/* The attributes the stages give activation `name` of `layer` (-1: none)
+ * of a model of H heads of width D, for writing it as a record: the
+ * layer; for q, k, v and what follows them in the attention (scores,
+ * attn, out, y) the norm and head count too, and for scores and after
+ * the scale, mask and fill. */
+void at_fwd_activation_attrs(at_attrs *a, const char *name, int layer, int H,
+			     int D);
+
+/* The device the engine computes on. */
+at_device at_fwd_device(const at_fwd *e);
 /* Where and how the engine computes: "NVIDIA H200 (bf16)", "CPU (fp32)". */
 void at_fwd_describe(const at_fwd *e, char *buf, size_t len);
 

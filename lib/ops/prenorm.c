@@ -18,7 +18,7 @@ static void layernorm(float *out, float *mean, float *rstd, const float *in,
 }
 
 /* Reports one activation to the hook, if there is one. */
-static int report(const at_block_acts *a, const char *name, const float *data,
+static int report(const at_block_acts *a, const char *name, float *data,
 		  int rank, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t d3)
 {
 	if (!a->hook)
@@ -92,6 +92,7 @@ static int attention(const at_block_w *w, const at_block_acts *a,
 	int D = C / H, BT = B * T;
 	layernorm(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, BT,
 		  C);
+	REPORT(a, "ln1", a->ln1, 3, B, T, C, 0);
 	const float *wm[3] = {w->wq, w->wk, w->wv};
 	const float *bm[3] = {w->bq, w->bk, w->bv};
 	float *dst[3] = {a->q, a->k, a->v};
@@ -120,19 +121,24 @@ static int attention(const at_block_w *w, const at_block_acts *a,
 }
 
 /* a->tmp = GELU(LN2(x) . fc) . proj. */
-static void mlp(const at_block_w *w, const at_block_acts *a, const float *x,
-		int BT, int C)
+static int mlp(const at_block_w *w, const at_block_acts *a, const float *x,
+	       int B, int T, int C)
 {
-	int F = 4 * C;
+	int F = 4 * C, BT = B * T;
 	layernorm(a->ln2, a->ln2_mean, a->ln2_rstd, x, w->ln2_w, w->ln2_b, BT,
 		  C);
+	REPORT(a, "ln2", a->ln2, 3, B, T, C, 0);
 	at_gemm(0, 0, BT, F, C, 1.0f, a->ln2, C, w->fc, F, 0.0f, a->fc, F);
 	if (w->bfc)
 		at_add_bias(a->fc, w->bfc, BT, F);
+	REPORT(a, "fc", a->fc, 3, B, T, F, 0);
 	at_gelu_forward(a->gelu, a->fc, (size_t)BT * F);
+	REPORT(a, "gelu", a->gelu, 3, B, T, F, 0);
 	at_gemm(0, 0, BT, C, F, 1.0f, a->gelu, F, w->proj, C, 0.0f, a->tmp, C);
 	if (w->bproj)
 		at_add_bias(a->tmp, w->bproj, BT, C);
+	REPORT(a, "mlp", a->tmp, 3, B, T, C, 0);
+	return 0;
 }
 
 int at_block_run(const at_block_w *w, const at_block_acts *a,
@@ -147,7 +153,9 @@ int at_block_run(const at_block_w *w, const at_block_acts *a,
 	if (xmid != x_in)
 		memcpy(xmid, x_in, nc * sizeof *xmid);
 	at_add_inplace(xmid, a->y, nc);
-	mlp(w, a, xmid, B * T, C);
+	REPORT(a, "xmid", xmid, 3, B, T, C, 0);
+	if ((rc = mlp(w, a, xmid, B, T, C)))
+		return rc;
 	if (x_out != xmid)
 		memcpy(x_out, xmid, nc * sizeof *x_out);
 	at_add_inplace(x_out, a->tmp, nc);

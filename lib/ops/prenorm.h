@@ -23,12 +23,15 @@ typedef struct {
 	const float *bq, *bk, *bv, *bo, *bfc, *bproj;
 } at_block_w;
 
-/* Called with each named activation as soon as it is computed: name (q,
- * k, v, scores, attn, out, y; the engine adds x and logits), the layer
- * (-1 for none), host data of the given shape.  A non-zero return stops
- * the forward pass and is passed back. */
+/* Called with each named activation as soon as it is computed: name
+ * (ln1, q, k, v, scores, attn, out, y, xmid, ln2, fc, gelu, mlp; the
+ * engine adds x and logits), the layer (-1 for none), host data of the
+ * given shape.  On the CPU the data is the activation itself, before the
+ * block uses it, so a hook may change it (ablation, patching); the GPU
+ * hands a copy.  A non-zero return stops the forward pass and is passed
+ * back. */
 typedef struct {
-	int (*fn)(void *ctx, const char *name, int layer, const float *data,
+	int (*fn)(void *ctx, const char *name, int layer, float *data,
 		  int rank, const uint64_t *dims);
 	void *ctx;
 } at_hook;

@@ -14,13 +14,19 @@ typedef struct {
 	int H, D;
 } sink;
 
-/* Writes one activation as the stages would: q, k and v carry the layer,
- * norm and head count; scores and what follows in the layer the scale
- * and mask too; x only its layer (none after the embedding). */
-static int put(void *ctx, const char *name, int layer, const float *data,
+/* Writes one activation as the stages would (at_fwd_activation_attrs). */
+static int put(void *ctx, const char *name, int layer, float *data,
 	       int rank, const uint64_t *dims)
 {
 	sink *s = ctx;
+	/* the records of activations.h: the stages' names only */
+	static const char *const kept[] = {"x", "q", "k", "v", "scores", "attn",
+					   "out", "y", "logits"};
+	int keep = 0;
+	for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+		keep |= strcmp(name, kept[i]) == 0;
+	if (!keep)
+		return 0;
 	at_tensor t;
 	memset(&t, 0, sizeof t);
 	t.dtype = AT_F32;
@@ -28,20 +34,7 @@ static int put(void *ctx, const char *name, int layer, const float *data,
 	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
 	snprintf(t.name, sizeof t.name, "%s", name);
 	t.data = (void *)data;
-	if (layer >= 0)
-		at_attr_setf(&t.attrs, "layer", "%d", layer);
-	int in_head = strcmp(name, "x") && strcmp(name, "logits");
-	if (in_head) {
-		at_attr_set(&t.attrs, "norm", "ln1");
-		at_attr_setf(&t.attrs, "n_head", "%d", s->H);
-	}
-	if (in_head && strcmp(name, "q") && strcmp(name, "k") &&
-	    strcmp(name, "v")) {
-		float scale = (float)(1.0 / sqrt((double)s->D));
-		at_attr_setf(&t.attrs, "scale", "%.9g", scale);
-		at_attr_set(&t.attrs, "mask", "causal");
-		at_attr_setf(&t.attrs, "fill", "%.9g", -INFINITY);
-	}
+	at_fwd_activation_attrs(&t.attrs, name, layer, s->H, s->D);
 	return at_write_tensor(s->w, &t) < 0 ? 1 : 0;
 }
 

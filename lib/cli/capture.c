@@ -1,0 +1,217 @@
+/* capture.c - --capture and --ablate (capture.h). */
+#include "cli/capture.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "ops/forward.h"
+
+const char *const capture_names[] = {"ln1",  "q",  "k",   "v",   "scores",
+				     "attn", "out", "y",   "xmid", "ln2",
+				     "fc",   "gelu", "mlp", "x",   NULL};
+
+/* The names of [B,H,T,*] tensors, which --capture may cut by head, and
+ * those the GPU engine reports. */
+static const char *const per_head[] = {"q", "k", "v", "scores", "attn", "out"};
+static const char *const on_the_gpu[] = {"q", "k", "v", "scores", "attn",
+					 "out", "y", "x"};
+
+static int among(const char *name, const char *const *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(name, set[i]) == 0)
+			return 1;
+	return 0;
+}
+#define AMONG(name, set) among(name, set, sizeof set / sizeof *set)
+
+/* "3", "0-2,5", "all" into the set (all: every index); 0 or -1. */
+static int parse_list(const char *s, size_t len, unsigned char *set)
+{
+	if (len == 3 && strncmp(s, "all", 3) == 0) {
+		memset(set, 1, CAPTURE_INDICES);
+		return 0;
+	}
+	const char *p = s, *end = s + len;
+	while (p < end) {
+		char *q;
+		long lo = strtol(p, &q, 10), hi = lo;
+		if (q == p || lo < 0 || lo >= CAPTURE_INDICES)
+			return -1;
+		if (q < end && *q == '-') {
+			p = q + 1;
+			hi = strtol(p, &q, 10);
+			if (q == p || hi < lo || hi >= CAPTURE_INDICES)
+				return -1;
+		}
+		for (long i = lo; i <= hi; i++)
+			set[i] = 1;
+		if (q < end && *q != ',')
+			return -1;
+		p = q + (q < end);
+		if (q < end && p == end)
+			return -1; /* a trailing comma */
+	}
+	return len ? 0 : -1;
+}
+
+void capture_opt(void *ctx, const char *arg, const char *what)
+{
+	capture *c = ctx;
+	if (c->n_spec == CAPTURE_MAX)
+		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
+	capture_spec *s = &c->spec[c->n_spec];
+	memset(s, 0, sizeof *s);
+	const char *colon = strchr(arg, ':');
+	size_t nlen = colon ? (size_t)(colon - arg) : strlen(arg);
+	s->name = -1;
+	for (int i = 0; capture_names[i]; i++)
+		if (strlen(capture_names[i]) == nlen &&
+		    strncmp(arg, capture_names[i], nlen) == 0)
+			s->name = i;
+	if (s->name < 0)
+		cli_usage_error("%s '%s': no activation of that name (ln1, q, k, "
+				"v, scores, attn, out, y, xmid, ln2, fc, gelu, "
+				"mlp, x)", what, arg);
+	const char *layers = colon ? colon + 1 : NULL;
+	const char *heads = layers ? strchr(layers, ':') : NULL;
+	size_t llen = layers ? (heads ? (size_t)(heads - layers) : strlen(layers)) : 0;
+	if (layers ? parse_list(layers, llen, s->layer) < 0
+		   : parse_list("all", 3, s->layer) < 0)
+		cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]], each list "
+				"like 3, 0-2,5 or all", what, arg);
+	if (heads) {
+		if (!AMONG(capture_names[s->name], per_head))
+			cli_usage_error("%s '%s': %s has no heads to pick (only q, "
+					"k, v, scores, attn and out have)", what,
+					arg, capture_names[s->name]);
+		if (parse_list(heads + 1, strlen(heads + 1), s->head) < 0)
+			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]], "
+					"each list like 3, 0-2,5 or all", what, arg);
+		s->heads_given = 1;
+	}
+	c->n_spec++;
+}
+
+void ablate_opt(void *ctx, const char *arg, const char *what)
+{
+	capture *c = ctx;
+	if (c->n_ablate == CAPTURE_MAX)
+		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
+	char *p, *q;
+	long l = strtol(arg, &p, 10), h = -1;
+	if (p != arg && *p == '.')
+		h = strtol(p + 1, &q, 10);
+	else
+		q = p;
+	int mean = strcmp(q, ":mean") == 0;
+	if (p == arg || l < 0 || h < 0 || q == p + 1 || (*q && !mean) ||
+	    l >= CAPTURE_INDICES || h >= CAPTURE_INDICES)
+		cli_usage_error("%s '%s': expected LAYER.HEAD or LAYER.HEAD:mean",
+				what, arg);
+	c->ablate[c->n_ablate].layer = (int)l;
+	c->ablate[c->n_ablate].head = (int)h;
+	c->ablate[c->n_ablate].mean = mean;
+	c->n_ablate++;
+}
+
+int capture_wanted(const capture *c)
+{
+	return c->n_spec || c->n_ablate;
+}
+
+/* Head h of a [B,H,T,X] activation, zeroed or set to its mean over b. */
+static void knock_out(float *data, const uint64_t *dims, int h, int mean)
+{
+	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
+	for (size_t i = 0; i < TX; i++) {
+		double sum = 0.0;
+		for (size_t b = 0; mean && b < B; b++)
+			sum += data[(b * H + h) * TX + i];
+		float v = mean ? (float)(sum / (double)B) : 0.0f;
+		for (size_t b = 0; b < B; b++)
+			data[(b * H + h) * TX + i] = v;
+	}
+}
+
+/* Writes activation `name` of layer as one record, or, for heads, one
+ * record of each head [B,1,T,X]. */
+static int put(capture *c, const capture_spec *s, const char *name, int layer,
+	       const float *data, int rank, const uint64_t *dims)
+{
+	at_tensor t;
+	memset(&t, 0, sizeof t);
+	t.dtype = AT_F32;
+	t.rank = rank;
+	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+	snprintf(t.name, sizeof t.name, "%s", name);
+	at_fwd_activation_attrs(&t.attrs, name, layer, c->H, c->D);
+	if (!s->heads_given) {
+		t.data = (void *)data;
+		return at_write_tensor(c->w, &t) < 0 ? 1 : 0;
+	}
+	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
+	t.dims[1] = 1;
+	float *one = malloc(B * TX * sizeof *one + 1);
+	if (!one)
+		cli_die("out of memory");
+	t.data = one;
+	int rc = 0;
+	for (size_t h = 0; h < H && h < CAPTURE_INDICES && !rc; h++) {
+		if (!s->head[h])
+			continue;
+		for (size_t b = 0; b < B; b++)
+			memcpy(one + b * TX, data + (b * H + h) * TX, TX * sizeof *one);
+		at_attr_setf(&t.attrs, "head", "%zu", h);
+		rc = at_write_tensor(c->w, &t) < 0 ? 1 : 0;
+	}
+	free(one);
+	return rc;
+}
+
+static int on_activation(void *ctx, const char *name, int layer, float *data,
+			 int rank, const uint64_t *dims)
+{
+	capture *c = ctx;
+	if (layer < 0 || layer >= CAPTURE_INDICES)
+		return 0;
+	if (strcmp(name, "out") == 0)
+		for (int i = 0; i < c->n_ablate; i++)
+			if (c->ablate[i].layer == layer)
+				knock_out(data, dims, c->ablate[i].head,
+					  c->ablate[i].mean);
+	for (int i = 0; i < c->n_spec; i++) {
+		const capture_spec *s = &c->spec[i];
+		if (strcmp(capture_names[s->name], name) == 0 && s->layer[layer]) {
+			int rc = put(c, s, name, layer, data, rank, dims);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+const at_hook *capture_start(capture *c, int L, int H, int D, int on_gpu)
+{
+	for (int i = 0; i < c->n_ablate; i++)
+		if (c->ablate[i].layer >= L || c->ablate[i].head >= H)
+			cli_die("--ablate %d.%d: the model has %d layers of %d heads",
+				c->ablate[i].layer, c->ablate[i].head, L, H);
+	if (on_gpu && c->n_ablate)
+		cli_die("--ablate changes activations on the CPU only in this "
+			"version: use --device cpu");
+	for (int i = 0; on_gpu && i < c->n_spec; i++)
+		if (!AMONG(capture_names[c->spec[i].name], on_the_gpu))
+			cli_die("--capture %s: the GPU engine does not report it in "
+				"this version: use --device cpu",
+				capture_names[c->spec[i].name]);
+	c->L = L, c->H = H, c->D = D;
+	c->hook = (at_hook){on_activation, c};
+	return &c->hook;
+}
+
+void capture_to(capture *c, at_writer *w)
+{
+	c->w = w;
+}

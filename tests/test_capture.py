@@ -1,0 +1,137 @@
+"""andrea-block --capture and --ablate against a float64 NumPy model
+written here from andrea-model(5): every hook point by name, layer and
+head, records streamed ahead of the x they lead to; zero and mean
+ablation of heads; zero-ablating every head of a layer is the block
+without its attention sublayer."""
+import numpy as np
+import pytest
+
+import oracle
+from conftest import run, one_line_error
+from stagekit import pack
+from test_model_filters import full_model
+from test_train import records
+
+CPU = ("--device", "cpu")
+
+
+def block_acts(x, p, layer, H, ablate=()):
+    """Every activation of one block, float64, in the hook's order; ablate:
+    (head, mean) pairs applied to out."""
+    pre = f"layers.{layer}."
+    g = lambda n: p[pre + n].astype(np.float64)
+    a = {"ln1": oracle.layernorm(x, g("ln1.weight"), g("ln1.bias"))}
+    a["q"], a["k"], a["v"] = (oracle.split_heads(oracle.product(a["ln1"], p, pre + "attn.w" + m,
+                                                                pre + "attn.b" + m), H)
+                              for m in "qkv")
+    a["scores"] = oracle.mask(oracle.scores(a["q"], a["k"]))
+    a["attn"] = oracle.softmax(a["scores"])
+    out = oracle.attend(a["attn"], a["v"])
+    for h, mean in ablate:
+        out[:, h] = out[:, h].mean(0, keepdims=True) if mean else 0
+    a["out"] = out
+    a["y"] = oracle.product(oracle.merge_heads(out), p, pre + "attn.wo", pre + "attn.bo")
+    a["xmid"] = x + a["y"]
+    a["ln2"] = oracle.layernorm(a["xmid"], g("ln2.weight"), g("ln2.bias"))
+    a["fc"] = oracle.product(a["ln2"], p, pre + "mlp.fc", pre + "mlp.bfc")
+    a["gelu"] = oracle.gelu(a["fc"])
+    a["mlp"] = oracle.product(a["gelu"], p, pre + "mlp.proj", pre + "mlp.bproj")
+    a["x"] = a["xmid"] + a["mlp"]
+    return a
+
+
+def recs_of(tmp, stream):
+    path = tmp / "cap.ats"
+    path.write_bytes(stream)
+    return records(path)
+
+
+NAMES = ["ln1", "q", "k", "v", "scores", "attn", "out", "y", "xmid", "ln2",
+         "fc", "gelu", "mlp", "x"]
+
+
+@pytest.mark.parametrize("B,T,biases", [(2, 7, False), (1, 1, True), (3, 13, True)])
+def test_every_hook_point_matches_numpy(tmp_path, B, T, biases):
+    L, H, C = 2, 3, 12
+    rng = np.random.default_rng(B * 10 + T)
+    model, p = full_model(tmp_path, rng, L, H, C, 50, 16, biases=biases)
+    x = (0.5 * rng.standard_normal((B, T, C))).astype(np.float32)
+    out = run("block", "-m", model, "-l", "all", *CPU,
+              *[a for n in NAMES for a in ("--capture", n)],
+              input=pack(tmp_path, [("x", x)]), check=0).stdout
+    recs = recs_of(tmp_path, out)
+    # in the order computed, each layer's, then the x of the last block
+    assert [(r[0], r[1]["layer"]) for r in recs] == \
+        [(n, str(l)) for l in range(L) for n in NAMES] + [("x", "1")]
+    want, cur = {}, x.astype(np.float64)
+    for l in range(L):
+        acts = block_acts(cur, p, l, H)
+        want.update({(n, str(l)): v for n, v in acts.items()})
+        cur = acts["x"]
+    for name, attrs, got in recs[:-1]:
+        ref = want[(name, attrs["layer"])]
+        assert got.shape == ref.shape, name
+        assert oracle.rel_err(got, ref) <= 1e-5, (name, attrs["layer"])
+    assert recs[5][1]["mask"] == "causal" and recs[1][1]["n_head"] == "3"
+
+
+def test_layers_and_heads_are_picked(tmp_path):
+    rng = np.random.default_rng(2)
+    model, p = full_model(tmp_path, rng, 3, 4, 8, 50, 16)
+    x = (0.5 * rng.standard_normal((2, 5, 8))).astype(np.float32)
+    s = pack(tmp_path, [("x", x)])
+    full = recs_of(tmp_path, run("block", "-m", model, "-l", "all", *CPU,
+                                 "--capture", "attn", input=s, check=0).stdout)
+    picked = recs_of(tmp_path, run("block", "-m", model, "-l", "all", *CPU,
+                                   "--capture", "attn:0,2:1-2", input=s,
+                                   check=0).stdout)
+    assert [(r[1]["layer"], r[1]["head"]) for r in picked[:-1]] == \
+        [("0", "1"), ("0", "2"), ("2", "1"), ("2", "2")]
+    for name, attrs, a in picked[:-1]:
+        whole = full[int(attrs["layer"])][2]
+        assert np.array_equal(a, whole[:, int(attrs["head"])][:, None])
+    assert np.array_equal(picked[-1][2], full[-1][2])  # capture changes nothing
+
+
+def test_ablation_zero_and_mean_match_numpy(tmp_path):
+    rng = np.random.default_rng(3)
+    L, H, C = 2, 2, 8
+    model, p = full_model(tmp_path, rng, L, H, C, 50, 16)
+    x = (0.5 * rng.standard_normal((3, 6, C))).astype(np.float32)
+    s = pack(tmp_path, [("x", x)])
+    got = recs_of(tmp_path, run("block", "-m", model, "-l", "all", "--ablate",
+                                "0.1", "--ablate", "1.0:mean", input=s,
+                                check=0).stdout)[-1][2]
+    cur = block_acts(x.astype(np.float64), p, 0, H, [(1, False)])["x"]
+    cur = block_acts(cur, p, 1, H, [(0, True)])["x"]
+    assert oracle.rel_err(got, cur) <= 1e-5
+
+
+def test_zero_ablating_every_head_removes_the_attention_sublayer(tmp_path):
+    rng = np.random.default_rng(4)
+    H, C = 3, 12
+    model, p = full_model(tmp_path, rng, 1, H, C, 50, 16)
+    x = (0.5 * rng.standard_normal((2, 9, C))).astype(np.float32)
+    got = recs_of(tmp_path, run("block", "-m", model, *sum(
+        (("--ablate", f"0.{h}") for h in range(H)), ()),
+        input=pack(tmp_path, [("x", x)]), check=0).stdout)[-1][2]
+    g = lambda n: p["layers.0." + n].astype(np.float64)
+    xd = x.astype(np.float64)
+    f = oracle.gelu(oracle.layernorm(xd, g("ln2.weight"), g("ln2.bias")) @ g("mlp.fc"))
+    assert oracle.rel_err(got, xd + f @ g("mlp.proj")) <= 1e-5
+
+
+@pytest.mark.parametrize("args,code,says", [
+    (["--capture", "nope"], 2, "no activation of that name"),
+    (["--capture", "x:0:1"], 2, "x has no heads"),
+    (["--capture", "attn:1-0"], 2, "expected NAME[:LAYERS[:HEADS]]"),
+    (["--ablate", "0"], 2, "expected LAYER.HEAD"),
+    (["--ablate", "0.9"], 1, "--ablate 0.9: the model has 1 layers of 2 heads"),
+])
+def test_bad_capture_and_ablate_options(tmp_path, args, code, says):
+    rng = np.random.default_rng(5)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 50, 16)
+    x = np.zeros((1, 2, 8), np.float32)
+    p = run("block", "-m", model, *CPU, *args, input=pack(tmp_path, [("x", x)]),
+            check=code)
+    assert says in one_line_error(p, "block")
