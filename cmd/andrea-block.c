@@ -17,7 +17,8 @@
 static const char usage[] =
 	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
 	"                    [-l LAYERS] [--capture NAME[:LAYERS[:HEADS]] ...]\n"
-	"                    [--ablate L.H[:mean] ...] [--keep] [--device DEV]\n"
+	"                    [--ablate L.H[:mean] ...] [--patch FILE ...] [--keep]\n"
+	"                    [--device DEV]\n"
 	"                    [--precision P] [-z LEVEL] [--threads N]\n"
 	"                    [--no-shuffle] [FILE]\n";
 
@@ -221,13 +222,15 @@ int main(int argc, char **argv)
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &b.precision),
 		CLI_CALL_ARG("capture", 0, capture_opt, &b.cap),
 		CLI_CALL_ARG("ablate", 0, ablate_opt, &b.cap),
+		CLI_CALL_ARG("patch", 0, patch_opt, &b.cap),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (b.n_ranges == 0)
 		b.ranges[b.n_ranges++] = (range){0, 0};
 	/* auto keeps interventions where they work: the CPU engine changes
 	 * the activations its hook is given */
-	if (b.cap.n_ablate && (!c.device || strcmp(c.device, "auto") == 0))
+	if ((b.cap.n_ablate || b.cap.n_patch) &&
+	    (!c.device || strcmp(c.device, "auto") == 0))
 		c.device = "cpu";
 	/* a bad --device or --precision fails before any input */
 	stage_check_device(&c, b.precision);
@@ -241,6 +244,7 @@ int main(int argc, char **argv)
 		       .prepare = block_prepare, .drain = block_drain, .ctx = &b};
 	at_filter_main(&c, &f, operand.v[0]);
 	stage_engine_free(&b.engine);
+	capture_free(&b.cap);
 	at_weights_free(&b.weights);
 	free(b.order);
 	at_model_close(&b.model);

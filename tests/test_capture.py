@@ -135,3 +135,54 @@ def test_bad_capture_and_ablate_options(tmp_path, args, code, says):
     p = run("block", "-m", model, *CPU, *args, input=pack(tmp_path, [("x", x)]),
             check=code)
     assert says in one_line_error(p, "block")
+
+
+def test_patching_a_clean_run_into_a_corrupted_one(tmp_path):
+    """Every block's x patched from the clean run gives the clean output
+    exactly; one head's out patched matches NumPy's run with that head's
+    output replaced; the clean run's final x is not taken as a patch."""
+    rng = np.random.default_rng(6)
+    L, H, C = 3, 2, 8
+    model, p = full_model(tmp_path, rng, L, H, C, 50, 16)
+    clean = (0.5 * rng.standard_normal((2, 6, C))).astype(np.float32)
+    corrupt = clean.copy()
+    corrupt[:, 2] += 1.0
+    cap = tmp_path / "clean.ats"
+    cap.write_bytes(run("block", "-m", model, "-l", "all", "--capture", "x",
+                        "--capture", "out:1:0", input=pack(tmp_path, [("x", clean)]),
+                        check=0).stdout)
+    clean_x = records(cap)[-1][2]
+    caps = {(r[0], r[1]["layer"], r[1].get("head")): r[2] for r in records(cap)[:-1]}
+    everything = run("block", "-m", model, "-l", "all", "--patch", cap,
+                     input=pack(tmp_path, [("x", corrupt)]), check=0).stdout
+    assert np.array_equal(recs_of(tmp_path, everything)[-1][2], clean_x)
+    # only head 0 of layer 1, from a capture of just that
+    only = tmp_path / "head.ats"
+    only.write_bytes(run("block", "-m", model, "-l", "all", "--capture", "out:1:0",
+                         input=pack(tmp_path, [("x", clean)]), check=0).stdout)
+    got = recs_of(tmp_path, run("block", "-m", model, "-l", "all", "--patch", only,
+                                input=pack(tmp_path, [("x", corrupt)]),
+                                check=0).stdout)[-1][2]
+    cur = corrupt.astype(np.float64)
+    for l in range(L):
+        if l == 1:
+            a = block_acts(cur, p, l, H)
+            out = a["out"].copy()
+            out[:, 0] = caps[("out", "1", "0")][:, 0]
+            pre = "layers.1."
+            y = oracle.merge_heads(out) @ p[pre + "attn.wo"].astype(np.float64)
+            xmid = cur + y
+            g = lambda n: p[pre + n].astype(np.float64)
+            f = oracle.gelu(oracle.layernorm(xmid, g("ln2.weight"), g("ln2.bias"))
+                            @ g("mlp.fc"))
+            cur = xmid + f @ g("mlp.proj")
+        else:
+            cur = block_acts(cur, p, l, H)["x"]
+    assert oracle.rel_err(got, cur) <= 1e-5
+    bad = tmp_path / "bad.ats"
+    bad.write_bytes(run("block", "-m", model, "-l", "all", "--capture", "out:1:0",
+                        input=pack(tmp_path, [("x", clean[:1])]), check=0).stdout)
+    e = run("block", "-m", model, "-l", "all", "--patch", bad,
+            input=pack(tmp_path, [("x", corrupt)]), check=1)
+    assert "--patch: 'out' of layer 1 head 0 is [1,1,6,4], but this run's is [2,2,6,4]" \
+        in one_line_error(e, "block")

@@ -116,9 +116,97 @@ void ablate_opt(void *ctx, const char *arg, const char *what)
 	c->n_ablate++;
 }
 
+/* The index of name in capture_names, or -1. */
+static int name_index(const char *name)
+{
+	for (int i = 0; capture_names[i]; i++)
+		if (strcmp(name, capture_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void patch_opt(void *ctx, const char *arg, const char *what)
+{
+	capture *c = ctx;
+	if (strcmp(arg, "-") == 0)
+		cli_usage_error("%s -: standard input carries the stream to run; "
+				"give the captures as a file", what);
+	cli_common none = {0};
+	at_read_opts_default(&none.ropts);
+	at_reader r;
+	cli_open_input(&none, &r, arg);
+	at_header h;
+	int rc, kept = 0;
+	while ((rc = at_read_header(&r, &h)) == 1) {
+		long layer;
+		const char *captured = at_attr_get(&h.attrs, "captured");
+		if (name_index(h.name) < 0 || h.dtype != AT_F32 || !captured ||
+		    strcmp(captured, "1") != 0 ||
+		    at_attr_long(&h.attrs, "layer", &layer) != 0) {
+			if (at_skip_payload(&r, &h) < 0)
+				cli_fail(r.err);
+			continue; /* the tokens, the output x: not captures */
+		}
+		at_tensor *grown = realloc(c->patch, (size_t)(c->n_patch + 1) *
+					   sizeof *grown);
+		if (!grown)
+			cli_die("out of memory");
+		c->patch = grown;
+		if (at_read_payload(&r, &h, &c->patch[c->n_patch]) < 0)
+			cli_fail(r.err);
+		c->n_patch++;
+		kept++;
+	}
+	if (rc < 0)
+		cli_fail(r.err);
+	at_reader_close(&r);
+	if (!kept)
+		cli_die("%s %s: no captured activations (records of --capture) "
+			"to patch in", what, arg);
+}
+
+void capture_free(capture *c)
+{
+	for (int i = 0; i < c->n_patch; i++)
+		at_tensor_free(&c->patch[i]);
+	free(c->patch);
+	c->patch = NULL;
+	c->n_patch = 0;
+}
+
 int capture_wanted(const capture *c)
 {
-	return c->n_spec || c->n_ablate;
+	return c->n_spec || c->n_ablate || c->n_patch;
+}
+
+/* Puts patch p (the whole activation, or head `head` of it) into data,
+ * or dies where the shapes disagree. */
+static void patch_in(const at_tensor *p, float *data, int rank,
+		     const uint64_t *dims)
+{
+	long head = -1;
+	at_attr_long(&p->attrs, "head", &head);
+	int one_head = head >= 0 && rank == 4;
+	int same = p->rank == rank;
+	for (int i = 0; same && i < rank; i++)
+		same = p->dims[i] == (i == 1 && one_head ? 1 : dims[i]);
+	if (!same || (one_head && (uint64_t)head >= dims[1])) {
+		char want[128], got[128];
+		at_shape_str(rank, dims, want, sizeof want);
+		at_shape_str(p->rank, p->dims, got, sizeof got);
+		cli_die("--patch: '%s' of layer %s%s%s is %s, but this run's is %s",
+			p->name, at_attr_get(&p->attrs, "layer"),
+			one_head ? " head " : "", one_head ?
+			at_attr_get(&p->attrs, "head") : "", got, want);
+	}
+	if (!one_head) {
+		memcpy(data, p->data, at_nbytes(p));
+		return;
+	}
+	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
+	for (size_t b = 0; b < B; b++)
+		memcpy(data + (b * H + (size_t)head) * TX,
+		       (const float *)p->data + b * TX, TX * sizeof *data);
 }
 
 /* Head h of a [B,H,T,X] activation, zeroed or set to its mean over b. */
@@ -147,6 +235,7 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
 	snprintf(t.name, sizeof t.name, "%s", name);
 	at_fwd_activation_attrs(&t.attrs, name, layer, c->H, c->D);
+	at_attr_set(&t.attrs, "captured", "1"); /* what --patch takes */
 	if (!s->heads_given) {
 		t.data = (void *)data;
 		return at_write_tensor(c->w, &t) < 0 ? 1 : 0;
@@ -176,6 +265,12 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 	capture *c = ctx;
 	if (layer < 0 || layer >= CAPTURE_INDICES)
 		return 0;
+	for (int i = 0; i < c->n_patch; i++) {
+		long l;
+		if (strcmp(c->patch[i].name, name) == 0 &&
+		    at_attr_long(&c->patch[i].attrs, "layer", &l) == 0 && l == layer)
+			patch_in(&c->patch[i], data, rank, dims);
+	}
 	if (strcmp(name, "out") == 0)
 		for (int i = 0; i < c->n_ablate; i++)
 			if (c->ablate[i].layer == layer)
@@ -198,9 +293,9 @@ const at_hook *capture_start(capture *c, int L, int H, int D, int on_gpu)
 		if (c->ablate[i].layer >= L || c->ablate[i].head >= H)
 			cli_die("--ablate %d.%d: the model has %d layers of %d heads",
 				c->ablate[i].layer, c->ablate[i].head, L, H);
-	if (on_gpu && c->n_ablate)
-		cli_die("--ablate changes activations on the CPU only in this "
-			"version: use --device cpu");
+	if (on_gpu && (c->n_ablate || c->n_patch))
+		cli_die("--%s changes activations on the CPU only in this "
+			"version: use --device cpu", c->n_ablate ? "ablate" : "patch");
 	for (int i = 0; on_gpu && i < c->n_spec; i++)
 		if (!AMONG(capture_names[c->spec[i].name], on_the_gpu))
 			cli_die("--capture %s: the GPU engine does not report it in "

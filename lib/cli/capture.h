@@ -8,11 +8,16 @@
  * "0-2,5", "all"; absent: all).  A record of [B,H,T,*] (q, k, v, scores,
  * attn, out) with HEADS is written one head at a time, [B,1,T,*] with a
  * `head` attribute; every record carries `layer` and the stages'
- * attributes (at_fwd_activation_attrs).
+ * attributes (at_fwd_activation_attrs), and captured=1.
  * --ablate L.H[:mean] (repeatable): head H of layer L's output (out,
  * before Wo) is set to zero, or to its mean over the batch's rows at
- * each position, before the rest of the layer uses it.  Only the CPU
- * engine hands the hook the activation itself, so --ablate needs it.
+ * each position, before the rest of the layer uses it.
+ * --patch FILE (repeatable): every captured record of FILE (a --capture
+ * of another run) replaces that activation of its layer (and
+ * head, where it has one) in this run, as soon as it is computed: a
+ * clean run's head output into a corrupted run.  Shapes must agree.
+ * Only the CPU engine hands the hook the activation itself, so --ablate
+ * and --patch need it.
  */
 #ifndef ANDREA_CAPTURE_H
 #define ANDREA_CAPTURE_H
@@ -42,6 +47,8 @@ typedef struct {
 		int layer, head, mean;
 	} ablate[CAPTURE_MAX];
 	int n_ablate;
+	at_tensor *patch;              /* --patch records */
+	int n_patch;
 	/* set by capture_start */
 	at_writer *w;
 	int L, H, D;
@@ -51,6 +58,8 @@ typedef struct {
 /* The option callbacks: ctx is the capture. */
 void capture_opt(void *ctx, const char *arg, const char *what);
 void ablate_opt(void *ctx, const char *arg, const char *what);
+void patch_opt(void *ctx, const char *arg, const char *what);
+void capture_free(capture *c);
 
 /* 1 where an option asked for anything. */
 int capture_wanted(const capture *c);
