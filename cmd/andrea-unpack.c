@@ -1,4 +1,9 @@
-/* andrea-unpack - write each record of a stream as DIR/NAME.npy. */
+/* andrea-unpack - write each record of a stream as DIR/NAME.npy.
+ *
+ * A later record of a name already written (the attention of each layer
+ * a capture writes) goes to NAME.layerL.headH.npy, from the attributes
+ * it has, or failing that NAME.N.npy, N its record number: nothing is
+ * overwritten and nothing is refused. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,7 @@ typedef struct {
 	int n;
 } written_set;
 
+/* 1 where name was written; else records it and returns 0. */
 static int already_written(written_set *s, const char *name)
 {
 	for (int i = 0; i < s->n; i++)
@@ -33,6 +39,27 @@ static int already_written(written_set *s, const char *name)
 	s->names = grown;
 	s->n++;
 	return 0;
+}
+
+/* The file name (without .npy) of record h: its name, or for a name
+ * already written, NAME.layerL.headH from its attributes, or NAME.N. */
+static void file_name(written_set *s, const at_header *h, int index,
+		      char *out, size_t len)
+{
+	snprintf(out, len, "%s", h->name);
+	if (!already_written(s, out))
+		return;
+	const char *layer = at_attr_get(&h->attrs, "layer");
+	const char *head = at_attr_get(&h->attrs, "head");
+	snprintf(out, len, "%s%s%s%s%s", h->name, layer ? ".layer" : "",
+		 layer ? layer : "", head ? ".head" : "", head ? head : "");
+	if ((layer || head) && strchr(out, '/') == NULL &&
+	    !already_written(s, out))
+		return;
+	snprintf(out, len, "%s.%d", h->name, index);
+	if (already_written(s, out)) /* a record name that looks like one */
+		cli_die("record %d '%s': %s.npy was already written", index,
+			h->name, out);
 }
 
 int main(int argc, char **argv)
@@ -49,7 +76,7 @@ int main(int argc, char **argv)
 		cli_die("%s: %s", dir, strerror(errno));
 
 	written_set seen = {0};
-	int nfiles = operand.n;
+	int nfiles = operand.n, index = 0; /* records across every FILE */
 	for (int f = 0; f < (nfiles ? nfiles : 1); f++) {
 		at_reader r;
 		cli_open_input(&c, &r, nfiles ? operand.v[f] : "-");
@@ -59,15 +86,13 @@ int main(int argc, char **argv)
 			if (!name_safe(h.name))
 				cli_die("%s: record %d '%s': the name would leave %s",
 					r.label, h.index, h.name, dir);
-			if (already_written(&seen, h.name))
-				cli_die("%s: record %d '%s': a record of that name was "
-					"already written; refusing to overwrite it",
-					r.label, h.index, h.name);
+			char name[1024];
+			file_name(&seen, &h, ++index, name, sizeof name);
 			at_tensor t;
 			if (at_read_payload(&r, &h, &t) < 0)
 				cli_fail(r.err);
 			char path[8192], err[256];
-			snprintf(path, sizeof path, "%s/%s.npy", dir, h.name);
+			snprintf(path, sizeof path, "%s/%s.npy", dir, name);
 			if (at_npy_write(path, &t, err, sizeof err) < 0)
 				cli_die("%s: %s", path, err);
 			at_tensor_free(&t);
