@@ -193,8 +193,7 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 			const at_config *cfg = &b->model.cfg;
 			at_fwd_set_hook(e, capture_start(&b->cap, cfg->n_layer,
 							 cfg->n_head,
-							 C / cfg->n_head,
-							 at_fwd_device(e) == AT_DEV_CUDA));
+							 C / cfg->n_head, e));
 			b->hooked = 1;
 		}
 		capture_to(&b->cap, w);

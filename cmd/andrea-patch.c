@@ -152,10 +152,14 @@ int main(int argc, char **argv)
 	at_loaded wts;
 	if (at_weights_load(&wts, &model, AT_LOAD_ALL, NULL, err, sizeof err) < 0)
 		cli_die("%s", err);
-	at_fwd *e;
-	if (at_fwd_new(&e, &wts.w, AT_DEV_CPU, AT_PREC_FP32, 0, err, sizeof err) < 0)
-		cli_die("%s", err);
 	int L = cfg->n_layer, H = cfg->n_head, C = cfg->d_model;
+	double bytes, madds = at_fwd_work(C, V, (double)B * T, L, T / 2.0,
+					  (double)B * T, &bytes);
+	at_fwd *e;
+	if (at_fwd_new(&e, &wts.w, stage_device_sized(&c, AT_PREC_FP32, madds,
+						      bytes),
+		       AT_PREC_FP32, 0, err, sizeof err) < 0)
+		cli_die("%s", err);
 	run_ctx r = {.mode = KEEP, .L = L, .H = H, .B = B, .T = T, .D = C / H,
 		     .C = C, .heads = heads};
 	r.out = calloc((size_t)L, sizeof *r.out);

@@ -23,8 +23,8 @@
 
 static const char usage[] =
 	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
-	"                   [--labels] [-m MODEL] [--name NAME] [--threads N]\n"
-	"                   [FILE ...]\n";
+	"                   [--labels] [-m MODEL] [--name NAME] [--layer L]\n"
+	"                   [--head H] [--index N] [--threads N] [FILE ...]\n";
 
 typedef enum { SHOW_SUMMARY, SHOW_PRINT, SHOW_ASCII, SHOW_PNG } show_mode;
 
@@ -38,6 +38,8 @@ typedef struct {
 	int nsel;
 	int columns;             /* terminal width for --ascii */
 	int labels;              /* --labels */
+	const char *layer, *head; /* --layer, --head: attribute values */
+	long index;              /* --index: the record number; 0: any */
 	at_tokenizer *tok;       /* --labels: the model's */
 	at_tensor tokens;        /* --labels: the last tokens record */
 } show_opts;
@@ -167,6 +169,13 @@ static void check_select(const show_opts *o, const at_reader *r,
 	cli_die("%s: record %d '%s': %s %s does not fit shape %s: %s", r->label,
 		h->index, h->name, o->select_text ? "--select" : "selection",
 		s, shape, err);
+}
+
+/* 1 where want is NULL or attribute key of a is want. */
+static int attr_is(const at_attrs *a, const char *key, const char *want)
+{
+	const char *v = at_attr_get(a, key);
+	return !want || (v && strcmp(v, want) == 0);
 }
 
 /* The text of each token of batch row b of o->tokens, spelt in GPT-2's
@@ -312,6 +321,9 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_BASIC | CLI_USE_MODEL_FILE),
 		CLI_FLAG("labels", 0, &o->labels),
+		CLI_STRING("layer", 0, &o->layer),
+		CLI_STRING("head", 0, &o->head),
+		CLI_LONG("index", 0, &o->index, 1, 1L << 40),
 		CLI_FLAG("print", 'p', &print),
 		CLI_FLAG("full", 0, &o->full),
 		CLI_FLAG("ascii", 0, &ascii),
@@ -368,7 +380,10 @@ int main(int argc, char **argv)
 				at_tokens_as_batch(&o.tokens);
 				continue;
 			}
-			if (o.name && strcmp(h.name, o.name) != 0) {
+			if ((o.name && strcmp(h.name, o.name) != 0) ||
+			    !attr_is(&h.attrs, "layer", o.layer) ||
+			    !attr_is(&h.attrs, "head", o.head) ||
+			    (o.index && h.index != o.index)) {
 				if (at_skip_payload(&r, &h) < 0)
 					goto fail;
 				continue;
@@ -422,8 +437,12 @@ fail:
 		fflush(stdout);
 		cli_fail(r.err);
 	}
-	if (o.name && !shown)
-		cli_die("no record named '%s'", o.name);
+	if ((o.name || o.layer || o.head || o.index) && !shown)
+		cli_die("no record%s%s%s%s%s%s%s%s", o.name ? " named '" : "",
+			o.name ? o.name : "", o.name ? "'" : "",
+			o.layer ? " of layer " : "", o.layer ? o.layer : "",
+			o.head ? " head " : "", o.head ? o.head : "",
+			o.index ? " at that --index" : "");
 	if (o.mode == SHOW_PNG) {
 		if (!shown)
 			cli_die("no record to draw");

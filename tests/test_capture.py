@@ -186,3 +186,27 @@ def test_patching_a_clean_run_into_a_corrupted_one(tmp_path):
             input=pack(tmp_path, [("x", corrupt)]), check=1)
     assert "--patch: 'out' of layer 1 head 0 is [1,1,6,4], but this run's is [2,2,6,4]" \
         in one_line_error(e, "block")
+
+
+def test_show_and_unpack_pick_captures_apart(tmp_path):
+    """andrea-show --name/--layer/--head/--index select among the repeated
+    names of a capture; andrea-unpack writes each to its own file."""
+    rng = np.random.default_rng(7)
+    model, _ = full_model(tmp_path, rng, 2, 2, 8, 50, 16)
+    x = (0.5 * rng.standard_normal((1, 4, 8))).astype(np.float32)
+    cap = tmp_path / "cap.ats"
+    cap.write_bytes(run("block", "-m", model, "-l", "all", "--capture", "attn:all:0-1",
+                        input=pack(tmp_path, [("x", x)]), check=0).stdout)
+    recs = records(cap)
+    shown = run("show", "--name", "attn", "--layer", 1, "--head", 0, cap,
+                check=0).stdout.decode().splitlines()
+    assert len(shown) == 1 and "layer=1" in shown[0] and "head=0" in shown[0]
+    assert run("show", "--index", 5, cap, check=0).stdout.decode().startswith("x ")
+    p = run("show", "--layer", 9, cap, check=1)
+    assert "no record of layer 9" in one_line_error(p, "show")
+    run("unpack", "-d", tmp_path / "u", cap, check=0)
+    import os
+    assert sorted(os.listdir(tmp_path / "u")) == [
+        "attn.layer0.head1.npy", "attn.layer1.head0.npy", "attn.layer1.head1.npy",
+        "attn.npy", "x.npy"]
+    assert np.array_equal(np.load(tmp_path / "u" / "attn.layer1.head1.npy"), recs[3][2])

@@ -287,8 +287,9 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 	return 0;
 }
 
-const at_hook *capture_start(capture *c, int L, int H, int D, int on_gpu)
+const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 {
+	int on_gpu = at_fwd_device(e) == AT_DEV_CUDA;
 	for (int i = 0; i < c->n_ablate; i++)
 		if (c->ablate[i].layer >= L || c->ablate[i].head >= H)
 			cli_die("--ablate %d.%d: the model has %d layers of %d heads",

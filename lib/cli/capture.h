@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "ops/forward.h"
 #include "ops/prenorm.h"
 #include "stream/stream.h"
 
@@ -64,9 +65,10 @@ void capture_free(capture *c);
 /* 1 where an option asked for anything. */
 int capture_wanted(const capture *c);
 /* Checks the options against a model of L layers and H heads of width D
- * (and, with on_gpu, that none needs the CPU), ending the program on a
- * mismatch; then the hook that writes to w (set later with capture_to). */
-const at_hook *capture_start(capture *c, int L, int H, int D, int on_gpu);
+ * and the engine e that will run them (on the GPU, that none needs the
+ * CPU), ending the program on a mismatch; then the hook that writes to w
+ * (set later with capture_to). */
+const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e);
 void capture_to(capture *c, at_writer *w);
 
 #endif
