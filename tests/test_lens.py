@@ -1,0 +1,72 @@
+"""andrea-lens against NumPy: the logit lens (every layer's stream through
+LNf and the head, top-k per position) and direct logit attribution (each
+head's share of the last position's logit difference), whose shares plus
+the rest (embedding, biases, MLPs, LNf's bias), computed apart here, make
+the logit difference."""
+import numpy as np
+import pytest
+
+import oracle
+from conftest import run, one_line_error
+from stagekit import pack
+from test_capture import block_acts
+from test_model_filters import full_model
+from test_train import records
+
+
+@pytest.mark.parametrize("biases,tied", [(False, False), (True, True)])
+def test_lens_and_attribution_match_numpy(tmp_path, biases, tied):
+    rng = np.random.default_rng(2 + biases)
+    L, H, C, V = 2, 3, 12, 40
+    D = C // H
+    model, p = full_model(tmp_path, rng, L, H, C, V, 16, biases=biases, tied=tied)
+    tokens = rng.integers(0, V, (2, 6)).astype(np.int32)
+    A, W = 7, 19
+    out = tmp_path / "lens.ats"
+    out.write_bytes(run("lens", "-m", model, "--top", 4, "--token", A, "--versus", W,
+                        "--device", "cpu", input=pack(tmp_path, [("tokens", tokens)]),
+                        check=0).stdout)
+    recs = {r[0]: (r[1], r[2]) for r in records(out)}
+    # the stream after the embedding and each block, and each head's share
+    x = oracle.embed(tokens, p["wte"], p["wpe"])
+    streams, parts, shares = [x], [x], np.zeros((L, H, 2, C))
+    for l in range(L):
+        a = block_acts(x, p, l, H)
+        wo = p[f"layers.{l}.attn.wo"].astype(np.float64)
+        for h in range(H):
+            shares[l, h] = a["out"][:, h, -1] @ wo[h * D:(h + 1) * D]
+        if biases:
+            parts.append(np.broadcast_to(p[f"layers.{l}.attn.bo"], x.shape))
+        parts.append(a["mlp"])
+        x = a["x"]
+        streams.append(x)
+    lens_ids, lens_vals = recs["lens_tokens"][1], recs["lens_logits"][1]
+    for l, s in enumerate(streams):
+        z = oracle.logits(s, p)
+        order = np.argsort(-z, -1)[..., :4]
+        assert np.array_equal(lens_ids[l], order), l
+        assert np.allclose(lens_vals[l], np.take_along_axis(z, order, -1), atol=1e-4)
+    head = p["lm_head"] if "lm_head" in p else p["wte"].T
+    u = head[:, A].astype(np.float64) - head[:, W]
+    last = x[:, -1]
+    rstd = 1 / np.sqrt(last.var(-1) + 1e-5)
+    share = lambda r: (((r - r.mean(-1, keepdims=True)) * rstd[:, None]
+                        * p["lnf.weight"]) @ u).mean()
+    attrs, got = recs["attribution"]
+    want = np.array([[share(shares[l, h]) for h in range(H)] for l in range(L)])
+    assert np.allclose(got, want, atol=1e-5)
+    logit = oracle.logits(x, p)[:, -1]
+    assert abs(float(attrs["logit"]) - (logit[:, A] - logit[:, W]).mean()) <= 1e-5
+    rest = sum(share(part[:, -1]) for part in parts) + p["lnf.bias"] @ u
+    assert abs(float(attrs["rest"]) - rest) <= 1e-5
+    assert abs(got.sum() + float(attrs["rest"]) - float(attrs["logit"])) <= 1e-5
+
+
+def test_bad_lens_options(tmp_path):
+    rng = np.random.default_rng(9)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 20, 8)
+    s = pack(tmp_path, [("tokens", np.array([[1, 2]], np.int32))])
+    p = run("lens", "-m", model, "--token", 25, input=s, check=2)
+    assert "--token 25: the model has V=20" in one_line_error(p, "lens")
+    p = run("lens", "-m", model, "--versus", 3, input=s, check=2)
+    one_line_error(p, "lens")
