@@ -4,7 +4,10 @@
  * (names, dtypes, shapes, and values within tolerance), 1 when they
  * differ, 2 on trouble (an unreadable file, a bad or truncated stream, a
  * bad option).  Both inputs are read in lockstep, so at most one record
- * pair is in memory.  Every record is reported, so the exit status does
+ * pair is in memory; with --by-name each record of A is compared with the
+ * record of B of the same name and layer and head attributes (the n-th
+ * such of B for the n-th of A), B read through an index of its headers,
+ * so B must be a file.  Every record is reported, so the exit status does
  * not depend on -q: a stream that breaks after a difference is trouble.
  */
 #include <errno.h>
@@ -19,7 +22,7 @@
 
 static const char usage[] =
 	"usage: andrea-diff [-q] [--rtol RTOL] [--atol ATOL] [--equal-nan]\n"
-	"                   [--threads N] A B\n";
+	"                   [--by-name] [--threads N] A B\n";
 
 static int quiet;
 
@@ -156,6 +159,97 @@ static int values_differ(at_reader *ra, const at_header *ha, at_reader *rb,
 	return s.ndiff > 0;
 }
 
+/* A record as --by-name matches it: its name, and its layer and head
+ * attributes ("" where it has none). */
+typedef struct {
+	char name[AT_MAX_NAME + 1], layer[AT_MAX_VALUE + 1], head[AT_MAX_VALUE + 1];
+	long offset;
+	int index, used;
+} b_entry;
+
+static void record_key(const at_header *h, b_entry *e)
+{
+	const char *layer = at_attr_get(&h->attrs, "layer");
+	const char *head = at_attr_get(&h->attrs, "head");
+	snprintf(e->name, sizeof e->name, "%s", h->name);
+	snprintf(e->layer, sizeof e->layer, "%s", layer ? layer : "");
+	snprintf(e->head, sizeof e->head, "%s", head ? head : "");
+}
+
+/* The same name, and layer and head equal where both records have them. */
+static int same_record(const b_entry *a, const b_entry *b)
+{
+	return strcmp(a->name, b->name) == 0 &&
+	       (!a->layer[0] || !b->layer[0] || strcmp(a->layer, b->layer) == 0) &&
+	       (!a->head[0] || !b->head[0] || strcmp(a->head, b->head) == 0);
+}
+
+/* The headers of rb, which must be a file, from its start. */
+static b_entry *index_b(at_reader *rb, int *n)
+{
+	b_entry *e = NULL;
+	at_header h;
+	*n = 0;
+	for (;;) {
+		long offset = ftell(rb->f);
+		if (!next_header(rb, &h))
+			break;
+		b_entry *grown = realloc(e, (size_t)(*n + 1) * sizeof *e);
+		if (!grown)
+			cli_die("out of memory");
+		e = grown;
+		record_key(&h, &e[*n]);
+		e[*n].offset = offset;
+		e[*n].index = h.index;
+		e[*n].used = 0;
+		(*n)++;
+		skip_payload(rb, &h);
+	}
+	return e;
+}
+
+/* --by-name: each record of A against its namesake of B. */
+static int diff_by_name(at_reader *ra, at_reader *rb, const at_tol *tol,
+			int threads)
+{
+	if (rb->f == stdin || fseek(rb->f, 0, SEEK_CUR) != 0)
+		cli_die("%s: --by-name reads B by its index, so B must be a file "
+			"(A may be a pipe)", rb->label);
+	int nb, differ = 0;
+	b_entry *b = index_b(rb, &nb);
+	at_header ha, hb;
+	while (next_header(ra, &ha)) {
+		b_entry a;
+		record_key(&ha, &a);
+		b_entry *m = NULL;
+		for (int i = 0; i < nb && !m; i++)
+			if (!b[i].used && same_record(&a, &b[i]))
+				m = &b[i];
+		if (!m) {
+			report("record %d '%s': not in %s", ha.index, ha.name, rb->label);
+			skip_payload(ra, &ha);
+			differ = 1;
+			continue;
+		}
+		m->used = 1;
+		rb->records = m->index - 1;
+		if (fseek(rb->f, m->offset, SEEK_SET) != 0 || next_header(rb, &hb) != 1)
+			cli_die("%s: cannot seek back to record %d", rb->label, m->index);
+		if (!header_differs(ra, &ha, rb, &hb))
+			differ |= values_differ(ra, &ha, rb, &hb, tol, threads);
+		else
+			differ = 1;
+	}
+	for (int i = 0; i < nb; i++)
+		if (!b[i].used) {
+			report("%s: record %d '%s': not in %s", rb->label, b[i].index,
+			       b[i].name, ra->label);
+			differ = 1;
+		}
+	free(b);
+	return differ;
+}
+
 static void open_input(at_reader *r, const char *path, const at_read_opts *o)
 {
 	if (at_reader_open(r, path, o) < 0)
@@ -168,6 +262,7 @@ int main(int argc, char **argv)
 	cli_init("andrea-diff", &c);
 	cli_failure_status = 2; /* 1 means "different" here */
 	at_tol tol = AT_TOL_DEFAULT;
+	int by_name = 0;
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_BASIC),
 		CLI_FLAG("quiet", 'q', &quiet),
@@ -175,6 +270,7 @@ int main(int argc, char **argv)
 		CLI_CALL_ARG("rtol", 0, tolerance, &tol.rtol),
 		CLI_CALL_ARG("atol", 0, tolerance, &tol.atol),
 		CLI_FLAG("equal-nan", 0, &tol.equal_nan),
+		CLI_FLAG("by-name", 0, &by_name),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
 	if (operand.n != 2)
@@ -188,6 +284,13 @@ int main(int argc, char **argv)
 	open_input(&ra, path_a, &c.ropts);
 	open_input(&rb, path_b, &c.ropts);
 	int differ = 0;
+	if (by_name) {
+		differ = diff_by_name(&ra, &rb, &tol, c.ropts.threads);
+		at_reader_close(&ra);
+		at_reader_close(&rb);
+		cli_finish_text();
+		return differ;
+	}
 	for (;;) {
 		at_header ha, hb;
 		int more_a = next_header(&ra, &ha);

@@ -467,3 +467,30 @@ def test_help_matches_man_synopsis():
     assert flat == "".join(help_text[len("usage: "):].split())
     p = run("diff", "--version", check=0)
     assert p.stdout.decode().startswith("andrea-diff (andrea) ")
+
+
+def test_by_name_pairs_records_whatever_their_order(tmp_path):
+    """--by-name: each record of A with B's first unpaired one of the same
+    name (and layer and head where both have them); the unpaired on either
+    side are reported and make the streams differ; B must be a file."""
+    import atsfmt
+    q = atsfmt.record("q", "f32", (2,), np.array([1, 2], "<f4").tobytes())
+    k = atsfmt.record("k", "f32", (2,), np.array([3, 4], "<f4").tobytes())
+    a0 = atsfmt.record("attn", "f32", (1,), np.array([5], "<f4").tobytes(),
+                       attrs=[("layer", "0")])
+    a1 = atsfmt.record("attn", "f32", (1,), np.array([6], "<f4").tobytes(),
+                       attrs=[("layer", "1")])
+    b = tmp_path / "b.ats"
+    b.write_bytes(atsfmt.stream(k, a1, q, a0))
+    p = run("diff", "--by-name", "-", b, input=atsfmt.stream(q, a0, k, a1), check=0)
+    assert p.stdout.decode().splitlines() == [
+        "record 1 'q': equal; max abs err 0; max rel err 0",
+        "record 2 'attn': equal; max abs err 0; max rel err 0",
+        "record 3 'k': equal; max abs err 0; max rel err 0",
+        "record 4 'attn': equal; max abs err 0; max rel err 0"]
+    run("diff", "--by-name", "-", b, input=atsfmt.stream(q, a0, k, a1, q), check=1)
+    p = run("diff", "--by-name", "-", b, input=atsfmt.stream(q, k), check=1)
+    assert p.stdout.decode().splitlines()[-2:] == [
+        f"{b}: record 2 'attn': not in <stdin>", f"{b}: record 4 'attn': not in <stdin>"]
+    p = run("diff", "--by-name", b, "-", input=atsfmt.stream(q), check=2)
+    assert "B must be a file" in p.stderr.decode()
