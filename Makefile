@@ -185,8 +185,9 @@ test: setup
 	$(MAKE) all
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
+# the build on every core: the demo itself takes seconds
 demo: setup
-	$(MAKE) all
+	$(MAKE) -j$$(nproc 2>/dev/null || echo 2) all
 	sh tools/demo.sh
 
 install: all
