@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/capture.h"
 #include "cli/cli.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
@@ -31,6 +32,7 @@ static const char usage[] =
 	"                       [--prompt TEXT | --prompts FILE] [-n N]\n"
 	"                       [--temperature F] [--top-k K] [--top-p P]\n"
 	"                       [--seed S] [--no-cache] [--logits FILE]\n"
+	"                       [--capture NAME[:LAYERS[:HEADS]] ... --capture-file FILE]\n"
 	"                       [--stats] [--device DEV] [--precision P]\n"
 	"                       [--threads N]\n";
 
@@ -47,7 +49,7 @@ typedef struct {
 } seq;
 
 typedef struct {
-	const char *prompt, *prompts, *logits_path;
+	const char *prompt, *prompts, *logits_path, *capture_path;
 	long n_new, top_k, seed;
 	double temperature, top_p;
 	int no_cache, stats, precision;
@@ -63,6 +65,8 @@ typedef struct {
 	int32_t *last;  /* [rows] the token each row feeds next */
 	int *scratch;
 	at_writer lw;   /* --logits */
+	capture cap;    /* --capture */
+	at_writer cw;   /* --capture-file */
 	int tty;
 	double t_prefill, t_decode;
 	long steps, fed;
@@ -176,6 +180,10 @@ static void refill(gen *g, int r)
 	seq *q = &g->s[r];
 	char err[600];
 	int T = (int)(q->n - q->w0 - 1);
+	char row[16];
+	snprintf(row, sizeof row, "%d", r);
+	capture_tag(&g->cap, "step", "prompt");
+	capture_tag(&g->cap, "row", row);
 	double t0 = now();
 	check(at_fwd_prefill(g->engine, r, q->tok + q->w0, T, NULL, err,
 			     sizeof err), err);
@@ -197,6 +205,10 @@ static void next_logits(gen *g)
 				refill(g, r);
 		g->last[r] = q->tok[q->n - 1];
 	}
+	char step[24];
+	snprintf(step, sizeof step, "%ld", g->steps);
+	capture_tag(&g->cap, "step", step);
+	capture_tag(&g->cap, "row", NULL);
 	double t0 = now();
 	if (!g->no_cache) {
 		check(at_fwd_decode(g->engine, g->last, g->rows, g->logits, err,
@@ -405,6 +417,8 @@ int main(int argc, char **argv)
 		CLI_LONG("seed", 0, &g.seed, 0, LONG_MAX),
 		CLI_FLAG("no-cache", 0, &g.no_cache),
 		CLI_STRING("logits", 0, &g.logits_path),
+		CLI_CALL_ARG("capture", 0, capture_opt, &g.cap),
+		CLI_STRING("capture-file", 0, &g.capture_path),
 		CLI_FLAG("stats", 0, &g.stats),
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &g.precision),
 		CLI_END};
@@ -415,6 +429,12 @@ int main(int argc, char **argv)
 				cli_prog);
 	if (g.prompt && g.prompts)
 		cli_usage_error("--prompt and --prompts exclude each other");
+	if (!g.cap.n_spec != !g.capture_path)
+		cli_usage_error("--capture and --capture-file go together");
+	if (g.capture_path && (strcmp(g.capture_path, "-") == 0 ||
+			       (g.logits_path && !strcmp(g.capture_path, g.logits_path))))
+		cli_usage_error("--capture-file: give a file of its own (standard "
+				"output carries the text)");
 	if (g.logits_path && strcmp(g.logits_path, "-") == 0)
 		cli_usage_error("--logits -: standard output carries the text; "
 				"give --logits a file");
@@ -440,8 +460,20 @@ int main(int argc, char **argv)
 		logits_tmp = g.lw.tmp;
 		signal(SIGPIPE, on_sigpipe);
 	}
+	if (g.capture_path) {
+		const at_config *cfg = &g.model.cfg;
+		at_fwd_set_hook(g.engine, capture_start(&g.cap, cfg->n_layer,
+							cfg->n_head,
+							cfg->d_model / cfg->n_head,
+							g.engine));
+		if (at_writer_open(&g.cw, g.capture_path, &c.wopts) < 0)
+			cli_fail(g.cw.err);
+		capture_to(&g.cap, &g.cw);
+	}
 	g.tty = isatty(STDOUT_FILENO);
 	run(&g);
+	if (g.capture_path && at_writer_finish(&g.cw) < 0)
+		cli_fail(g.cw.err);
 	if (g.logits_path)
 		cli_finish_output(&g.lw);
 	if (g.stats)

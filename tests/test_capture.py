@@ -210,3 +210,33 @@ def test_show_and_unpack_pick_captures_apart(tmp_path):
         "attn.layer0.head1.npy", "attn.layer1.head0.npy", "attn.layer1.head1.npy",
         "attn.npy", "x.npy"]
     assert np.array_equal(np.load(tmp_path / "u" / "attn.layer1.head1.npy"), recs[3][2])
+
+
+def test_generate_captures_every_step_against_numpy(tmp_path):
+    """andrea-generate --capture: the prompt's pass (step=prompt, row) and
+    each decoding step (step=N, over the KV cache) write the activations
+    the whole sequence so far gives NumPy at its last position."""
+    rng = np.random.default_rng(8)
+    L, H, C = 2, 2, 8
+    model, p = full_model(tmp_path, rng, L, H, C, 257, 32)
+    cap = tmp_path / "g.ats"
+    text = run("generate", "-m", model, "--prompt", "hey", "-n", 4,
+               "--temperature", 0, "--capture", "attn:1:1", "--capture",
+               "x:0", "--capture-file", cap, *CPU, check=0).stdout
+    seq = [256] + list(b"hey") + list(text)
+    recs = records(cap)
+    steps = [(r[0], r[1]["step"]) for r in recs]
+    assert steps[:2] == [("x", "prompt"), ("attn", "prompt")]
+    assert recs[0][1]["row"] == "0" and "row" not in recs[2][1]
+    for name, attrs, got in recs:
+        n = 3 if attrs["step"] == "prompt" else 4 + int(attrs["step"])
+        x = oracle.embed(np.array([seq[:n]]), p["wte"], p["wpe"])
+        a0 = block_acts(x, p, 0, H)
+        if name == "x":
+            want = a0["x"] if attrs["step"] == "prompt" else a0["x"][:, -1:]
+        else:
+            att = block_acts(a0["x"], p, 1, H)["attn"][:, 1:2]
+            want = att if attrs["step"] == "prompt" else att[:, :, -1:]
+        assert got.shape == want.shape and oracle.rel_err(got, want) <= 1e-5, attrs
+    p2 = run("generate", "-m", model, "--capture", "attn", *CPU, check=2)
+    assert "--capture and --capture-file go together" in one_line_error(p2, "generate")

@@ -236,6 +236,8 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	snprintf(t.name, sizeof t.name, "%s", name);
 	at_fwd_activation_attrs(&t.attrs, name, layer, c->H, c->D);
 	at_attr_set(&t.attrs, "captured", "1"); /* what --patch takes */
+	for (int i = 0; i < c->tag.n; i++)
+		at_attr_set(&t.attrs, c->tag.key[i], c->tag.value[i]);
 	if (!s->heads_given) {
 		t.data = (void *)data;
 		return at_write_tensor(c->w, &t) < 0 ? 1 : 0;
@@ -310,4 +312,12 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 void capture_to(capture *c, at_writer *w)
 {
 	c->w = w;
+}
+
+void capture_tag(capture *c, const char *key, const char *value)
+{
+	if (value)
+		at_attr_set(&c->tag, key, value);
+	else
+		at_attr_del(&c->tag, key);
 }

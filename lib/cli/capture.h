@@ -50,6 +50,7 @@ typedef struct {
 	int n_ablate;
 	at_tensor *patch;              /* --patch records */
 	int n_patch;
+	at_attrs tag;                  /* added to every record (step, row) */
 	/* set by capture_start */
 	at_writer *w;
 	int L, H, D;
@@ -70,5 +71,8 @@ int capture_wanted(const capture *c);
  * (set later with capture_to). */
 const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e);
 void capture_to(capture *c, at_writer *w);
+/* Sets attribute key of every record captured from now on (value NULL:
+ * drops it): andrea-generate's step and row. */
+void capture_tag(capture *c, const char *key, const char *value);
 
 #endif
