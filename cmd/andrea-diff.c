@@ -176,11 +176,15 @@ static void record_key(const at_header *h, b_entry *e)
 	snprintf(e->head, sizeof e->head, "%s", head ? head : "");
 }
 
-/* The same name, and layer and head equal where both records have them. */
-static int same_record(const b_entry *a, const b_entry *b)
+/* The same name, and layer and head equal (exact) or equal where both
+ * records have them (not exact). */
+static int same_record(const b_entry *a, const b_entry *b, int exact)
 {
-	return strcmp(a->name, b->name) == 0 &&
-	       (!a->layer[0] || !b->layer[0] || strcmp(a->layer, b->layer) == 0) &&
+	if (strcmp(a->name, b->name) != 0)
+		return 0;
+	if (exact)
+		return strcmp(a->layer, b->layer) == 0 && strcmp(a->head, b->head) == 0;
+	return (!a->layer[0] || !b->layer[0] || strcmp(a->layer, b->layer) == 0) &&
 	       (!a->head[0] || !b->head[0] || strcmp(a->head, b->head) == 0);
 }
 
@@ -221,10 +225,11 @@ static int diff_by_name(at_reader *ra, at_reader *rb, const at_tol *tol,
 	while (next_header(ra, &ha)) {
 		b_entry a;
 		record_key(&ha, &a);
-		b_entry *m = NULL;
-		for (int i = 0; i < nb && !m; i++)
-			if (!b[i].used && same_record(&a, &b[i]))
-				m = &b[i];
+		b_entry *m = NULL; /* the same attributes first, then the fewer */
+		for (int exact = 1; exact >= 0 && !m; exact--)
+			for (int i = 0; i < nb && !m; i++)
+				if (!b[i].used && same_record(&a, &b[i], exact))
+					m = &b[i];
 		if (!m) {
 			report("record %d '%s': not in %s", ha.index, ha.name, rb->label);
 			skip_payload(ra, &ha);

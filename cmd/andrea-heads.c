@@ -168,6 +168,10 @@ int main(int argc, char **argv)
 	const at_config *cfg = &model.cfg;
 	at_tokenizer *tok = cli_tokenizer(&model);
 	int random = n_random > 0;
+	if (random && cfg->ctx > 0 && 2L * n_random + 1 > cfg->ctx)
+		cli_die("--random %d: %d positions (twice the sequence and BOS) "
+			"exceed the model's context of %d", n_random,
+			2 * n_random + 1, cfg->ctx);
 	at_tensor t;
 	if (random)
 		random_tokens(&t, tok, cfg->vocab, n_random, B, seq_seed);
@@ -177,6 +181,9 @@ int main(int argc, char **argv)
 		cli_tokens_from_text(operand.n ? operand.v[0] : NULL, tok, &t);
 	else
 		cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t);
+	if (t.dims[0] * t.dims[1] > 1u << 24)
+		cli_die("B*T=%llu positions is more than this tool runs at once",
+			(unsigned long long)(t.dims[0] * t.dims[1]));
 	B = (int)t.dims[0];
 	int T = (int)t.dims[1], L = cfg->n_layer, H = cfg->n_head, V = cfg->vocab;
 	if (T == 0 || B == 0)

@@ -73,20 +73,62 @@ static double head_at(const at_weights *w, int c, int v)
 			  : w->wte[(size_t)v * w->C + c];
 }
 
-/* The top K of n logits z into ids and vals, largest first. */
+/* 1 where logit a (id ia) ranks below b (id ib): smaller, or equal
+ * with the larger id. */
+static int below(float a, int ia, float b, int ib)
+{
+	return a < b || (a == b && ia > ib);
+}
+
+/* The top K of n logits z into ids and vals, largest first (the lower id
+ * of equals first): a min-heap of the K best, O(n log K). */
 static void top_k(const float *z, int n, int K, int32_t *ids, float *vals)
 {
-	for (int k = 0; k < K; k++) {
-		int best = -1;
-		for (int v = 0; v < n; v++) {
-			int taken = 0;
-			for (int j = 0; j < k && !taken; j++)
-				taken = ids[j] == v;
-			if (!taken && (best < 0 || z[v] > z[best]))
-				best = v;
+	int held = 0;
+	for (int v = 0; v < n; v++) {
+		int i;
+		if (held < K) { /* sift up */
+			for (i = held++; i > 0 && below(z[v], v, vals[(i - 1) / 2],
+						       ids[(i - 1) / 2]); i = (i - 1) / 2)
+				ids[i] = ids[(i - 1) / 2], vals[i] = vals[(i - 1) / 2];
+		} else if (below(vals[0], ids[0], z[v], v)) { /* sift down */
+			for (i = 0;;) {
+				int k = 2 * i + 1;
+				if (k >= K)
+					break;
+				if (k + 1 < K && below(vals[k + 1], ids[k + 1], vals[k], ids[k]))
+					k++;
+				if (!below(vals[k], ids[k], z[v], v))
+					break;
+				ids[i] = ids[k], vals[i] = vals[k];
+				i = k;
+			}
+		} else {
+			continue;
 		}
-		ids[k] = best;
-		vals[k] = z[best];
+		ids[i] = v;
+		vals[i] = z[v];
+	}
+	/* the heap popped smallest first, into the back */
+	for (int end = K - 1; end > 0; end--) {
+		int32_t ti = ids[0];
+		float tv = vals[0];
+		ids[0] = ids[end], vals[0] = vals[end];
+		ids[end] = ti, vals[end] = tv;
+		for (int i = 0;;) {
+			int k = 2 * i + 1;
+			if (k >= end)
+				break;
+			if (k + 1 < end && below(vals[k + 1], ids[k + 1], vals[k], ids[k]))
+				k++;
+			if (!below(vals[k], ids[k], vals[i], ids[i]))
+				break;
+			int32_t si = ids[i];
+			float sv = vals[i];
+			ids[i] = ids[k], vals[i] = vals[k];
+			ids[k] = si, vals[k] = sv;
+			i = k;
+		}
 	}
 }
 
@@ -121,6 +163,9 @@ int main(int argc, char **argv)
 		K = V;
 	at_tensor t;
 	cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t);
+	if (t.dims[0] * t.dims[1] > 1u << 24)
+		cli_die("B*T=%llu positions is more than this tool runs at once",
+			(unsigned long long)(t.dims[0] * t.dims[1]));
 	int B = (int)t.dims[0], T = (int)t.dims[1];
 	if (B == 0 || T == 0)
 		cli_die("no tokens to run (B=%d, T=%d)", B, T);

@@ -122,9 +122,10 @@ int main(int argc, char **argv)
 	if (table && c.output)
 		cli_usage_error("--table prints to standard output; -o writes the "
 				"record");
+	stage_check_device(&c, AT_PREC_FP32);
 	if (c.device && strcmp(c.device, "cuda") == 0)
-		cli_usage_error("--device cuda: patching changes activations on the "
-				"CPU only in this version");
+		cli_usage_error("device cuda (--device or ANDREA_DEVICE): patching "
+				"changes activations on the CPU only in this version");
 	c.device = "cpu";
 	at_model model;
 	stage_open_model(&c, &model);
@@ -140,6 +141,9 @@ int main(int argc, char **argv)
 	if (clean.dims[0] != corrupt.dims[0] || clean.dims[1] != corrupt.dims[1])
 		cli_die("%s and %s: the clean and corrupted tokens must have the "
 			"same shape", clean_path, corrupt_path);
+	if (clean.dims[0] * clean.dims[1] > 1u << 24)
+		cli_die("B*T=%llu positions is more than this tool runs at once",
+			(unsigned long long)(clean.dims[0] * clean.dims[1]));
 	int B = (int)clean.dims[0], T = (int)clean.dims[1];
 	if (B == 0 || T == 0)
 		cli_die("%s: no tokens to run", clean_path);

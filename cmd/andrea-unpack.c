@@ -2,8 +2,8 @@
  *
  * A later record of a name already written (the attention of each layer
  * a capture writes) goes to NAME.layerL.headH.npy, from the attributes
- * it has, or failing that NAME.N.npy, N its record number: nothing is
- * overwritten and nothing is refused. */
+ * it has, or failing that NAME.N.npy, N its record number (then .1, .2
+ * ... while that is taken): nothing is overwritten and nothing refused. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +57,9 @@ static void file_name(written_set *s, const at_header *h, int index,
 	    !already_written(s, out))
 		return;
 	snprintf(out, len, "%s.%d", h->name, index);
-	if (already_written(s, out)) /* a record name that looks like one */
-		cli_die("record %d '%s': %s.npy was already written", index,
-			h->name, out);
+	/* a record named like that one was written: one more .k until free */
+	for (int k = 1; already_written(s, out); k++)
+		snprintf(out, len, "%s.%d.%d", h->name, index, k);
 }
 
 int main(int argc, char **argv)

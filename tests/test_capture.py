@@ -127,6 +127,8 @@ def test_zero_ablating_every_head_removes_the_attention_sublayer(tmp_path):
     (["--capture", "attn:1-0"], 2, "expected NAME[:LAYERS[:HEADS]]"),
     (["--ablate", "0"], 2, "expected LAYER.HEAD"),
     (["--ablate", "0.9"], 1, "--ablate 0.9: the model has 1 layers of 2 heads"),
+    (["--capture", "attn:5"], 1, "--capture attn: layer 5: the model has 1 layers"),
+    (["--capture", "q:0:2"], 1, "--capture q: head 2: the model has 2 heads"),
 ])
 def test_bad_capture_and_ablate_options(tmp_path, args, code, says):
     rng = np.random.default_rng(5)

@@ -492,5 +492,12 @@ def test_by_name_pairs_records_whatever_their_order(tmp_path):
     p = run("diff", "--by-name", "-", b, input=atsfmt.stream(q, k), check=1)
     assert p.stdout.decode().splitlines()[-2:] == [
         f"{b}: record 2 'attn': not in <stdin>", f"{b}: record 4 'attn': not in <stdin>"]
+    # the same attributes pair first, then those one side lacks
+    x0 = atsfmt.record("x", "f32", (1,), np.array([1], "<f4").tobytes(),
+                       attrs=[("layer", "0")])
+    xn = atsfmt.record("x", "f32", (1,), np.array([2], "<f4").tobytes())
+    (tmp_path / "c.ats").write_bytes(atsfmt.stream(xn, x0))
+    run("diff", "-q", "--by-name", "-", tmp_path / "c.ats",
+        input=atsfmt.stream(x0, xn), check=0)
     p = run("diff", "--by-name", b, "-", input=atsfmt.stream(q), check=2)
     assert "B must be a file" in p.stderr.decode()

@@ -145,7 +145,8 @@ def test_bad_input_is_one_line(tmp_path):
     rng = np.random.default_rng(5)
     model, _ = full_model(tmp_path, rng, 1, 2, 8, 300, 16)
     p = run("heads", "-m", model, "--random", 20, check=1)  # 41 > ctx 16
-    assert "exceeds the model's context" in one_line_error(p, "heads")
+    assert "41 positions (twice the sequence and BOS) exceed the model's context of 16" \
+        in one_line_error(p, "heads")
     p = run("heads", "-m", model, "--tokens", "1,999", check=1)
     assert "token 999" in one_line_error(p, "heads")
     p = run("heads", "-m", model, "--table", "-o", tmp_path / "x", check=2)

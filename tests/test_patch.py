@@ -100,3 +100,7 @@ def test_table_and_bad_input(tmp_path):
     assert "--answer 99: the model has V=20" in one_line_error(p, "patch")
     p = run("patch", "-m", model, "--clean", tmp_path / "a.ats", check=2)
     one_line_error(p, "patch")
+    p = run("patch", "-m", model, "--clean", tmp_path / "a.ats", "--corrupted",
+            tmp_path / "c.ats", "--answer", 1, "--wrong", 2, "--device", "bogus",
+            check=2)
+    one_line_error(p, "patch")

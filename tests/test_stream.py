@@ -748,6 +748,10 @@ def test_unpack_names_repeated_records_apart(tmp_path):
     run("unpack", "-d", tmp_path / "e", tmp_path / "s.ats", tmp_path / "s.ats",
         check=0)
     assert sorted(os.listdir(tmp_path / "e")) == ["x.2.npy", "x.npy"]
+    # a record named like a numbered one: one more suffix
+    named = atsfmt.record("x.3", "u8", (1,), b"\7")
+    run("unpack", "-d", tmp_path / "f", input=atsfmt.stream(r, named, r), check=0)
+    assert sorted(os.listdir(tmp_path / "f")) == ["x.3.1.npy", "x.3.npy", "x.npy"]
 
 
 def test_unpack_creates_dir(tmp_path):

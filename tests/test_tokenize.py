@@ -234,6 +234,15 @@ def test_export_writes_a_tokenizer_that_tokenizers_loads(trained, tmp_path):
     assert again.encode(text).ids == tok.encode(text).ids
 
 
+@needs_tokenizers
+def test_a_run_longer_than_a_piece_may_be_is_one_line(trained):
+    _, _, model = trained
+    p = run("tokenize", "-m", model["vocab+merges"], "--ids",
+            input=b"a" * ((1 << 24) + 1), check=1)
+    assert "longer than the 16777216 bytes one piece may have" in \
+        one_line_error(p, "tokenize")
+
+
 def test_the_byte_tokenizer_without_a_model(tmp_path):
     data = bytes(range(256)) + b"hello"
     ids = [int(x) for x in run("tokenize", "--ids", "--bos", input=data,
@@ -345,6 +354,8 @@ def tokenizer_json(**over):
      "prefix space"),
     (tokenizer_json(model_merges=[["Ġ"]]), "merge 0 is neither"),
     (tokenizer_json(model_merges="Ġ t"), "no model object"),
+    (tokenizer_json(added_tokens=[{"id": 97, "content": "<pad>", "special": True}]),
+     "added token 0 ('<pad>') is not the vocabulary's token of that id"),
     ('{"model": 3}', "no model object"),
 ])
 def test_tokenizer_json_is_checked_to_be_gpt2s(tmp_path, doc, says):

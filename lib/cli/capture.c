@@ -26,7 +26,8 @@ static int among(const char *name, const char *const *set, size_t n)
 }
 #define AMONG(name, set) among(name, set, sizeof set / sizeof *set)
 
-/* "3", "0-2,5", "all" into the set (all: every index); 0 or -1. */
+/* "3", "0-2,5", "all" into the set (all: every index); 1 for a list
+ * of indices, 0 for all, -1 for bad syntax. */
 static int parse_list(const char *s, size_t len, unsigned char *set)
 {
 	if (len == 3 && strncmp(s, "all", 3) == 0) {
@@ -53,7 +54,7 @@ static int parse_list(const char *s, size_t len, unsigned char *set)
 		if (q < end && p == end)
 			return -1; /* a trailing comma */
 	}
-	return len ? 0 : -1;
+	return len ? 1 : -1;
 }
 
 void capture_opt(void *ctx, const char *arg, const char *what)
@@ -77,8 +78,9 @@ void capture_opt(void *ctx, const char *arg, const char *what)
 	const char *layers = colon ? colon + 1 : NULL;
 	const char *heads = layers ? strchr(layers, ':') : NULL;
 	size_t llen = layers ? (heads ? (size_t)(heads - layers) : strlen(layers)) : 0;
-	if (layers ? parse_list(layers, llen, s->layer) < 0
-		   : parse_list("all", 3, s->layer) < 0)
+	s->listed_layers = layers ? parse_list(layers, llen, s->layer)
+				  : parse_list("all", 3, s->layer);
+	if (s->listed_layers < 0)
 		cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]], each list "
 				"like 3, 0-2,5 or all", what, arg);
 	if (heads) {
@@ -86,7 +88,8 @@ void capture_opt(void *ctx, const char *arg, const char *what)
 			cli_usage_error("%s '%s': %s has no heads to pick (only q, "
 					"k, v, scores, attn and out have)", what,
 					arg, capture_names[s->name]);
-		if (parse_list(heads + 1, strlen(heads + 1), s->head) < 0)
+		if ((s->listed_heads = parse_list(heads + 1, strlen(heads + 1),
+						  s->head)) < 0)
 			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]], "
 					"each list like 3, 0-2,5 or all", what, arg);
 		s->heads_given = 1;
@@ -299,6 +302,18 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 	if (on_gpu && (c->n_ablate || c->n_patch))
 		cli_die("--%s changes activations on the CPU only in this "
 			"version: use --device cpu", c->n_ablate ? "ablate" : "patch");
+	for (int i = 0; i < c->n_spec; i++) { /* a list names what exists */
+		const capture_spec *s = &c->spec[i];
+		for (int k = L; s->listed_layers && k < CAPTURE_INDICES; k++)
+			if (s->layer[k])
+				cli_die("--capture %s: layer %d: the model has %d "
+					"layers (0..%d)", capture_names[s->name], k, L,
+					L - 1);
+		for (int k = H; s->listed_heads && k < CAPTURE_INDICES; k++)
+			if (s->head[k])
+				cli_die("--capture %s: head %d: the model has %d heads "
+					"(0..%d)", capture_names[s->name], k, H, H - 1);
+	}
 	for (int i = 0; on_gpu && i < c->n_spec; i++)
 		if (!AMONG(capture_names[c->spec[i].name], on_the_gpu))
 			cli_die("--capture %s: the GPU engine does not report it in "

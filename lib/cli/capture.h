@@ -39,6 +39,7 @@ typedef struct {
 	int name;                      /* index into capture_names */
 	unsigned char layer[CAPTURE_INDICES], head[CAPTURE_INDICES];
 	int heads_given;
+	int listed_layers, listed_heads; /* named, not "all": checked */
 } capture_spec;
 
 typedef struct {

@@ -26,6 +26,7 @@ typedef struct {
 	int bos;
 	int32_t added[AT_TOK_MAX_ADDED]; /* found in text as they are */
 	int n_added;
+	int first_special; /* the first special added token, or -1 */
 } vocab_in;
 
 static void vocab_free(vocab_in *v)
@@ -43,7 +44,7 @@ static int vocab_read(vocab_in *v, const json_t *o, const json_t *added,
 		      const char *label, char *err, size_t errlen)
 {
 	memset(v, 0, sizeof *v);
-	v->bos = -1;
+	v->bos = v->first_special = -1;
 	if (!json_is_object(o))
 		return fail(err, errlen, "%s: the vocabulary is not a JSON object "
 			    "of token to id", label);
@@ -86,13 +87,25 @@ static int vocab_read(vocab_in *v, const json_t *o, const json_t *added,
 	json_array_foreach(added, i, a) {
 		const json_t *c = json_object_get(a, "content");
 		const json_t *id = json_is_string(c) ? json_object_get(o, json_string_value(c)) : NULL;
-		if (json_is_integer(id) && v->n_added < AT_TOK_MAX_ADDED) {
-			json_int_t k = json_integer_value(id); /* its text as it is */
-			v->len[k] = (uint32_t)strlen(json_string_value(c));
-			memcpy(v->bytes + v->off[k], json_string_value(c), v->len[k]);
-			v->added[v->n_added++] = (int32_t)k;
-		}
+		const json_t *said = json_object_get(a, "id");
+		if (!json_is_integer(id) || (said && (!json_is_integer(said) ||
+				json_integer_value(said) != json_integer_value(id))))
+			return fail(err, errlen, "%s: added token %zu ('%.80s') is not "
+				    "the vocabulary's token of that id", label, i,
+				    json_is_string(c) ? json_string_value(c) : "?");
+		if (v->n_added == AT_TOK_MAX_ADDED)
+			return fail(err, errlen, "%s: more than %d added tokens", label,
+				    AT_TOK_MAX_ADDED);
+		json_int_t k = json_integer_value(id); /* its text as it is */
+		v->len[k] = (uint32_t)strlen(json_string_value(c));
+		memcpy(v->bytes + v->off[k], json_string_value(c), v->len[k]);
+		v->added[v->n_added++] = (int32_t)k;
+		/* no <|endoftext|>: the first special added token starts them */
+		if (v->bos < 0 && json_is_true(json_object_get(a, "special")))
+			v->first_special = (int)k;
 	}
+	if (v->bos < 0)
+		v->bos = v->first_special;
 	/* vocab.json alone: <|endoftext|> is added, as GPT2TokenizerFast has it */
 	if (!added && v->bos >= 0)
 		v->added[v->n_added++] = v->bos;
@@ -315,14 +328,6 @@ at_tokenizer *at_gpt2_tokenizer_json_parse(const char *json, size_t len,
 		rc = b && la && lb ? add_merge(&v, a, la, b, lb, label, 0, err, errlen)
 				   : fail(err, errlen, "%s: merge %zu is neither \"A B\" "
 					  "nor [\"A\", \"B\"]", label, i);
-	}
-	/* no <|endoftext|>: the first special added token starts sequences */
-	json_array_foreach(added, i, m) {
-		json_t *id = json_object_get(m, "id");
-		if (rc == 0 && v.bos < 0 && json_is_true(json_object_get(m, "special")) &&
-		    json_is_integer(id) && json_integer_value(id) >= 0 &&
-		    json_integer_value(id) < v.n)
-			v.bos = (int)json_integer_value(id);
 	}
 	json_decref(root);
 	if (rc < 0) {

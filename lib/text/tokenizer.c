@@ -79,7 +79,7 @@ at_tokenizer *at_tok_gpt2(at_bpe *bpe, int bos, const int32_t *added,
 		t->added[t->n_added++] = added[i];
 	}
 #ifdef ANDREA_PCRE2
-	int code;
+	int code = 0;
 	PCRE2_SIZE at;
 	/* an invalid UTF-8 sequence is a barrier that no piece crosses */
 	t->re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
@@ -152,6 +152,13 @@ static long encode_text(at_tokenizer *t, const unsigned char *s, size_t n,
 		/* bytes no piece covers are outside valid UTF-8: one piece each */
 		for (; at < begin; at++)
 			count += at_bpe_encode(t->bpe, s + at, 1, out + count);
+		if (end - begin > AT_TOK_MAX_PIECE) { /* merging costs 40 bytes a byte */
+			snprintf(err, errlen, "a run of %zu bytes at byte %zu without "
+				 "a break (a space, a letter after a digit...) is "
+				 "longer than the %d bytes one piece may have",
+				 end - begin, begin, AT_TOK_MAX_PIECE);
+			return -1;
+		}
 		if (end > begin) {
 			long k = at_bpe_encode(t->bpe, s + begin, end - begin, out + count);
 			if (k < 0) {

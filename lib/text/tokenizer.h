@@ -32,6 +32,9 @@ typedef struct at_tokenizer at_tokenizer;
 
 /* Added tokens a tokenizer holds at most. */
 #define AT_TOK_MAX_ADDED 256
+/* Bytes one piece of text may have at most (16 MiB): merging one takes
+ * some 40 bytes of memory a byte. */
+#define AT_TOK_MAX_PIECE (1 << 24)
 
 /* The byte tokenizer. */
 at_tokenizer *at_tok_bytes(void);
@@ -50,8 +53,8 @@ int at_tok_bos(const at_tokenizer *t);           /* -1: none */
 const char *at_tok_kind(const at_tokenizer *t);
 
 /* The ids of the n bytes s into out (room for n ids, never more needed);
- * their count, or -1 with err (out of memory; a BPE tokenizer in a build
- * without PCRE2). */
+ * their count, or -1 with err (out of memory; a piece over
+ * AT_TOK_MAX_PIECE; a BPE tokenizer in a build without PCRE2). */
 long at_tok_encode(at_tokenizer *t, const unsigned char *s, size_t n,
 		   int32_t *out, char *err, size_t errlen);
 /* The bytes of token id, their count in *len; BOS of the byte tokenizer
