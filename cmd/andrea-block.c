@@ -17,7 +17,8 @@
 static const char usage[] =
 	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
 	"                    [-l LAYERS] [--capture NAME[:LAYERS[:HEADS]] ...]\n"
-	"                    [--ablate L.H[:mean] ...] [--patch FILE ...] [--keep]\n"
+	"                    [--ablate L.H[:mean[=FILE]] ...] [--patch FILE ...]\n"
+	"                    [--keep]\n"
 	"                    [--device DEV]\n"
 	"                    [--precision P] [-z LEVEL] [--threads N]\n"
 	"                    [--no-shuffle] [FILE]\n";

@@ -242,3 +242,33 @@ def test_generate_captures_every_step_against_numpy(tmp_path):
         assert got.shape == want.shape and oracle.rel_err(got, want) <= 1e-5, attrs
     p2 = run("generate", "-m", model, "--capture", "attn", *CPU, check=2)
     assert "--capture and --capture-file go together" in one_line_error(p2, "generate")
+
+
+def test_mean_ablation_from_a_reference_run(tmp_path):
+    """--ablate L.H:mean=FILE: the head's output becomes its mean over the
+    batch of a reference run's capture, at each position."""
+    rng = np.random.default_rng(10)
+    L, H, C = 2, 2, 8
+    model, p = full_model(tmp_path, rng, L, H, C, 50, 16)
+    ref_x = (0.5 * rng.standard_normal((4, 5, C))).astype(np.float32)
+    x = (0.5 * rng.standard_normal((2, 5, C))).astype(np.float32)
+    ref = tmp_path / "ref.ats"
+    ref.write_bytes(run("block", "-m", model, "-l", "all", "--capture", "out:1:1",
+                        input=pack(tmp_path, [("x", ref_x)]), check=0).stdout)
+    got = recs_of(tmp_path, run("block", "-m", model, "-l", "all", "--ablate",
+                                f"1.1:mean={ref}", input=pack(tmp_path, [("x", x)]),
+                                check=0).stdout)[-1][2]
+    r = block_acts(block_acts(ref_x.astype(np.float64), p, 0, H)["x"], p, 1, H)
+    mean = r["out"][:, 1].mean(0)
+    cur = block_acts(x.astype(np.float64), p, 0, H)["x"]
+    a = block_acts(cur, p, 1, H)
+    out = a["out"].copy()
+    out[:, 1] = mean
+    pre = "layers.1."
+    g = lambda n: p[pre + n].astype(np.float64)
+    xmid = cur + oracle.merge_heads(out) @ g("attn.wo")
+    f = oracle.gelu(oracle.layernorm(xmid, g("ln2.weight"), g("ln2.bias")) @ g("mlp.fc"))
+    assert oracle.rel_err(got, xmid + f @ g("mlp.proj")) <= 1e-5
+    e = run("block", "-m", model, "-l", "all", "--ablate", f"0.1:mean={ref}",
+            input=pack(tmp_path, [("x", x)]), check=1)
+    assert "no capture of out for layer 0 head 1" in one_line_error(e, "block")

@@ -97,28 +97,6 @@ void capture_opt(void *ctx, const char *arg, const char *what)
 	c->n_spec++;
 }
 
-void ablate_opt(void *ctx, const char *arg, const char *what)
-{
-	capture *c = ctx;
-	if (c->n_ablate == CAPTURE_MAX)
-		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
-	char *p, *q;
-	long l = strtol(arg, &p, 10), h = -1;
-	if (p != arg && *p == '.')
-		h = strtol(p + 1, &q, 10);
-	else
-		q = p;
-	int mean = strcmp(q, ":mean") == 0;
-	if (p == arg || l < 0 || h < 0 || q == p + 1 || (*q && !mean) ||
-	    l >= CAPTURE_INDICES || h >= CAPTURE_INDICES)
-		cli_usage_error("%s '%s': expected LAYER.HEAD or LAYER.HEAD:mean",
-				what, arg);
-	c->ablate[c->n_ablate].layer = (int)l;
-	c->ablate[c->n_ablate].head = (int)h;
-	c->ablate[c->n_ablate].mean = mean;
-	c->n_ablate++;
-}
-
 /* The index of name in capture_names, or -1. */
 static int name_index(const char *name)
 {
@@ -128,16 +106,18 @@ static int name_index(const char *name)
 	return -1;
 }
 
-void patch_opt(void *ctx, const char *arg, const char *what)
+/* Appends the captured records (captured=1, with a layer) of the file
+ * at path to *list; how many. */
+static int read_captures(const char *path, const char *what, at_tensor **list,
+			 int *n)
 {
-	capture *c = ctx;
-	if (strcmp(arg, "-") == 0)
+	if (strcmp(path, "-") == 0)
 		cli_usage_error("%s -: standard input carries the stream to run; "
 				"give the captures as a file", what);
 	cli_common none = {0};
 	at_read_opts_default(&none.ropts);
 	at_reader r;
-	cli_open_input(&none, &r, arg);
+	cli_open_input(&none, &r, path);
 	at_header h;
 	int rc, kept = 0;
 	while ((rc = at_read_header(&r, &h)) == 1) {
@@ -150,26 +130,101 @@ void patch_opt(void *ctx, const char *arg, const char *what)
 				cli_fail(r.err);
 			continue; /* the tokens, the output x: not captures */
 		}
-		at_tensor *grown = realloc(c->patch, (size_t)(c->n_patch + 1) *
-					   sizeof *grown);
+		at_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
 		if (!grown)
 			cli_die("out of memory");
-		c->patch = grown;
-		if (at_read_payload(&r, &h, &c->patch[c->n_patch]) < 0)
+		*list = grown;
+		if (at_read_payload(&r, &h, &grown[*n]) < 0)
 			cli_fail(r.err);
-		c->n_patch++;
+		(*n)++;
 		kept++;
 	}
 	if (rc < 0)
 		cli_fail(r.err);
 	at_reader_close(&r);
 	if (!kept)
-		cli_die("%s %s: no captured activations (records of --capture) "
-			"to patch in", what, arg);
+		cli_die("%s %s: no captured activations (records of --capture) in "
+			"it", what, path);
+	return kept;
+}
+
+void patch_opt(void *ctx, const char *arg, const char *what)
+{
+	capture *c = ctx;
+	read_captures(arg, what, &c->patch, &c->n_patch);
+}
+
+/* --ablate L.H:mean=FILE: the mean over the batch of head h's out in
+ * layer l of the captures of path, [T,D], into ablation a. */
+static void reference_mean(capture *c, int a, const char *path,
+			   const char *what)
+{
+	at_tensor *list = NULL;
+	int n = 0, l = c->ablate[a].layer, h = c->ablate[a].head;
+	read_captures(path, what, &list, &n);
+	const at_tensor *t = NULL;
+	uint64_t hh = 0;
+	for (int i = 0; i < n && !t; i++) {
+		long layer, head = -1;
+		at_attr_long(&list[i].attrs, "layer", &layer);
+		at_attr_long(&list[i].attrs, "head", &head);
+		if (strcmp(list[i].name, "out") != 0 || layer != l || list[i].rank != 4 ||
+		    (head >= 0 ? head != h : list[i].dims[1] <= (uint64_t)h))
+			continue;
+		t = &list[i];
+		hh = head >= 0 ? 0 : (uint64_t)h;
+	}
+	if (!t)
+		cli_die("%s %d.%d:mean=%s: no capture of out for layer %d head %d "
+			"in it", what, l, h, path, l, h);
+	uint64_t B = t->dims[0], H = t->dims[1], TD = t->dims[2] * t->dims[3];
+	float *ref = malloc(TD * sizeof *ref + 1);
+	if (!ref)
+		cli_die("out of memory");
+	for (uint64_t i = 0; i < TD; i++) {
+		double sum = 0.0;
+		for (uint64_t b = 0; b < B; b++)
+			sum += ((const float *)t->data)[(b * H + hh) * TD + i];
+		ref[i] = (float)(sum / (double)B);
+	}
+	c->ablate[a].ref = ref;
+	c->ablate[a].ref_T = t->dims[2];
+	c->ablate[a].ref_D = t->dims[3];
+	for (int i = 0; i < n; i++)
+		at_tensor_free(&list[i]);
+	free(list);
+}
+
+void ablate_opt(void *ctx, const char *arg, const char *what)
+{
+	capture *c = ctx;
+	if (c->n_ablate == CAPTURE_MAX)
+		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
+	char *p, *q;
+	long l = strtol(arg, &p, 10), h = -1;
+	if (p != arg && *p == '.')
+		h = strtol(p + 1, &q, 10);
+	else
+		q = p;
+	int mean = strcmp(q, ":mean") == 0, from = strncmp(q, ":mean=", 6) == 0;
+	if (p == arg || l < 0 || h < 0 || q == p + 1 ||
+	    (*q && !mean && !(from && q[6])) || l >= CAPTURE_INDICES ||
+	    h >= CAPTURE_INDICES)
+		cli_usage_error("%s '%s': expected LAYER.HEAD, LAYER.HEAD:mean or "
+				"LAYER.HEAD:mean=FILE", what, arg);
+	int a = c->n_ablate++;
+	c->ablate[a].layer = (int)l;
+	c->ablate[a].head = (int)h;
+	c->ablate[a].mean = mean || from;
+	c->ablate[a].ref = NULL;
+	if (from)
+		reference_mean(c, a, q + 6, what);
 }
 
 void capture_free(capture *c)
 {
+	for (int i = 0; i < c->n_ablate; i++)
+		free(c->ablate[i].ref);
 	for (int i = 0; i < c->n_patch; i++)
 		at_tensor_free(&c->patch[i]);
 	free(c->patch);
@@ -212,15 +267,17 @@ static void patch_in(const at_tensor *p, float *data, int rank,
 		       (const float *)p->data + b * TX, TX * sizeof *data);
 }
 
-/* Head h of a [B,H,T,X] activation, zeroed or set to its mean over b. */
-static void knock_out(float *data, const uint64_t *dims, int h, int mean)
+/* Head h of a [B,H,T,X] activation zeroed, set to its mean over b, or
+ * to ref [T,X] (a reference run's mean). */
+static void knock_out(float *data, const uint64_t *dims, int h, int mean,
+		      const float *ref)
 {
 	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
 	for (size_t i = 0; i < TX; i++) {
 		double sum = 0.0;
-		for (size_t b = 0; mean && b < B; b++)
+		for (size_t b = 0; mean && !ref && b < B; b++)
 			sum += data[(b * H + h) * TX + i];
-		float v = mean ? (float)(sum / (double)B) : 0.0f;
+		float v = ref ? ref[i] : mean ? (float)(sum / (double)B) : 0.0f;
 		for (size_t b = 0; b < B; b++)
 			data[(b * H + h) * TX + i] = v;
 	}
@@ -278,9 +335,17 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 	}
 	if (strcmp(name, "out") == 0)
 		for (int i = 0; i < c->n_ablate; i++)
-			if (c->ablate[i].layer == layer)
+			if (c->ablate[i].layer == layer) {
+				if (c->ablate[i].ref && (c->ablate[i].ref_T != dims[2] ||
+							 c->ablate[i].ref_D != dims[3]))
+					cli_die("--ablate %d.%d:mean=: the reference has "
+						"T=%llu, this run T=%llu", layer,
+						c->ablate[i].head,
+						(unsigned long long)c->ablate[i].ref_T,
+						(unsigned long long)dims[2]);
 				knock_out(data, dims, c->ablate[i].head,
-					  c->ablate[i].mean);
+					  c->ablate[i].mean, c->ablate[i].ref);
+			}
 	for (int i = 0; i < c->n_spec; i++) {
 		const capture_spec *s = &c->spec[i];
 		if (strcmp(capture_names[s->name], name) == 0 && s->layer[layer]) {

@@ -9,9 +9,10 @@
  * attn, out) with HEADS is written one head at a time, [B,1,T,*] with a
  * `head` attribute; every record carries `layer` and the stages'
  * attributes (at_fwd_activation_attrs), and captured=1.
- * --ablate L.H[:mean] (repeatable): head H of layer L's output (out,
- * before Wo) is set to zero, or to its mean over the batch's rows at
- * each position, before the rest of the layer uses it.
+ * --ablate L.H[:mean[=FILE]] (repeatable): head H of layer L's output
+ * (out, before Wo) is set to zero, or to its mean over the batch's rows
+ * at each position, or to that mean in a reference run's capture FILE,
+ * before the rest of the layer uses it.
  * --patch FILE (repeatable): every captured record of FILE (a --capture
  * of another run) replaces that activation of its layer (and
  * head, where it has one) in this run, as soon as it is computed: a
@@ -47,6 +48,8 @@ typedef struct {
 	int n_spec;
 	struct {
 		int layer, head, mean;
+		float *ref;        /* :mean=FILE: the reference's mean, [T,D] */
+		uint64_t ref_T, ref_D;
 	} ablate[CAPTURE_MAX];
 	int n_ablate;
 	at_tensor *patch;              /* --patch records */
