@@ -96,9 +96,13 @@ def test_cast_and_refusals():
 
 
 def test_pip_installs_it(tmp_path):
+    # from a copy: setuptools writes build/ and *.egg-info beside the source
+    import shutil
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(ROOT, "python"), src)
     p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
                         "--no-deps", "--no-build-isolation", "--target",
-                        str(tmp_path / "site"), os.path.join(ROOT, "python")],
+                        str(tmp_path / "site"), str(src)],
                        capture_output=True, cwd=tmp_path)
     if p.returncode != 0 and b"setuptools" in p.stderr:
         pytest.skip("no setuptools to build with")
