@@ -161,10 +161,7 @@ int main(int argc, char **argv)
 				"records");
 	stage_check_device(&c, AT_PREC_FP32);
 	at_model model;
-	stage_open_model(&c, &model);
-	char err[700];
-	if (at_model_need_heads(&model, err, sizeof err) < 0)
-		cli_die("%s", err);
+	stage_open_model_heads(&c, &model);
 	const at_config *cfg = &model.cfg;
 	at_tokenizer *tok = cli_tokenizer(&model);
 	int random = n_random > 0;
@@ -181,27 +178,14 @@ int main(int argc, char **argv)
 		cli_tokens_from_text(operand.n ? operand.v[0] : NULL, tok, &t);
 	else
 		cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t);
-	if (t.dims[0] * t.dims[1] > 1u << 24)
-		cli_die("B*T=%llu positions is more than this tool runs at once",
-			(unsigned long long)(t.dims[0] * t.dims[1]));
+	stage_check_tokens(&model, &t, random ? "--random" : list ? "--tokens" :
+			   operand.n ? operand.v[0] : "<stdin>");
 	B = (int)t.dims[0];
 	int T = (int)t.dims[1], L = cfg->n_layer, H = cfg->n_head, V = cfg->vocab;
-	if (T == 0 || B == 0)
-		cli_die("no tokens to run (B=%d, T=%d)", B, T);
-	if (at_tokens_check(cfg, t.data, (uint64_t)B, (uint64_t)T, err,
-			    sizeof err) < 0)
-		cli_die("%s", err);
-
 	at_loaded wts;
-	if (at_weights_load(&wts, &model, AT_LOAD_ALL, NULL, err, sizeof err) < 0)
-		cli_die("%s", err);
-	double bytes, madds = at_fwd_work(wts.w.C, V, (double)B * T, L, T / 2.0,
-					  (double)B * T, &bytes);
-	at_fwd *e;
-	if (at_fwd_new(&e, &wts.w, stage_engine_device(&c, &wts.w, AT_PREC_FP32,
-						     madds, bytes),
-		       AT_PREC_FP32, 0, err, sizeof err) < 0)
-		cli_die("%s", err);
+	at_fwd *e = stage_whole_model(&c, &model, &wts, (double)B * T, T,
+				      (double)B * T);
+	char err[600];
 	hd_acc *acc = calloc((size_t)L * H, sizeof *acc);
 	float *logits = malloc((size_t)B * T * V * sizeof *logits);
 	float *score = malloc((size_t)L * H * HD_SCORES * sizeof *score);

@@ -149,10 +149,7 @@ int main(int argc, char **argv)
 		cli_usage_error("--versus needs --token");
 	stage_check_device(&c, AT_PREC_FP32);
 	at_model model;
-	stage_open_model(&c, &model);
-	char err[700];
-	if (at_model_need_heads(&model, err, sizeof err) < 0)
-		cli_die("%s", err);
+	stage_open_model_heads(&c, &model);
 	const at_config *cfg = &model.cfg;
 	int V = cfg->vocab, L = cfg->n_layer, H = cfg->n_head, C = cfg->d_model;
 	if (token >= V || versus >= V)
@@ -163,25 +160,13 @@ int main(int argc, char **argv)
 		K = V;
 	at_tensor t;
 	cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t);
-	if (t.dims[0] * t.dims[1] > 1u << 24)
-		cli_die("B*T=%llu positions is more than this tool runs at once",
-			(unsigned long long)(t.dims[0] * t.dims[1]));
+	stage_check_tokens(&model, &t, operand.n ? operand.v[0] : "<stdin>");
 	int B = (int)t.dims[0], T = (int)t.dims[1];
-	if (B == 0 || T == 0)
-		cli_die("no tokens to run (B=%d, T=%d)", B, T);
-	if (at_tokens_check(cfg, t.data, (uint64_t)B, (uint64_t)T, err,
-			    sizeof err) < 0)
-		cli_die("%s", err);
 	at_loaded wts;
-	if (at_weights_load(&wts, &model, AT_LOAD_ALL, NULL, err, sizeof err) < 0)
-		cli_die("%s", err);
+	at_fwd *e = stage_whole_model(&c, &model, &wts, (double)B * T, T,
+				      (double)B * T * (L + 2));
 	const at_weights *w = &wts.w;
-	double bytes, madds = at_fwd_work(C, V, (double)B * T, L, T / 2.0,
-					  (double)B * T * (L + 2), &bytes);
-	at_fwd *e;
-	if (at_fwd_new(&e, w, stage_engine_device(&c, w, AT_PREC_FP32, madds, bytes),
-		       AT_PREC_FP32, 0, err, sizeof err) < 0)
-		cli_die("%s", err);
+	char err[600];
 	size_t BT = (size_t)B * T;
 	lens_ctx s = {.w = w, .B = B, .T = T, .K = K};
 	s.resid = malloc((size_t)(L + 1) * BT * C * sizeof *s.resid);

@@ -128,10 +128,7 @@ int main(int argc, char **argv)
 				"changes activations on the CPU only in this version");
 	c.device = "cpu";
 	at_model model;
-	stage_open_model(&c, &model);
-	char err[700];
-	if (at_model_need_heads(&model, err, sizeof err) < 0)
-		cli_die("%s", err);
+	stage_open_model_heads(&c, &model);
 	const at_config *cfg = &model.cfg;
 	int V = cfg->vocab, answer = token_id(answer_arg, "--answer", V);
 	int wrong = token_id(wrong_arg, "--wrong", V);
@@ -141,29 +138,13 @@ int main(int argc, char **argv)
 	if (clean.dims[0] != corrupt.dims[0] || clean.dims[1] != corrupt.dims[1])
 		cli_die("%s and %s: the clean and corrupted tokens must have the "
 			"same shape", clean_path, corrupt_path);
-	if (clean.dims[0] * clean.dims[1] > 1u << 24)
-		cli_die("B*T=%llu positions is more than this tool runs at once",
-			(unsigned long long)(clean.dims[0] * clean.dims[1]));
+	stage_check_tokens(&model, &clean, clean_path);
+	stage_check_tokens(&model, &corrupt, corrupt_path);
 	int B = (int)clean.dims[0], T = (int)clean.dims[1];
-	if (B == 0 || T == 0)
-		cli_die("%s: no tokens to run", clean_path);
-	if (at_tokens_check(cfg, clean.data, (uint64_t)B, (uint64_t)T, err,
-			    sizeof err) < 0 ||
-	    at_tokens_check(cfg, corrupt.data, (uint64_t)B, (uint64_t)T, err,
-			    sizeof err) < 0)
-		cli_die("%s", err);
-
-	at_loaded wts;
-	if (at_weights_load(&wts, &model, AT_LOAD_ALL, NULL, err, sizeof err) < 0)
-		cli_die("%s", err);
 	int L = cfg->n_layer, H = cfg->n_head, C = cfg->d_model;
-	double bytes, madds = at_fwd_work(C, V, (double)B * T, L, T / 2.0,
-					  (double)B * T, &bytes);
-	at_fwd *e;
-	if (at_fwd_new(&e, &wts.w, stage_device_sized(&c, AT_PREC_FP32, madds,
-						      bytes),
-		       AT_PREC_FP32, 0, err, sizeof err) < 0)
-		cli_die("%s", err);
+	at_loaded wts;
+	at_fwd *e = stage_whole_model(&c, &model, &wts, (double)B * T, T,
+				      (double)B * T); /* c.device is cpu */
 	run_ctx r = {.mode = KEEP, .L = L, .H = H, .B = B, .T = T, .D = C / H,
 		     .C = C, .heads = heads};
 	r.out = calloc((size_t)L, sizeof *r.out);

@@ -168,3 +168,43 @@ void stage_engine_free(stage_engine *s)
 	at_fwd_free(s->engine);
 	s->engine = NULL;
 }
+
+void stage_open_model_heads(const cli_common *c, at_model *m)
+{
+	char err[700];
+	stage_open_model(c, m);
+	if (at_model_need_heads(m, err, sizeof err) < 0)
+		cli_die("%s", err);
+}
+
+void stage_check_tokens(const at_model *m, const at_tensor *t,
+			const char *label)
+{
+	uint64_t B = t->dims[0], T = t->dims[1];
+	char err[300];
+	if (B * T > 1u << 24)
+		cli_die("%s: B*T=%llu positions is more than this tool runs at "
+			"once", label, (unsigned long long)(B * T));
+	if (B == 0 || T == 0)
+		cli_die("%s: no tokens to run (B=%llu, T=%llu)", label,
+			(unsigned long long)B, (unsigned long long)T);
+	if (at_tokens_check(&m->cfg, t->data, B, T, err, sizeof err) < 0)
+		cli_die("%s: %s", label, err);
+}
+
+at_fwd *stage_whole_model(const cli_common *c, const at_model *m,
+			  at_loaded *w, double positions, int T,
+			  double head_rows)
+{
+	char err[700];
+	if (at_weights_load(w, m, AT_LOAD_ALL, NULL, err, sizeof err) < 0)
+		cli_die("%s", err);
+	double bytes, madds = at_fwd_work(w->w.C, w->w.V, positions, w->w.L,
+					  T / 2.0, head_rows, &bytes);
+	at_fwd *e;
+	if (at_fwd_new(&e, &w->w, stage_engine_device(c, &w->w, AT_PREC_FP32,
+						      madds, bytes),
+		       AT_PREC_FP32, 0, err, sizeof err) < 0)
+		cli_die("%s", err);
+	return e;
+}

@@ -8,6 +8,7 @@
 #include "ops/device.h"
 #include "model/model.h"
 #include "ops/forward.h"
+#include "ops/weights.h"
 
 /* Opens -m/ANDREA_MODEL or the seeded default (--seed, --heads). */
 void stage_open_model(const cli_common *c, at_model *m);
@@ -70,5 +71,21 @@ void stage_engine_free(stage_engine *s);
 void stage_check(int rc);
 /* Layer index from an attribute, or fallback when absent. */
 int stage_layer_attr(const at_tensor *t, int fallback);
+
+/* The analysis tools' set-up (andrea-heads, -lens, -patch).  Each ends
+ * the program on failure.  stage_open_model, then the model's heads
+ * checked (at_model_need_heads). */
+void stage_open_model_heads(const cli_common *c, at_model *m);
+/* Tokens t [B,T] that one pass of m can run: some positions, at most
+ * 2^24 of them, T within the context, every id below V; label names t. */
+void stage_check_tokens(const at_model *m, const at_tensor *t,
+			const char *label);
+/* Every weight of m into w, then the fp32 forward engine, without a
+ * cache, for a pass over `positions` positions (T tokens a row) with the
+ * head over `head_rows` rows, on the device --device resolves for it
+ * (stage_engine_device). */
+at_fwd *stage_whole_model(const cli_common *c, const at_model *m,
+			  at_loaded *w, double positions, int T,
+			  double head_rows);
 
 #endif
