@@ -25,5 +25,9 @@ struct at_tokenizer;
  * written as its records (at_tok_write) reads back (at_tok_from_records)
  * as a tokenizer with the same size, BOS and ids.  Aborts otherwise. */
 void fuzz_tok_check(struct at_tokenizer *t, const uint8_t *s, size_t n);
+/* What a tokenizer reader gave: without t, err must be one non-empty
+ * line; t must pass fuzz_tok_check on s, and is then freed. */
+void fuzz_tok_result(struct at_tokenizer *t, const char *err,
+		     const uint8_t *s, size_t n);
 
 #endif

@@ -139,3 +139,15 @@ void fuzz_tok_check(at_tokenizer *t, const uint8_t *s, size_t n)
 	}
 	at_tok_free(back);
 }
+
+void fuzz_tok_result(at_tokenizer *t, const char *err, const uint8_t *s,
+		     size_t n)
+{
+	if (!t) {
+		if (!err[0] || strchr(err, '\n'))
+			abort();
+		return;
+	}
+	fuzz_tok_check(t, s, n);
+	at_tok_free(t);
+}
