@@ -22,6 +22,7 @@
 #include "ops/ops.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
+#include "cli/train_report.h"
 #include "train/activations.h"
 #include "train/engine.h"
 #include "train/train.h"
@@ -70,14 +71,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-/* Seconds on the monotonic clock. */
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* A number >= 0 into the double at `to` (--lr, --min-lr, --weight-decay,
@@ -272,14 +265,7 @@ typedef struct {
 	tr_engine *eng;  /* where the steps compute, once the data is loaded */
 	char err[1024];  /* the reason of a failed engine call */
 	char ckpt[4200];
-	FILE *log;
-	int progress;    /* --progress, or stderr is a terminal */
-	int tty;         /* stderr is a terminal: one line, rewritten */
-	double last_line; /* when the last plain progress line went out */
-	double last_val; /* the latest held-out loss, NAN before one */
-	double last_loss;
-	double t0, train_time;
-	long steps_run;
+	train_report rep; /* progress, --log, the closing line */
 } trainer;
 
 /* Ends the run when rc, the result of an engine call, is a failure, with
@@ -477,66 +463,6 @@ static void dump_grads(trainer *tr, double loss)
 	}
 }
 
-/* "1h02m", "3m04s" or "12s". */
-static void duration(char *buf, size_t len, double s)
-{
-	long t = (long)(s + 0.5);
-	if (t >= 3600)
-		snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
-	else if (t >= 60)
-		snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-	else
-		snprintf(buf, len, "%lds", t);
-}
-
-/* The training throughput so far. */
-static double tokens_per_s(const trainer *tr)
-{
-	return tr->train_time > 0 ? (double)tr->steps_run * tr->st.batch *
-	       tr->st.seq / tr->train_time : 0.0;
-}
-
-/* The progress line and the log record of one step. */
-static void report(trainer *tr, double loss, double val, double lr,
-		   double norm)
-{
-	long s = tr->st.step, end = tr->o->stop_at;
-	double tps = tokens_per_s(tr);
-	tr->last_loss = loss;
-	if (!isnan(val))
-		tr->last_val = val;
-	/* on a terminal one line rewritten each step; elsewhere a plain line
-	 * a second at most, and the last step's */
-	double t = now();
-	if (tr->progress && (tr->tty || s == end || t - tr->last_line >= 1.0)) {
-		char eta[32], vbuf[32] = "";
-		duration(eta, sizeof eta, tr->steps_run ?
-			 tr->train_time / tr->steps_run * (end - s) : 0);
-		if (!isnan(tr->last_val))
-			snprintf(vbuf, sizeof vbuf, "  val %.4f", tr->last_val);
-		fprintf(stderr, "%sstep %ld/%ld  loss %.4f%s  %.0f tok/s  ETA %s%s",
-			tr->tty ? "\r" : "", s, end, loss, vbuf, tps, eta,
-			tr->tty ? "\033[K" : "\n");
-		fflush(stderr);
-		tr->last_line = t;
-	}
-	if (tr->log) {
-		fprintf(tr->log, "{\"step\": %ld, \"loss\": %.6f", s, loss);
-		if (!isnan(val))
-			fprintf(tr->log, ", \"val_loss\": %.6f", val);
-		fprintf(tr->log, ", \"lr\": %.6g, \"grad_norm\": %.6g, "
-			"\"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, norm,
-			tps, now() - tr->t0);
-		size_t buf, peak;
-		if (tr_engine_memory(tr->eng, &buf, &peak))
-			fprintf(tr->log, ", \"device_buffers\": %zu, "
-				"\"device_peak\": %zu", buf, peak);
-		fputs("}\n", tr->log);
-		if (fflush(tr->log) != 0)
-			cli_die("%s: write error: %s", tr->o->log, strerror(errno));
-	}
-}
-
 /* One optimisation step: batch, forward, backward, clip, update; the
  * first one's gradients go to --dump-grads. */
 static double step(trainer *tr, double *lr_out, double *norm_out)
@@ -544,7 +470,7 @@ static double step(trainer *tr, double *lr_out, double *norm_out)
 	tr_step_out r;
 	engine_check(tr, tr_engine_step(tr->eng, &tr->st, tr->o->stop_at, &r,
 					tr->err, sizeof tr->err));
-	if (tr->o->dump_grads && tr->steps_run == 0)
+	if (tr->o->dump_grads && tr->rep.steps_run == 0)
 		dump_grads(tr, r.loss);
 	tr->st.step++;
 	*lr_out = r.lr;
@@ -552,29 +478,9 @@ static double step(trainer *tr, double *lr_out, double *norm_out)
 	return r.loss;
 }
 
-/* The closing line of every run: the steps, the last losses, the
- * throughput (and device memory on a GPU), where the files went. */
-static void summary(trainer *tr)
-{
-	char where[600], mem[120] = "", val[40] = "", took[32];
-	size_t buf, peak;
-	tr_engine_describe(tr->eng, where, sizeof where);
-	if (tr_engine_memory(tr->eng, &buf, &peak))
-		snprintf(mem, sizeof mem, ", peak device memory %.2f GiB (buffers "
-			 "%.2f GiB)", peak / 1073741824.0, buf / 1073741824.0);
-	if (!isnan(tr->last_val))
-		snprintf(val, sizeof val, ", held-out %.4f", tr->last_val);
-	duration(took, sizeof took, tr->train_time);
-	fprintf(stderr, "%s: %ld steps on %s in %s, to step %ld of %ld: loss "
-		"%.4f%s, %.0f tokens/s%s; wrote %s and %s\n", cli_prog,
-		tr->steps_run, where, took, tr->st.step, tr->st.h.steps,
-		tr->last_loss, val, tokens_per_s(tr), mem, tr->o->c.output,
-		tr->ckpt);
-}
-
 static int train_main(options *o, at_device device)
 {
-	trainer tr = {.o = o, .last_val = NAN, .last_loss = NAN};
+	trainer tr = {.o = o};
 	if (o->checkpoint)
 		snprintf(tr.ckpt, sizeof tr.ckpt, "%s", o->checkpoint);
 	else
@@ -620,44 +526,47 @@ static int train_main(options *o, at_device device)
 	engine_check(&tr, tr_engine_new(&tr.eng, &tr.m, tr.mom1, tr.mom2,
 					&tr.data, st->batch, st->seq, device,
 					o->precision, tr.err, sizeof tr.err));
-	if (o->log && !(tr.log = fopen(o->log, o->resume ? "a" : "w")))
+	FILE *log = NULL;
+	if (o->log && !(log = fopen(o->log, o->resume ? "a" : "w")))
 		cli_die("%s: %s", o->log, strerror(errno));
-	tr.tty = isatty(STDERR_FILENO);
-	tr.progress = o->progress || tr.tty;
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	tr.t0 = now();
+	train_report *rep = &tr.rep;
+	train_report_start(rep, log, o->log, o->progress,
+			   (long)st->batch * st->seq);
 	int eval = st->val_fraction > 0 && o->eval_every > 0;
 	while (st->step < o->stop_at && !stop_signal) {
-		double t = now(), lr, norm;
+		double t = train_report_now(), lr, norm;
 		double loss = step(&tr, &lr, &norm);
-		tr.train_time += now() - t;
-		tr.steps_run++;
+		rep->train_time += train_report_now() - t;
+		rep->steps_run++;
 		if (!isfinite(loss))
 			cli_die("step %ld: the loss is %g: training diverged "
 				"(lower --lr?)", st->step, loss);
 		double val = NAN;
 		if (eval && (st->step % o->eval_every == 0 || st->step == o->stop_at))
 			val = evaluate(&tr);
-		report(&tr, loss, val, lr, norm);
+		train_report_step(rep, tr.eng, st->step, o->stop_at, loss, val, lr,
+				  norm);
 		if (o->save_every > 0 && st->step % o->save_every == 0 &&
 		    st->step < o->stop_at)
 			save(&tr, 1);
 	}
 	save(&tr, st->step > 0);
-	if (tr.tty && tr.progress && tr.steps_run)
+	if (rep->tty && rep->progress && rep->steps_run)
 		fputc('\n', stderr);
-	if (tr.steps_run)
-		summary(&tr);
+	if (rep->steps_run)
+		train_report_end(rep, tr.eng, st->step, st->h.steps, o->c.output,
+				 tr.ckpt);
 	else
 		fprintf(stderr, "%s: %s is at step %ld of %ld: nothing to do (a "
 			"larger --steps continues it); wrote %s\n", cli_prog,
 			tr.ckpt, st->step, st->h.steps, o->c.output);
 	tr_engine_free(tr.eng);
-	if (tr.log && fclose(tr.log) != 0)
+	if (log && fclose(log) != 0)
 		cli_die("%s: write error: %s", o->log, strerror(errno));
 	tr_data_free(&tr.data);
 	tr_model_free(&tr.m);

@@ -1,0 +1,103 @@
+/* train_report.c - andrea-train's progress, log and closing line. */
+#include "cli/train_report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+double train_report_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void train_report_start(train_report *r, FILE *log, const char *log_path,
+			int progress, long tokens_a_step)
+{
+	*r = (train_report){.log = log, .log_path = log_path,
+			    .tokens_a_step = tokens_a_step, .last_val = NAN,
+			    .last_loss = NAN, .t0 = train_report_now()};
+	r->tty = isatty(STDERR_FILENO);
+	r->progress = progress || r->tty;
+}
+
+/* "1h02m", "3m04s" or "12s". */
+static void duration(char *buf, size_t len, double s)
+{
+	long t = (long)(s + 0.5);
+	if (t >= 3600)
+		snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	else if (t >= 60)
+		snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, len, "%lds", t);
+}
+
+/* The training throughput so far. */
+static double tokens_per_s(const train_report *r)
+{
+	return r->train_time > 0 ? (double)r->steps_run * r->tokens_a_step /
+	       r->train_time : 0.0;
+}
+
+void train_report_step(train_report *r, const tr_engine *e, long s, long end,
+		       double loss, double val, double lr, double norm)
+{
+	double tps = tokens_per_s(r);
+	r->last_loss = loss;
+	if (!isnan(val))
+		r->last_val = val;
+	/* on a terminal one line rewritten each step; elsewhere a plain line
+	 * a second at most, and the last step's */
+	double t = train_report_now();
+	if (r->progress && (r->tty || s == end || t - r->last_line >= 1.0)) {
+		char eta[32], vbuf[32] = "";
+		duration(eta, sizeof eta, r->steps_run ?
+			 r->train_time / r->steps_run * (end - s) : 0);
+		if (!isnan(r->last_val))
+			snprintf(vbuf, sizeof vbuf, "  val %.4f", r->last_val);
+		fprintf(stderr, "%sstep %ld/%ld  loss %.4f%s  %.0f tok/s  ETA %s%s",
+			r->tty ? "\r" : "", s, end, loss, vbuf, tps, eta,
+			r->tty ? "\033[K" : "\n");
+		fflush(stderr);
+		r->last_line = t;
+	}
+	if (!r->log)
+		return;
+	fprintf(r->log, "{\"step\": %ld, \"loss\": %.6f", s, loss);
+	if (!isnan(val))
+		fprintf(r->log, ", \"val_loss\": %.6f", val);
+	fprintf(r->log, ", \"lr\": %.6g, \"grad_norm\": %.6g, "
+		"\"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, norm, tps,
+		t - r->t0);
+	size_t buf, peak;
+	if (tr_engine_memory(e, &buf, &peak))
+		fprintf(r->log, ", \"device_buffers\": %zu, \"device_peak\": %zu",
+			buf, peak);
+	fputs("}\n", r->log);
+	if (fflush(r->log) != 0)
+		cli_die("%s: write error: %s", r->log_path, strerror(errno));
+}
+
+void train_report_end(const train_report *r, const tr_engine *e, long step,
+		      long steps, const char *model, const char *ckpt)
+{
+	char where[600], mem[120] = "", val[40] = "", took[32];
+	size_t buf, peak;
+	tr_engine_describe(e, where, sizeof where);
+	if (tr_engine_memory(e, &buf, &peak))
+		snprintf(mem, sizeof mem, ", peak device memory %.2f GiB (buffers "
+			 "%.2f GiB)", peak / 1073741824.0, buf / 1073741824.0);
+	if (!isnan(r->last_val))
+		snprintf(val, sizeof val, ", held-out %.4f", r->last_val);
+	duration(took, sizeof took, r->train_time);
+	fprintf(stderr, "%s: %ld steps on %s in %s, to step %ld of %ld: loss "
+		"%.4f%s, %.0f tokens/s%s; wrote %s and %s\n", cli_prog,
+		r->steps_run, where, took, step, steps, r->last_loss, val,
+		tokens_per_s(r), mem, model, ckpt);
+}
