@@ -372,8 +372,7 @@ static void load(gen *g, const cli_common *c)
 		positions += (double)g->s[r].n + g->n_new;
 	double madds = at_fwd_work(g->weights.w.C, g->V, positions, cfg->n_layer,
 				   g->ctx / 2.0, positions, &bytes);
-	at_device dev = stage_engine_device(c, &g->weights.w, g->precision,
-					    madds, bytes);
+	at_device dev = stage_device_sized(c, g->precision, madds, bytes);
 	check(at_fwd_new(&g->engine, &g->weights.w, dev, g->precision,
 			 g->no_cache ? 0 : g->rows, err, sizeof err), err);
 	g->logits = malloc((size_t)g->rows * g->V * sizeof *g->logits);

@@ -155,19 +155,60 @@ def test_a_batch_of_prompts_on_the_gpu(tmp_path, trained):
         assert p.stdout.count(b"\n") == 4
 
 
-def test_biases_and_a_tied_head_stay_on_the_cpu_for_now(tmp_path):
-    """The GPU engine does not run biases or a tied head yet: --device cuda
-    says so in one line, auto computes the model on the CPU (issue 16)."""
-    from conftest import one_line_error
-    rng = np.random.default_rng(31)
-    model, p = full_model(tmp_path, rng, 2, 2, 8, 29, 16, biases=True,
-                          tied=True)
-    x = rand(rng, 2, 5, 8)
+FORMS = {"biases+tied": (True, True), "biases": (True, False),
+         "tied": (False, True)}
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("L,H,C,B,T", [(2, 3, 15, 2, 17), (1, 1, 1, 1, 1)])
+def test_gpt2s_form_on_the_gpu_agrees_with_the_cpu(tmp_path, form, L, H, C,
+                                                    B, T):
+    """Biases and a tied head (issue 16) through the GPU's blocks, head
+    and hooks: the same numbers as the CPU and the NumPy oracle."""
+    biases, tied = FORMS[form]
+    rng = np.random.default_rng(31 + C + T)
+    model, p = full_model(tmp_path, rng, L, H, C, 29, max(T, 2),
+                          biases=biases, tied=tied)
+    x = rand(rng, B, T, C)
     s = pack(tmp_path, [("x", x)])
-    r = run("block", "-m", model, "-l", "all", "--device", "cuda", input=s,
-            check=1)
-    assert "--device cpu" in one_line_error(r, "block")
-    y = unpack(tmp_path, run("block", "-m", model, "-l", "all", "--device",
-                             "auto", input=s, check=0).stdout)["x"]
-    want = oracle.block(oracle.block(x, p, 0, 2), p, 1, 2)
-    assert oracle.rel_err(y, want) <= 1e-5
+    cpu, gpu = on_both(tmp_path, "block", ["-m", model, "-l", "all"], s)
+    want = x
+    for l in range(L):
+        want = oracle.block(want, p, l, H)
+    assert oracle.rel_err(gpu["x"], want) <= 1e-5
+    assert oracle.rel_err(gpu["x"], cpu["x"]) <= 1e-5
+    cpu, gpu = on_both(tmp_path, "logits", ["-m", model], s)
+    assert oracle.rel_err(gpu["logits"], cpu["logits"]) <= 1e-5
+    # the hooks see the biased q and y (bo inside) as the CPU does
+    capture = ["--capture", "q", "--capture", "attn", "--capture", "y"]
+    cpu, gpu = on_both(tmp_path, "block", ["-m", model, "-l", "all",
+                                           *capture], s)
+    for k in cpu:
+        assert oracle.rel_err(gpu[k], cpu[k]) <= 1e-5, k
+    for prec, tol in (("tf32", 5e-3), ("bf16", 5e-2)):
+        cpu, gpu = on_both(tmp_path, "logits", ["-m", model], s, prec)
+        assert oracle.rel_err(gpu["logits"], cpu["logits"]) <= tol, prec
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_gpt2s_form_decodes_on_the_gpu_as_on_the_cpu(tmp_path, form):
+    """The KV cache's steps with biases and a tied head: each step's
+    logits equal the CPU's full recompute, in fp32 and near it in bf16."""
+    biases, tied = FORMS[form]
+    rng = np.random.default_rng(5)
+    model, _ = full_model(tmp_path, rng, 2, 2, 16, 257, 48, biases=biases,
+                          tied=tied)
+    out = {}
+    for tag, dev, extra in (("cpu", "cpu", ["--no-cache"]),
+                            ("cuda", "cuda", []),
+                            ("bf16", "cuda", ["--precision", "bf16"])):
+        lg = os.path.join(tmp_path, tag + ".ats")
+        run("generate", "-m", model, "--prompt", "ab", "-n", 20,
+            "--temperature", 0, "--device", dev, "--logits", lg, *extra,
+            check=0)
+        out[tag] = step_logits(lg)
+    ref = out["cpu"]
+    k = first_near_tie(ref)
+    for i in range(min(k + 1, len(ref))):
+        assert oracle.rel_err(out["cuda"][i], ref[i]) <= 1e-5, i
+    assert oracle.rel_err(out["bf16"][0], ref[0]) <= 5e-2

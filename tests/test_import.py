@@ -24,9 +24,6 @@ except ImportError:  # tools/setup.sh installs it; without it, by hand
     st_numpy = None
 
 TOL = 1e-5
-# the GPU's whole-model engine does not run biases or a tied head yet
-# (andrea-model(5)): under make test-gpu those tools stay on the CPU
-CPU = ("--device", "cpu")
 
 
 def save_safetensors(path, tensors, metadata=None):
@@ -141,8 +138,8 @@ def checkpoint(tmp, rng, L=2, H=3, C=12, V=300, ctx=32, **cfg):
 def model_logits(tmp, model, tokens):
     """logits of tokens [B,T] through embed | block -l all | logits."""
     return unpack(tmp, pipeline([("embed", "-m", model),
-                                 ("block", "-m", model, "-l", "all", *CPU),
-                                 ("logits", "-m", model, *CPU)],
+                                 ("block", "-m", model, "-l", "all"),
+                                 ("logits", "-m", model)],
                                 input=pack(tmp, [("tokens", tokens)])))["logits"]
 
 
@@ -170,7 +167,7 @@ def test_imported_gpt2_matches_numpy(tmp_path, B, T):
     assert rel_err(logits, want) <= TOL
     # one head of layer 1 through the stages, against the pattern
     heads = unpack(tmp_path, pipeline(
-        [("embed", "-m", model), ("block", "-m", model, "-l", 0, *CPU),
+        [("embed", "-m", model), ("block", "-m", model, "-l", 0),
          ("qkv", "-m", model, "-l", 1, "--head", 2), ("scores",), ("mask",),
          ("softmax",)], input=pack(tmp_path, [("tokens", tokens)])), "a")
     assert rel_err(heads["attn"][:, 0], probs) <= TOL
@@ -182,7 +179,7 @@ def test_greedy_generation_of_an_imported_model(tmp_path):
     d, p = checkpoint(tmp_path, rng, L, H, C, V, ctx)
     model = import_model(tmp_path, d)
     prompt = b"hello"
-    out = run("generate", "-m", model, *CPU, "--prompt", prompt.decode(), "-n", 30,
+    out = run("generate", "-m", model, "--prompt", prompt.decode(), "-n", 30,
               "--temperature", 0, check=0).stdout
     seq = [256] + list(prompt)
     for i, tok in enumerate(out):

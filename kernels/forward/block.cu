@@ -5,9 +5,10 @@
 //
 // The block mirrors lib/ops/prenorm.c op for op.  What differs: q, k and
 // v come from one batched product with the three weights; the residual
-// adds ride in the products (beta = 1 onto a copy of the input); the
-// attention scale moves from the scores into the softmax (except where a
-// hook wants the scores themselves).
+// adds and GPT-2's biases ride in the products (beta = 1 onto the input
+// plus the bias, or the bias alone); the attention scale moves from the
+// scores into the softmax (except where a hook wants the scores
+// themselves).
 #include <cmath>
 
 #include "forward/forward_kernels.cuh"
@@ -194,6 +195,46 @@ static int decode_attn(void *out, const float *q, const void *k,
 	return 0;
 }
 
+// ---- the biases ----
+
+// y[g,r,c] = (x ? x[g,r,c] : 0) + b[g*n + c] for y [groups,rows,n]: what
+// a product then adds onto (beta = 1), so that a bias costs no pass of
+// its own.
+__global__ static void bias_fill_kernel(float *y, const float *x,
+					const float *b, size_t rows, int n,
+					size_t total)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	     i < total; i += (size_t)gridDim.x * blockDim.x) {
+		size_t g = i / (rows * n);
+		float v = b[g * n + i % n];
+		y[i] = x ? x[i] + v : v;
+	}
+}
+
+// Fills y as above, or, without b, copies x (or leaves y for a product
+// with beta = 0); returns the beta that product then takes.
+static int bias_fill(float *y, const float *x, const float *b, size_t rows,
+		     int n, int groups, float *beta)
+{
+	size_t total = (size_t)groups * rows * n;
+	*beta = b || x ? 1.0f : 0.0f;
+	if (total == 0)
+		return 0;
+	if (!b) {
+		if (x)
+			CU_CHECK(cudaMemcpyAsync(y, x, total * sizeof *y,
+						 cudaMemcpyDeviceToDevice,
+						 at_cu_stream),
+				 "the residual copy");
+		return 0;
+	}
+	bias_fill_kernel<<<at_cu_blocks(total, 256), 256, 0, at_cu_stream>>>(
+		y, x, b, rows, n, total);
+	CU_LAUNCHED("bias kernel");
+	return 0;
+}
+
 // ---- the block ----
 
 // Calls fn<bf16> or fn<float> on the mm buffer ptr.
@@ -249,7 +290,9 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 
 	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean, a->ln1_rstd,
 		    x_in, w->ln1w, w->ln1b, BT, C, AT_LN_EPS));
-	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, 0.0f,
+	float beta;
+	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, C, 3, &beta));
+	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, beta,
 		       a->buf3, BTC, 3, "the q, k, v products"));
 	if (kv && kv->pos) { // one decoding step: q stays [B,H*D]
 		TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, 1, H, D, kv));
@@ -276,30 +319,28 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
 		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
 	}
-	CU_CHECK(cudaMemcpyAsync(a->xmid, x_in, BTC * sizeof *a->xmid,
-				 cudaMemcpyDeviceToDevice, at_cu_stream),
-		 "the residual copy");
+	TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
 	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, 1.0f,
 		       a->xmid, 0, 1, "the output projection"));
 	if (a->hook) { // y alone, which the residual add above folds in
+		TRY(bias_fill(a->buf3, NULL, w->bo, BT, C, 1, &beta));
 		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
-			       0.0f, a->buf3, 0, 1, "the output projection"));
+			       beta, a->buf3, 0, 1, "the output projection"));
 		TRY(report(a, "y", a->buf3, 0, 3, B, T, C, 0));
 	}
 
 	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln2, a->ln2_mean, a->ln2_rstd,
 		    a->xmid, w->ln2w, w->ln2b, BT, C, AT_LN_EPS));
-	if (a->fused) {
+	if (a->fused && !w->bfc) {
 		TRY(a->fused->fn(a->fused->ctx, a->ln2, w->fc, a->gelu, a->fc));
 	} else {
-		TRY(at_cu_gemm(g, 0, 0, BT, F, C, 1.0f, a->ln2, 0, w->fc, 0, 0.0f,
+		TRY(bias_fill((float *)a->fc, NULL, w->bfc, BT, F, 1, &beta));
+		TRY(at_cu_gemm(g, 0, 0, BT, F, C, 1.0f, a->ln2, 0, w->fc, 0, beta,
 			       (float *)a->fc, 0, 1, "the MLP's first product"));
 		TRY(MM_CALL(p, at_cu_gelu_fwd, a->gelu, (float *)a->fc,
 			    (size_t)BT * F));
 	}
-	CU_CHECK(cudaMemcpyAsync(x_out, a->xmid, BTC * sizeof *x_out,
-				 cudaMemcpyDeviceToDevice, at_cu_stream),
-		 "the residual copy");
+	TRY(bias_fill(x_out, a->xmid, w->bproj, BT, C, 1, &beta));
 	TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, 1.0f,
 		       x_out, 0, 1, "the MLP's second product"));
 	return 0;

@@ -56,18 +56,23 @@ static int upload(at_cuda_fwd *g, void **dst, const float *src, size_t n,
 	return 0;
 }
 
-// Layer l's Wq, Wk, Wv side by side, as the q, k, v product wants them.
-static int upload_qkv(at_cuda_fwd *g, const at_block_w *b, const void **dst)
+// Three pieces of n floats side by side (zeros for a NULL one), as the
+// q, k, v product wants its weights and biases; *dst stays NULL where all
+// three are.
+static int upload_three(at_cuda_fwd *g, const float *const src[3], size_t n,
+			int as_mm, const void **dst)
 {
-	size_t CC = (size_t)g->C * g->C;
-	float *cat = (float *)malloc(3 * CC * sizeof *cat);
+	*dst = NULL;
+	if (!src[0] && !src[1] && !src[2])
+		return 0;
+	float *cat = (float *)calloc(3 * n, sizeof *cat);
 	if (!cat)
 		return at_cu_failf("out of host memory");
-	memcpy(cat, b->wq, CC * sizeof *cat);
-	memcpy(cat + CC, b->wk, CC * sizeof *cat);
-	memcpy(cat + 2 * CC, b->wv, CC * sizeof *cat);
+	for (int i = 0; i < 3; i++)
+		if (src[i])
+			memcpy(cat + i * n, src[i], n * sizeof *cat);
 	void *d;
-	int rc = upload(g, &d, cat, 3 * CC, 1);
+	int rc = upload(g, &d, cat, 3 * n, as_mm);
 	free(cat);
 	*dst = d;
 	return rc;
@@ -85,22 +90,35 @@ static int upload_all(at_cuda_fwd *g, const at_weights *w)
 	g->lnfw = (float *)p;
 	TRY(upload(g, &p, w->lnf_w ? w->lnf_b : NULL, C, 0));
 	g->lnfb = (float *)p;
-	TRY(upload(g, &g->lm_head, w->lnf_w ? w->lm_head : NULL,
-		   C * (size_t)g->V, 1));
+	// a tied head multiplies by wte [V,C] transposed: fp32 products read
+	// the table itself, bf16 ones a copy in their type
+	g->head_tied = w->lnf_w && !w->lm_head;
+	const float *head = g->head_tied ? w->wte : w->lm_head;
+	if (g->head_tied && g->mm == 4)
+		g->lm_head = g->wte;
+	else
+		TRY(upload(g, &g->lm_head, w->lnf_w ? head : NULL,
+			   C * (size_t)g->V, 1));
 	for (int l = 0; l < g->L; l++) {
 		const at_block_w *b = &w->layer[l];
 		at_cu_block_w *d = &g->w[l];
 		if (!b->ln1_w)
 			continue;
-		void *v[8];
+		void *v[11];
 		TRY(upload(g, &v[0], b->ln1_w, C, 0));
 		TRY(upload(g, &v[1], b->ln1_b, C, 0));
 		TRY(upload(g, &v[2], b->ln2_w, C, 0));
 		TRY(upload(g, &v[3], b->ln2_b, C, 0));
-		TRY(upload_qkv(g, b, &d->wqkv));
+		const float *wqkv[3] = {b->wq, b->wk, b->wv};
+		const float *bqkv[3] = {b->bq, b->bk, b->bv};
+		TRY(upload_three(g, wqkv, CC, 1, &d->wqkv));
+		TRY(upload_three(g, bqkv, C, 0, (const void **)&d->bqkv));
 		TRY(upload(g, &v[5], b->wo, CC, 1));
 		TRY(upload(g, &v[6], b->fc, C * F, 1));
 		TRY(upload(g, &v[7], b->proj, F * C, 1));
+		TRY(upload(g, &v[8], b->bo, C, 0));
+		TRY(upload(g, &v[9], b->bfc, F, 0));
+		TRY(upload(g, &v[10], b->bproj, C, 0));
 		d->ln1w = (float *)v[0];
 		d->ln1b = (float *)v[1];
 		d->ln2w = (float *)v[2];
@@ -108,6 +126,9 @@ static int upload_all(at_cuda_fwd *g, const at_weights *w)
 		d->wo = v[5];
 		d->fc = v[6];
 		d->proj = v[7];
+		d->bo = (float *)v[8];
+		d->bfc = (float *)v[9];
+		d->bproj = (float *)v[10];
 	}
 	return 0;
 }
@@ -238,7 +259,7 @@ extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
 	g->g.prec = precision;
 	g->mm = precision == AT_PREC_BF16 ? 2 : 4;
 	g->w = (at_cu_block_w *)calloc((size_t)w->L + 1, sizeof *g->w);
-	g->allocs = (void **)calloc((size_t)w->L * 10 + 8, sizeof *g->allocs);
+	g->allocs = (void **)calloc((size_t)w->L * 14 + 8, sizeof *g->allocs);
 	if (!g->w || !g->allocs) {
 		at_cu_failf("out of host memory");
 		at_cuda_fwd_free(g);
@@ -328,8 +349,9 @@ static int head(at_cuda_fwd *g, pass_bufs *b, const float *x, int N)
 		    : at_cu_layernorm_fwd<float>((float *)b->ln, NULL, NULL, x,
 						 g->lnfw, g->lnfb, N, C,
 						 AT_LN_EPS));
-	return at_cu_gemm(&g->g, 0, 0, N, g->V, C, 1.0f, b->ln, 0, g->lm_head,
-			  0, 0.0f, b->logits, 0, 1, "the head product");
+	return at_cu_gemm(&g->g, 0, g->head_tied, N, g->V, C, 1.0f, b->ln, 0,
+			  g->lm_head, 0, 0.0f, b->logits, 0, 1,
+			  "the head product");
 }
 
 // The first product of each shape costs cuBLAS the loading of its

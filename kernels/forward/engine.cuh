@@ -58,7 +58,8 @@ struct at_cuda_fwd {
 	size_t mm;               // bytes of an mm element
 	// weights (device); a layer that was not given has w[l].ln1w NULL
 	float *wte, *wpe, *lnfw, *lnfb;
-	void *lm_head;
+	void *lm_head;           // [C,V], or [V,C] where head_tied (wte's)
+	int head_tied;
 	at_cu_block_w *w;
 	void **allocs;           // every weight allocation, for freeing
 	int nallocs;

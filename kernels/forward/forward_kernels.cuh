@@ -49,15 +49,18 @@ struct at_cu_hook {
 };
 
 // One block's weights on the device: LayerNorms float [C]; products mm,
-// wqkv Wq, Wk, Wv [C,C] one after the other.
+// wqkv Wq, Wk, Wv [C,C] one after the other; the products' biases float
+// (GPT-2's; NULL where the model has none), bqkv bq, bk, bv [C] one after
+// the other, bfc [F], bo and bproj [C].
 struct at_cu_block_w {
 	const float *ln1w, *ln1b, *ln2w, *ln2b;
 	const void *wqkv, *wo, *fc, *proj;
+	const float *bqkv, *bo, *bfc, *bproj;
 };
 
 // The MLP's first product with the GELU fused (the trainer's cuBLASLt
 // epilogue): gelu = GELU(pre), pre = ln2 . wfc; NULL for a product and a
-// GELU kernel apart.
+// GELU kernel apart (and for a block with bfc, which it does not add).
 struct at_cu_fc_fused {
 	int (*fn)(void *ctx, const void *ln2, const void *wfc, void *gelu,
 		  void *pre);

@@ -9,7 +9,10 @@
 // products (beta = 1 onto a copy of the input); mask, scale and softmax
 // are one kernel, and so are its backward, and softmax, cross-entropy and
 // its gradient; the attention scale moves from the scores into the
-// softmax.
+// softmax.  GPT-2's form: the biases' gradients are the column sums of
+// their products' output gradients, as products with a row of ones; a
+// tied head multiplies by wte transposed and adds its gradient into wte's
+// before the embedding's share.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +31,7 @@ struct tr_cuda {
 	size_t total;
 	tr_layer_off *layer; // host copy of the layout
 	size_t wte, wpe, lnfw, lnfb, lm_head;
+	int biases, tied;                // the model's form (train.h)
 	at_cu_gemm_mode blas;
 	tr_gelu_mm *gelu_mm;             // NULL: the GELU is a kernel apart
 	void *bufs[MAX_BUFS]; // every device allocation, for freeing
@@ -68,6 +72,7 @@ struct tr_cuda {
 	float *d_att;                    // [B,H,T,T]
 	bf16 *ds16;                      // [B,H,T,T], bf16 mode
 	float *ln_part;                  // 2 x LN_SPLITS x C
+	void *ones;                      // [BT] mm, for the biases' gradients
 	double *res;                     // loss, squared norm
 	double *norm_part;               // NORM_BLOCKS
 	// pinned host memory
@@ -176,6 +181,8 @@ static int alloc_all(tr_cuda *d)
 	if (bf)
 		TRY(dalloc(d, &d->ds16, TT, 2, "the attention gradient"));
 	TRY(dalloc(d, &d->ln_part, 2 * LN_SPLITS * C, f, "backward scratch"));
+	if (d->biases)
+		TRY(dalloc(d, &d->ones, BT, mm, "backward scratch"));
 	TRY(dalloc(d, &d->res, 2, sizeof(double), "the results"));
 	TRY(dalloc(d, &d->norm_part, NORM_BLOCKS, sizeof(double), "the norm"));
 	for (int s = 0; s < SLOTS; s++) {
@@ -216,6 +223,29 @@ static int make_chunks(tr_cuda *d, const tr_model *m, tr_chunk **out)
 	return 0;
 }
 
+// d->ones = B*T ones in the products' type.
+static int fill_ones(tr_cuda *d)
+{
+	size_t n = (size_t)d->B * d->T;
+	dev_buf<float> one;
+	TRY(one.alloc(n, "backward scratch"));
+	float *h = (float *)malloc(n * sizeof *h);
+	if (!h)
+		return at_cu_failf("out of host memory");
+	for (size_t i = 0; i < n; i++)
+		h[i] = 1.0f;
+	cudaError_t e = cudaMemcpy(one.p, h, n * sizeof *h,
+				   cudaMemcpyHostToDevice);
+	free(h);
+	CU_CHECK(e, "filling backward scratch");
+	if (d->prec == AT_PREC_BF16)
+		return at_cu_to_bf16((bf16 *)d->ones, one.p, n);
+	CU_CHECK(cudaMemcpy(d->ones, one.p, n * sizeof *h,
+			    cudaMemcpyDeviceToDevice),
+		 "filling backward scratch");
+	return 0;
+}
+
 static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 		 const float *mom2)
 {
@@ -249,6 +279,8 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 	if (d->p16)
 		TRY(at_cu_to_bf16(d->p16, d->p, d->total));
 	CU_CHECK(cudaMemset(d->res, 0, 2 * sizeof(double)), "zeroing results");
+	if (d->ones)
+		TRY(fill_ones(d));
 	CU_CHECK(cudaDeviceSynchronize(), "setting up the training engine");
 	return 0;
 }
@@ -289,6 +321,8 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	d->lnfw = m->lnfw;
 	d->lnfb = m->lnfb;
 	d->lm_head = m->lm_head;
+	d->biases = m->biases;
+	d->tied = m->tied;
 	d->layer = (tr_layer_off *)malloc((m->cfg.n_layer + 1) * sizeof *d->layer);
 	if (!d->layer) {
 		free(d);
@@ -308,7 +342,8 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		tr_cuda_free(d);
 		return NULL;
 	}
-	if (gelu_fusion_wanted(precision) &&
+	// cuBLASLt's GELU epilogue is planned without a bias
+	if (gelu_fusion_wanted(precision) && !m->biases &&
 	    tr_gelu_mm_new(&d->gelu_mm, precision, B * T, 4 * m->cfg.d_model,
 			   m->cfg.d_model) < 0) {
 		tr_cuda_free(d);
@@ -389,6 +424,12 @@ static int block_forward(tr_cuda *d, int l)
 	at_cu_block_w w = {d->p + o->ln1w, d->p + o->ln1b, d->p + o->ln2w,
 			   d->p + o->ln2b, W(d, o->wq), W(d, o->wo),
 			   W(d, o->fc), W(d, o->proj)};
+	if (d->biases) { // bq, bk, bv lie one after the other (train.h)
+		w.bqkv = d->p + o->bq;
+		w.bo = d->p + o->bo;
+		w.bfc = d->p + o->bfc;
+		w.bproj = d->p + o->bproj;
+	}
 	at_cu_fc_fused fused = {fused_fc, d->gelu_mm};
 	at_cu_block_acts a = {};
 	a.ln1 = mm_at(d, d->ln1, l * BTC);
@@ -423,6 +464,19 @@ static const void *resid_grad_mm(tr_cuda *d, int *rc)
 	return d->dr16;
 }
 
+// The gradient of `groups` biases of n (at g + off, one after the other):
+// the column sums of dy, groups x [B*T,n] mm, as ones . dy; none without
+// biases.
+static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
+		     int groups, const char *what)
+{
+	if (!d->biases)
+		return 0;
+	size_t BT = (size_t)d->B * d->T;
+	return at_cu_gemm(&d->blas, 0, 0, 1, n, (int)BT, 1.0f, d->ones, 0, dy,
+			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
+}
+
 // Back through one block (train_backward.c's block_backward): d_resid
 // holds the gradient of the block's output on entry, of its input on
 // return.
@@ -455,6 +509,7 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(at_cu_gemm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f,
 		       g + o->proj, 0, 1,
 		       "the MLP's second product, backward"));
+	TRY(bias_grad(d, o->bproj, drm, C, 1, "the MLP's second bias, backward"));
 	if (d->gelu_mm) {
 		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
 	} else {
@@ -466,6 +521,7 @@ static int block_backward(tr_cuda *d, int l)
 	}
 	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
 		       g + o->fc, 0, 1, "the MLP's first product, backward"));
+	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));
 	TRY(at_cu_gemm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
 		       0.0f, d->d_ln, 0, 1,
 		       "the MLP's first product, backward"));
@@ -478,6 +534,7 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(rc);
 	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
 		       g + o->wo, 0, 1, "the output projection, backward"));
+	TRY(bias_grad(d, o->bo, drm, C, 1, "the output bias, backward"));
 	TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0, 0.0f,
 		       d->d_merged, 0, 1, "the output projection, backward"));
 	TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
@@ -497,6 +554,7 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D));
 	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
 		       g + o->wq, CC, 3, "the q, k, v products, backward"));
+	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
 	for (int i = 0; i < 3; i++)
 		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f,
 			       mm_at(d, d->d_qkv, i * BTC), 0,
@@ -517,10 +575,18 @@ static int backward(tr_cuda *d)
 	const at_cu_gemm_mode *bl = &d->blas;
 	void *dl = d->prec == AT_PREC_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
 	float *g = d->g;
-	TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
-		       g + d->lm_head, 0, 1, "the head product, backward"));
-	TRY(at_cu_gemm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head), 0,
-		       0.0f, d->d_ln, 0, 1, "the head product, backward"));
+	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
+		TRY(at_cu_gemm(bl, 1, 0, V, C, BT, 1.0f, dl, 0, d->lnf, 0, 0.0f,
+			       g + d->wte, 0, 1, "the head product, backward"));
+		TRY(at_cu_gemm(bl, 0, 0, BT, C, V, 1.0f, dl, 0, W(d, d->wte), 0,
+			       0.0f, d->d_ln, 0, 1, "the head product, backward"));
+	} else {
+		TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
+			       g + d->lm_head, 0, 1, "the head product, backward"));
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head),
+			       0, 0.0f, d->d_ln, 0, 1,
+			       "the head product, backward"));
+	}
 	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float)),
 		 "zeroing the residual gradient");
 	TRY(tr_layernorm_bwd(d->d_resid, g + d->lnfw, g + d->lnfb, d->d_ln,
@@ -532,7 +598,7 @@ static int backward(tr_cuda *d)
 				 (size_t)d->cfg.ctx * C * sizeof(float)),
 		 "zeroing the position gradient");
 	TRY(tr_embed_bwd(g + d->wte, g + d->wpe, d->d_resid, d->off, d->pos, B,
-			 T, C, V));
+			 T, C, V, d->tied));
 	return tr_sumsq(d->res + 1, g, d->total, d->norm_part);
 }
 
@@ -561,9 +627,9 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
 		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C,
 		    AT_LN_EPS));
-	TRY(at_cu_gemm(&d->blas, 0, 0, BT, V, C, 1.0f, d->lnf, 0,
-		       W(d, d->lm_head), 0, 0.0f, d->logits, 0, 1,
-		       "the head product"));
+	TRY(at_cu_gemm(&d->blas, 0, d->tied, BT, V, C, 1.0f, d->lnf, 0,
+		       W(d, d->tied ? d->wte : d->lm_head), 0, 0.0f, d->logits,
+		       0, 1, "the head product"));
 	float inv = 1.0f / BT;
 	if (!backward_too)
 		TRY(tr_crossentropy<float>(NULL, d->losses, d->logits, d->tg, BT,

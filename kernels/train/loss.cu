@@ -111,7 +111,7 @@ __global__ static void dwpe_kernel(float *dwpe, const float *dx, int B, int T,
 // Block per token id; its positions (sorted on the host) add in order.
 __global__ static void dwte_kernel(float *dwte, const float *dx,
 				   const int *off, const int *pos, int C,
-				   int V)
+				   int V, int add)
 {
 	for (int v = blockIdx.x; v < V; v += gridDim.x) {
 		int lo = off[v], hi = off[v + 1];
@@ -119,20 +119,21 @@ __global__ static void dwte_kernel(float *dwte, const float *dx,
 			float s = 0.0f;
 			for (int k = lo; k < hi; k++)
 				s += dx[(size_t)pos[k] * C + c];
-			dwte[(size_t)v * C + c] = s;
+			float *to = dwte + (size_t)v * C + c;
+			*to = add ? *to + s : s;
 		}
 	}
 }
 
 int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
-		 const int *pos, int B, int T, int C, int V)
+		 const int *pos, int B, int T, int C, int V, int add)
 {
 	size_t n = (size_t)T * C;
 	if (n == 0)
 		return 0;
 	dwpe_kernel<<<at_cu_blocks(n, 256), 256>>>(dwpe, dx, B, T, C);
 	CU_LAUNCHED("position-embedding gradient kernel");
-	dwte_kernel<<<V < 65535 ? V : 65535, 128>>>(dwte, dx, off, pos, C, V);
+	dwte_kernel<<<V < 65535 ? V : 65535, 128>>>(dwte, dx, off, pos, C, V, add);
 	CU_LAUNCHED("token-embedding gradient kernel");
 	return 0;
 }

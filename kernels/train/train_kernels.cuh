@@ -78,9 +78,10 @@ int tr_mean(double *out, const float *losses, int N);
 template <typename OUT>
 int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n);
 // dwpe[t] = sum over b of dx[b,t] (rows t < T; the rest untouched) and
-// dwte[v] = sum of dx over the positions pos[off[v]..off[v+1]) in order.
+// dwte[v] = sum of dx over the positions pos[off[v]..off[v+1]) in order,
+// added to what dwte holds where add (a tied head's share).
 int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
-		 const int *pos, int B, int T, int C, int V);
+		 const int *pos, int B, int T, int C, int V, int add);
 
 // ---- adamw.cu: the norm and the update ----
 

@@ -110,16 +110,6 @@ static void settle_begun(void)
 		stage_engine_free(begun);
 }
 
-at_device stage_engine_device(const cli_common *c, const at_weights *w,
-			       int precision, double madds, double bytes)
-{
-	/* auto keeps a model the GPU engine does not run on the CPU */
-	if (stage_device_lazy(c) == AT_DEV_AUTO && precision == AT_PREC_FP32 &&
-	    !at_fwd_gpu_runs(w))
-		return AT_DEV_CPU;
-	return stage_device_sized(c, precision, madds, bytes);
-}
-
 static void engine_begin(stage_engine *s, at_device dev)
 {
 	s->start = at_fwd_begin(s->w, dev, s->precision, 0);
@@ -133,14 +123,14 @@ void stage_engine_init(stage_engine *s, const cli_common *c,
 	*s = (stage_engine){.c = c, .w = w, .precision = precision};
 	at_device dev = stage_device_lazy(c);
 	if (dev != AT_DEV_AUTO || precision != AT_PREC_FP32)
-		engine_begin(s, stage_engine_device(c, w, precision, 0, 0));
+		engine_begin(s, stage_device_sized(c, precision, 0, 0));
 }
 
 void stage_engine_prepare(stage_engine *s, double madds, double bytes)
 {
 	if (!s->start && !s->engine)
-		engine_begin(s, stage_engine_device(s->c, s->w, s->precision,
-						    madds, bytes));
+		engine_begin(s, stage_device_sized(s->c, s->precision, madds,
+						   bytes));
 }
 
 at_fwd *stage_engine_get(stage_engine *s, double madds, double bytes)
@@ -202,8 +192,8 @@ at_fwd *stage_whole_model(const cli_common *c, const at_model *m,
 	double bytes, madds = at_fwd_work(w->w.C, w->w.V, positions, w->w.L,
 					  T / 2.0, head_rows, &bytes);
 	at_fwd *e;
-	if (at_fwd_new(&e, &w->w, stage_engine_device(c, &w->w, AT_PREC_FP32,
-						      madds, bytes),
+	if (at_fwd_new(&e, &w->w, stage_device_sized(c, AT_PREC_FP32, madds,
+						      bytes),
 		       AT_PREC_FP32, 0, err, sizeof err) < 0)
 		cli_die("%s", err);
 	return e;

@@ -33,10 +33,6 @@ at_device stage_device(const cli_common *c, int has_cuda);
  * CPU was chosen. */
 at_device stage_device_sized(const cli_common *c, int precision,
 			     double madds, double bytes);
-/* stage_device_sized for the forward engine over w: auto takes the CPU
- * for a model the GPU engine does not run (at_fwd_gpu_runs). */
-at_device stage_engine_device(const cli_common *c, const at_weights *w,
-			      int precision, double madds, double bytes);
 /* Checks --device and --precision before any input is read: ends the
  * program on a bad device name, or on a precision other than fp32 with
  * --device cpu (auto is decided later, by stage_device_sized). */
@@ -83,7 +79,7 @@ void stage_check_tokens(const at_model *m, const at_tensor *t,
 /* Every weight of m into w, then the fp32 forward engine, without a
  * cache, for a pass over `positions` positions (T tokens a row) with the
  * head over `head_rows` rows, on the device --device resolves for it
- * (stage_engine_device). */
+ * (stage_device_sized). */
 at_fwd *stage_whole_model(const cli_common *c, const at_model *m,
 			  at_loaded *w, double positions, int T,
 			  double head_rows);

@@ -78,19 +78,6 @@ static int scratch(at_fwd *e, size_t rows, size_t ns)
 	return grow(&e->s, &e->ns, ns) < 0 ? -1 : grow(&e->f, &e->nf, 4 * nc);
 }
 
-int at_fwd_gpu_runs(const at_weights *w)
-{
-	if (w->lnf_w && !w->lm_head)
-		return 0;
-	for (int l = 0; l < w->L; l++) {
-		const at_block_w *b = &w->layer[l];
-		if (b->ln1_w && (b->bq || b->bk || b->bv || b->bo || b->bfc ||
-				 b->bproj))
-			return 0;
-	}
-	return 1;
-}
-
 int at_fwd_new(at_fwd **out, const at_weights *w, at_device dev, int precision,
 	       int rows, char *err, size_t errlen)
 {
@@ -100,10 +87,6 @@ int at_fwd_new(at_fwd **out, const at_weights *w, at_device dev, int precision,
 			 at_precision_name(precision));
 		return -1;
 	}
-	if (dev == AT_DEV_CUDA && !at_fwd_gpu_runs(w))
-		return fail(err, errlen, "the model has biases or a tied head, "
-			    "which this version computes on the CPU only: use "
-			    "--device cpu");
 	at_fwd *e = calloc(1, sizeof *e);
 	if (!e || !(e->len = calloc((size_t)rows + 1, sizeof *e->len)) ||
 	    !(e->pos = calloc((size_t)rows + 1, sizeof *e->pos))) {

@@ -44,9 +44,6 @@ typedef struct at_fwd at_fwd;
 int at_fwd_new(at_fwd **e, const at_weights *w, at_device dev, int precision,
 	       int rows, char *err, size_t errlen);
 void at_fwd_free(at_fwd *e);
-/* 1 where the GPU engine runs w: not yet a model with biases or a tied
- * head (at_fwd_new on the GPU refuses those). */
-int at_fwd_gpu_runs(const at_weights *w);
 
 /* at_fwd_new on a thread of its own (forward_start.c): on the GPU the
  * engine's making (the CUDA context, cuBLAS, the weights' upload: about

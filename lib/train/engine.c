@@ -61,12 +61,6 @@ int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 			 at_precision_name(precision));
 		return -1;
 	}
-	if (dev == AT_DEV_CUDA && (m->biases || m->tied)) {
-		snprintf(err, errlen, "the GPU trainer does not take GPT-2's "
-			 "biases and tied head yet: train this model with "
-			 "--device cpu");
-		return -1;
-	}
 	if (bt > (1u << 26) || !(e = calloc(1, sizeof *e)))
 		return out_of_memory(B, T, err, errlen);
 	*e = (tr_engine){.m = m, .mom1 = mom1, .mom2 = mom2, .data = data,
