@@ -20,6 +20,8 @@
 #                      (both: BENCH_ARGS='andrea-12m cpu 1 --quick' and so on)
 #   make bench-tokenize   andrea-tokenize's encoding MB/s vs Hugging Face
 #                      tokenizers (BENCH_ARGS='--mb 4 --vocab 8192')
+#   make bench-attention  andrea-attention vs the four stages and NumPy (CPU)
+#                      and, where PyTorch sees a GPU, its kernel vs SDPA
 #   make bench-stages     each CPU stage vs NumPy, the pipeline at T = 1024,
 #                      then at T = 4096 and 16384, B = 1 and 4, with peak
 #                      memory (BENCH_ARGS='4096 1' picks rows; ~10 min)
@@ -174,6 +176,9 @@ bench-forward: all
 bench-tokenize: all
 	$(PYTHON) bench/tokenize.py $(BENCH_ARGS)
 
+bench-attention: all $(KCHECKS)
+	PYTHON=$(GPU_PYTHON) $(GPU_PYTHON) bench/attention.py $(BENCH_ARGS)
+
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
 	sh bench/run-$*.sh $(BENCH_ARGS)
@@ -205,6 +210,6 @@ clean:
 include fuzz/fuzz.mk
 
 .PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
-	bench-forward bench-tokenize kernels demo install clean
+	bench-forward bench-tokenize bench-attention kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,8 +1,6 @@
 /* andrea-scores - attention scores: scores = q . k^T * scale, per head. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli/filter.h"
 #include "ops/stages.h"
@@ -14,8 +12,7 @@ static const char usage[] =
 	"                     [--no-shuffle] [FILE]\n";
 
 typedef struct {
-	int fixed;   /* --scale or --no-scale given */
-	double scale;
+	stage_scale scale; /* --scale, --no-scale */
 	at_exec exec; /* the device; --tf32: TF32 products on the GPU */
 } scores_ctx;
 
@@ -32,23 +29,10 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_tensor *q = &in[0], *k = &in[1];
 	at_filter_expect(f, 0, q, 4, "B,H,T,D");
 	at_filter_expect(f, 1, k, 4, "B,H,T,D");
-	if (memcmp(q->dims, k->dims, sizeof q->dims) != 0) {
-		char qs[96], ks[96];
-		at_shape_str(4, q->dims, qs, sizeof qs);
-		at_shape_str(4, k->dims, ks, sizeof ks);
-		at_filter_die(f, 1, "shape %s does not match q's %s", ks, qs);
-	}
-	static const char *const same[] = {"layer", "head", "norm"};
-	for (int i = 0; i < 3; i++) {
-		const char *qa = at_attr_get(&q->attrs, same[i]);
-		const char *ka = at_attr_get(&k->attrs, same[i]);
-		if (qa && ka && strcmp(qa, ka) != 0)
-			at_filter_die(f, 1, "%s=%s but q has %s=%s", same[i], ka,
-				      same[i], qa);
-	}
+	at_filter_expect_like(f, 1, k, q);
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
-	double scale = s->fixed ? s->scale : 1.0 / sqrt((double)D);
+	double scale = stage_scale_of(&s->scale, D);
 	at_tensor out = {.dtype = AT_F32, .rank = 4,
 			 .dims = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T}};
 	snprintf(out.name, sizeof out.name, "scores");
@@ -64,17 +48,6 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_filter_end(w);
 }
 
-/* --scale S, or --no-scale (arg NULL, a scale of 1), into the
- * scores_ctx at ctx: one of them, once. */
-static void scale_opt(void *ctx, const char *arg, const char *what)
-{
-	scores_ctx *s = ctx;
-	if (s->fixed)
-		cli_usage_error("give --scale or --no-scale once");
-	s->fixed = 1;
-	s->scale = arg ? cli_double(arg, what) : 1.0;
-}
-
 int main(int argc, char **argv)
 {
 	cli_common c;
@@ -82,8 +55,8 @@ int main(int argc, char **argv)
 	scores_ctx s = {0};
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE),
-		CLI_CALL_ARG("scale", 0, scale_opt, &s),
-		CLI_CALL("no-scale", 0, scale_opt, &s),
+		CLI_CALL_ARG("scale", 0, stage_scale_opt, &s.scale),
+		CLI_CALL("no-scale", 0, stage_scale_opt, &s.scale),
 		CLI_FLAG("tf32", 0, &s.exec.tf32),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);

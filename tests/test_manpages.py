@@ -56,8 +56,9 @@ def test_every_page_is_referenced_and_present():
 # pages whose EXAMPLES are run here: each block of an example (between .nf
 # and .fi) that shows output is run with sh in a fresh directory, bin/
 # first on PATH, and must print what the page shows
-EXAMPLE_PAGES = ["man1/andrea-generate.1", "man1/andrea-tokenize.1"]
-COMMANDS = ("andrea-", "printf ", "cmp ", "sed ", "echo ", "od ")
+EXAMPLE_PAGES = ["man1/andrea-attention.1", "man1/andrea-generate.1",
+                 "man1/andrea-tokenize.1"]
+COMMANDS = ("andrea-", "printf ", "cmp ", "sed ", "echo ", "od ", "python3 ")
 ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
         ("\\&", ""), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", "")]
 
@@ -65,7 +66,8 @@ ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
 def example_blocks(page, section="EXAMPLES", commands=COMMANDS):
     """[(commands, expected output)] of a section of a page, as text; a
     line is a command where it starts with one of commands or continues
-    the one before (after a backslash, a pipe or &&), output otherwise."""
+    the one before (after a backslash, a pipe or &&, or inside a double
+    quote the command opened: python3 -c "..."), output otherwise."""
     text = open(os.path.join(ROOT, "man", page)).read()
     text = text.split(f"\n.SH {section}\n", 1)[1].split("\n.SH ", 1)[0]
     blocks = []
@@ -74,7 +76,9 @@ def example_blocks(page, section="EXAMPLES", commands=COMMANDS):
         for line in body.split("\n"):
             for roff, plain in ROFF:
                 line = line.replace(roff, plain)
-            more = cmds and not out and cmds[-1].rstrip().endswith(("\\", "|", "&&"))
+            more = cmds and not out and (
+                cmds[-1].rstrip().endswith(("\\", "|", "&&")) or
+                "\n".join(cmds).count('"') % 2 == 1)
             if more or line.startswith(commands):
                 cmds.append(line)
             else:

@@ -99,6 +99,27 @@ void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 			      shape_letters);
 }
 
+void at_filter_expect_like(at_filter *f, int slot, const at_tensor *t,
+			   const at_tensor *ref)
+{
+	static const char *const same[] = {"layer", "head", "norm"};
+	if (t->rank != ref->rank ||
+	    memcmp(t->dims, ref->dims, t->rank * sizeof t->dims[0]) != 0) {
+		char rs[96], ts[96];
+		at_shape_str(ref->rank, ref->dims, rs, sizeof rs);
+		at_shape_str(t->rank, t->dims, ts, sizeof ts);
+		at_filter_die(f, slot, "shape %s does not match %s's %s", ts,
+			      ref->name, rs);
+	}
+	for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+		const char *ra = at_attr_get(&ref->attrs, same[i]);
+		const char *ta = at_attr_get(&t->attrs, same[i]);
+		if (ra && ta && strcmp(ra, ta) != 0)
+			at_filter_die(f, slot, "%s=%s but %s has %s=%s", same[i],
+				      ta, ref->name, same[i], ra);
+	}
+}
+
 void at_filter_write(at_writer *w, const at_tensor *t)
 {
 	if (at_write_tensor(w, t) < 0)

@@ -75,6 +75,11 @@ void at_filter_drain(at_filter *f);
 /* "prog: <stdin>: record N 'name': msg" for input slot i; exits 1. */
 _Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Checks that input slot i, t, has the shape of ref (slot 0's) and no
+ * layer, head or norm attribute other than ref's: records of one head
+ * (q, k, v), naming the record if not. */
+void at_filter_expect_like(at_filter *f, int slot, const at_tensor *t,
+			   const at_tensor *ref);
 /* Checks dtype f32 and rank of input slot i, naming the record if not. */
 void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 		      int rank, const char *shape_letters);

@@ -198,3 +198,17 @@ at_fwd *stage_whole_model(const cli_common *c, const at_model *m,
 		cli_die("%s", err);
 	return e;
 }
+
+void stage_scale_opt(void *to, const char *arg, const char *what)
+{
+	stage_scale *s = to;
+	if (s->fixed)
+		cli_usage_error("give --scale or --no-scale once");
+	s->fixed = 1;
+	s->scale = arg ? cli_double(arg, what) : 1.0;
+}
+
+double stage_scale_of(const stage_scale *s, int D)
+{
+	return s->fixed ? s->scale : 1.0 / sqrt((double)D);
+}

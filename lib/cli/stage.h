@@ -33,6 +33,16 @@ at_device stage_device(const cli_common *c, int has_cuda);
  * CPU was chosen. */
 at_device stage_device_sized(const cli_common *c, int precision,
 			     double madds, double bytes);
+/* --scale S or --no-scale (a scale of 1), given once at most: the
+ * attention scale of andrea-scores and andrea-attention. */
+typedef struct {
+	int fixed;
+	double scale;
+} stage_scale;
+/* The option callback (CLI_CALL_ARG "scale", CLI_CALL "no-scale"). */
+void stage_scale_opt(void *to, const char *arg, const char *what);
+/* The scale for heads of D values: the option's, else 1/sqrt(D). */
+double stage_scale_of(const stage_scale *s, int D);
 /* Checks --device and --precision before any input is read: ends the
  * program on a bad device name, or on a precision other than fp32 with
  * --device cpu (auto is decided later, by stage_device_sized). */

@@ -76,6 +76,15 @@ void at_add_inplace(float *x, const float *y, size_t n);
 /* x[rows,n] += b[n] on every row (a product's bias). */
 void at_add_bias(float *x, const float *b, size_t rows, size_t n);
 
+/* out[BH,T,D] = softmax(scale q.k^T) . v for q, k, v [BH,T,D], causal
+ * (key j hidden from query i where j > i) unless causal is 0, without the
+ * T x T scores (fused_attention.c); lse (if not NULL) [BH,T] gets each
+ * row's log-sum-exp of its scaled, visible scores.  Returns 0, or -1 when
+ * out of memory. */
+int at_attention_fused(float *out, float *lse, const float *q, const float *k,
+		       const float *v, int BH, int T, int D, float scale,
+		       int causal);
+
 /* o[BH,T,D] = a[BH,T,T] . v[BH,T,D].  Where a matrix is causal (every
  * entry above the diagonal exactly 0, as softmax leaves masked scores),
  * blocks of rows skip the columns that are all zero for them. */

@@ -52,6 +52,11 @@ int at_cuda_attend_forward(float *o, const float *a, const float *v, int BH,
 int at_cuda_mask_causal(float *s, int BH, int T, float fill);
 /* kernels/ops/softmax.cu */
 int at_cuda_softmax_rows(float *p, const float *s, size_t rows, int n);
+/* kernels/ops/attention.cu: at_attention_fused (ops.h) on the GPU, fp32,
+ * heads of D <= 256 values */
+int at_cuda_attention_forward(float *out, float *lse, const float *q,
+			      const float *k, const float *v, int BH, int T,
+			      int D, float scale, int causal);
 
 /* ---- host pointers: one call per stage ---- */
 
@@ -74,5 +79,10 @@ int at_cuda_softmax_host(float *p, const float *s, size_t rows, int n);
 int at_cuda_attend_host(float *out, const float *attn, const float *v,
 			int B, int H, int T, int D, int merge, const float *wo,
 			int tf32);
+/* andrea-attention: out [BH,T,D] and lse [BH,T] (if not NULL) from q, k,
+ * v [BH,T,D] through at_cuda_attention_forward. */
+int at_cuda_attention_host(float *out, float *lse, const float *q,
+			   const float *k, const float *v, int BH, int T, int D,
+			   float scale, int causal);
 
 #endif

@@ -89,6 +89,12 @@ at_work at_work_attend(int B, int H, int T, int D, int wo)
 			 F32 * (a + 2 * o + (wo ? c * c : 0))};
 }
 
+at_work at_work_attention(int BH, int T, int D, int causal)
+{
+	double qk = (double)BH * T * D, s = (double)BH * T * T;
+	return (at_work){2 * s * D / (causal ? 2 : 1), F32 * (4 * qk + BH * T)};
+}
+
 int at_stage_embed(const at_exec *e, float *x, const int32_t *tokens,
 		   const float *wte, const float *wpe, int V, int B, int T,
 		   int C)
@@ -217,4 +223,16 @@ int at_stage_attend(const at_exec *e, float *dst, const float *attn,
 	int rc = at_stage_attend_join(dst, out, B, H, T, D, merge, wo);
 	free(out);
 	return rc;
+}
+
+int at_stage_attention(const at_exec *e, float *out, float *lse,
+		       const float *q, const float *k, const float *v, int BH,
+		       int T, int D, float scale, int causal)
+{
+	if (on_gpu(e, at_work_attention(BH, T, D, causal)))
+		return gpu(at_cuda_attention_host(out, lse, q, k, v, BH, T, D,
+						  scale, causal));
+	if (at_attention_fused(out, lse, q, k, v, BH, T, D, scale, causal) < 0)
+		return out_of_memory();
+	return 0;
 }

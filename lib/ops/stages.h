@@ -43,6 +43,7 @@ at_work at_work_scores(int BH, int T, int D);
 at_work at_work_mask(size_t n);
 at_work at_work_softmax(size_t rows, int n);
 at_work at_work_attend(int B, int H, int T, int D, int wo);
+at_work at_work_attention(int BH, int T, int D, int causal);
 
 /* The reason the last failing at_stage_* call gave. */
 const char *at_stage_error(void);
@@ -100,5 +101,13 @@ int at_stage_attend_heads(float *out, const float *attn, const float *v,
 			  int heads, int T, int D);
 int at_stage_attend_join(float *dst, const float *out, int B, int H, int T,
 			 int D, int merge, const float *wo);
+
+/* andrea-attention, the four stages scores, mask, softmax and attend in
+ * one: out[BH,T,D] = softmax(scale q.k^T, causal unless causal is 0) . v,
+ * and lse[BH,T] (if not NULL) each row's log-sum-exp, without the T x T
+ * scores (ops.h: at_attention_fused). */
+int at_stage_attention(const at_exec *e, float *out, float *lse,
+		       const float *q, const float *k, const float *v, int BH,
+		       int T, int D, float scale, int causal);
 
 #endif
