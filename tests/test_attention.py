@@ -125,9 +125,10 @@ def test_a_context_of_8192_runs_as_the_page_shows(tmp_path):
     block = block.split("\n.nf\n", 1)[1].split("\n.fi\n", 1)[0]
     for roff, plain in (("\\-", "-"), ("\\(aq", "'")):
         block = block.replace(roff, plain)
-    shim = tmp_path / "shim"
+    shim = tmp_path / "shim"  # python3: the one running this, with NumPy
     shim.mkdir()
-    os.symlink(sys.executable, shim / "python3")  # the one with NumPy
+    (shim / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (shim / "python3").chmod(0o755)
     env = tool_env()
     env["PATH"] = os.pathsep.join([str(shim), os.path.join(ROOT, "bin"),
                                    env["PATH"]])
