@@ -58,6 +58,20 @@ CRAFTED = [
 ]
 
 
+def train_tokenizer(text):
+    """GPT-2's byte-level BPE of VOCAB tokens, <|endoftext|> the special
+    one, trained by Hugging Face tokenizers on text (bytes)."""
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        [text.decode("utf-8", "replace")],
+        trainers.BpeTrainer(vocab_size=VOCAB, show_progress=False,
+                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                            special_tokens=["<|endoftext|>"]))
+    return tok
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tokenizer trained on fortunes, its files, and a small imported
@@ -67,14 +81,7 @@ def trained(tmp_path_factory):
         pytest.skip("no `tokenizers`")
     tmp = tmp_path_factory.mktemp("tok")
     train, _ = fortunes()
-    tok = tokenizers.Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(
-        [train.decode("utf-8", "replace")],
-        trainers.BpeTrainer(vocab_size=VOCAB, show_progress=False,
-                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                            special_tokens=["<|endoftext|>"]))
+    tok = train_tokenizer(train)
     d = tmp / "gpt2"
     d.mkdir()
     tok.model.save(str(d))
@@ -493,18 +500,21 @@ def test_fine_tuning_an_imported_gpt2_lowers_its_held_out_loss(trained, tmp_path
     assert andrea_ids(out, b"Hello there") == tok.encode("Hello there").ids
 
 
-def gpt2_dir(tmp, trained, L=6, H=2, C=8, ctx=64):
+def gpt2_dir(tmp, trained, L=6, H=2, C=8, ctx=64, tok=None):
     """gpt2/ as a user downloads it: config.json, model.safetensors (a
     random GPT-2 of these sizes) and the trained tokenizer's vocab.json
-    and merges.txt."""
+    and merges.txt (or those of tok, a tokenizers.Tokenizer)."""
     _, src, _ = trained
     d = tmp / "gpt2"
     d.mkdir()
     ti.save_safetensors(d / "model.safetensors",
                         ti.gpt2_params(np.random.default_rng(9), L, H, C, VOCAB, ctx))
     (d / "config.json").write_text(json.dumps(ti.hf_config(L, H, C, VOCAB, ctx)))
-    for f in ("vocab.json", "merges.txt"):
-        (d / f).write_bytes((src / f).read_bytes())
+    if tok:
+        tok.model.save(str(d))
+    else:
+        for f in ("vocab.json", "merges.txt"):
+            (d / f).write_bytes((src / f).read_bytes())
     return d
 
 

@@ -1,0 +1,124 @@
+"""Every shell example of the man1 pages runs (issue 19): a page's
+EXAMPLES blocks run in order, with sh -e, in one fresh directory holding
+the files the examples name but do not make (FIXTURES), bin/ first on
+PATH and python3 the interpreter running this (with NumPy).  A block that
+prints output on the page must print exactly that.  A block that needs what
+this machine lacks (a GPU, transformers, minutes of training) is skipped
+with its reason; the test prints how many blocks of each page ran."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, BIN, tool_env
+from test_manpages import example_blocks
+from test_tokenize import trained  # noqa: F401 (the fixture gpt2/ needs)
+
+PAGES = sorted(f"man1/{p}" for p in os.listdir(os.path.join(ROOT, "man", "man1")))
+
+# The files examples name without making them, and how to make them (sh,
+# in order); gpt2/ and gpt2.ats come from tests/test_tokenize.py's
+# trained tokenizer where Hugging Face tokenizers is there.
+FIXTURES = """
+printf 'the cat sat on the mat' > in.txt
+andrea-embed --text in.txt -o x.ats
+cp x.ats ref.ats
+andrea-qkv x.ats -o qkv.ats
+andrea-scores qkv.ats -o scores.ats
+andrea-mask scores.ats -o masked.ats
+andrea-softmax masked.ats -o attn.ats
+cp scores.ats run.ats
+andrea-train --config tiny --steps 0 -o tiny.ats 2>/dev/null
+cp tiny.ats m.ats
+printf 'Q: what is a cat?\\nQ: where is the mat?\\nQ: who sat?\\n' > questions.txt
+python3 -c "import numpy as np; np.save('tok.npy', np.array([[1, 2, 3]], np.int32))"
+python3 -c "import numpy as np; np.save('x.npy', np.ones((2, 3), 'f4'))"
+"""
+
+
+def has_gpu():
+    return os.environ.get("ANDREA_TEST_DEVICE") == "cuda"
+
+
+def has(module):
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def why_skip(cmds):
+    """The reason this machine cannot run a block, or None."""
+    if "--device cuda" in cmds and not has_gpu():
+        return "needs a GPU"
+    if "transformers" in cmds and not has("transformers"):
+        return "needs Hugging Face transformers"
+    if "--steps 2000" in cmds or "--resume --data fortunes.txt" in cmds:
+        return "trains for minutes (examples/training-tour.sh is the long run)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fixtures")
+    subprocess.run(["sh", "-ec", FIXTURES], cwd=d, env=page_env(d), check=True,
+                   timeout=300)
+    return d
+
+
+def page_env(tmp):
+    shim = os.path.join(tmp, ".shim")
+    os.makedirs(shim, exist_ok=True)
+    with open(os.path.join(shim, "python3"), "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    os.chmod(os.path.join(shim, "python3"), 0o755)
+    env = tool_env({"OMP_NUM_THREADS": "1"})
+    env["PATH"] = os.pathsep.join([shim, BIN, env["PATH"]])
+    return env
+
+
+# the pages' prompt, whose names are one token each in GPT-2's vocabulary
+# (lens, patch): the tokenizer here learns them from it
+IOI = b"When Mary and John went to the store, John gave a drink to Mary.\n"
+
+
+def gpt2_files(request, tmp):
+    """gpt2/ as a user downloads it (tests/test_tokenize.py's, with a
+    tokenizer that knows the names) and gpt2.ats imported from it, in
+    tmp; skips where tokenizers is missing."""
+    from test_tokenize import fortunes, gpt2_dir, train_tokenizer
+    trained = request.getfixturevalue("trained")
+    d = gpt2_dir(tmp, trained, tok=train_tokenizer(fortunes()[0] + IOI * 300))
+    subprocess.run([os.path.join(BIN, "andrea-import"), "-o", tmp / "gpt2.ats",
+                    d], env=tool_env(), check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=os.path.basename)
+def test_every_example_of_the_page_runs(request, tmp_path, fixtures, page):
+    blocks = example_blocks(page)
+    if not blocks:
+        pytest.skip("the page has no examples")
+    for f in os.listdir(fixtures):
+        if not f.startswith("."):
+            shutil.copy(fixtures / f, tmp_path / f)
+    env = page_env(tmp_path)
+    if any("gpt2" in c for c, _ in blocks):
+        gpt2_files(request, tmp_path)
+    ran, skipped = 0, []
+    for cmds, want in blocks:
+        why = why_skip(cmds)
+        if why:
+            skipped.append(why)
+            continue
+        p = subprocess.run(["sh", "-ec", cmds], capture_output=True, env=env,
+                           cwd=tmp_path, timeout=300)
+        assert p.returncode == 0, (cmds, p.stderr.decode())
+        if want is not None:
+            assert p.stdout.decode() == want, (cmds, p.stderr.decode())
+        ran += 1
+    print(f"{page}: {ran} of {len(blocks)} examples ran"
+          + (f"; skipped: {', '.join(skipped)}" if skipped else ""))
+    assert ran > 0 or skipped
