@@ -55,7 +55,7 @@ def test_every_page_is_referenced_and_present():
 
 # what starts a command line in an example: a command or an assignment
 COMMANDS = ("andrea-", "printf ", "cmp ", "sed ", "echo ", "od ", "python3 ",
-            "find ", "export ", "ls ", "cat ")
+            "find ", "export ", "ls ", "cat ", "grep ", "for ")
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
         ("\\&", ""), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", "")]
@@ -65,8 +65,9 @@ def example_blocks(page, section="EXAMPLES", commands=COMMANDS):
     """[(commands, expected output)] of a section of a page (its .nf/.fi
     and .EX/.EE blocks), as text; a line is a command where it starts with
     one of commands or an assignment, or continues the one before (after
-    a backslash, a pipe or &&, or inside a double quote the command
-    opened: python3 -c "..."), output otherwise."""
+    a backslash, a pipe or &&, inside a double quote the command opened
+    (python3 -c "...") or inside a for loop until its done), output
+    otherwise."""
     text = open(os.path.join(ROOT, "man", page)).read()
     text = "\n" + text.split(f"\n.SH {section}\n", 1)[1].split("\n.SH ", 1)[0] + "\n"
     blocks = []
@@ -75,9 +76,12 @@ def example_blocks(page, section="EXAMPLES", commands=COMMANDS):
         for line in body.split("\n"):
             for roff, plain in ROFF:
                 line = line.replace(roff, plain)
+            so_far = "\n".join(cmds)
+            loops = len(re.findall(r"^for .*; do$", so_far, re.M)) - \
+                len(re.findall(r"^done$", so_far, re.M))
             more = cmds and not out and (
                 cmds[-1].rstrip().endswith(("\\", "|", "&&")) or
-                "\n".join(cmds).count('"') % 2 == 1)
+                so_far.count('"') % 2 == 1 or loops > 0)
             if more or line.startswith(commands) or ASSIGNMENT.match(line):
                 cmds.append(line)
             else:

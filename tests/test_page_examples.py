@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, BIN, tool_env
+from conftest import ROOT, BIN, build_settings, tool_env
 from test_manpages import example_blocks
 from test_tokenize import trained  # noqa: F401 (the fixture gpt2/ needs)
 
@@ -122,3 +122,73 @@ def test_every_example_of_the_page_runs(request, tmp_path, fixtures, page):
     print(f"{page}: {ran} of {len(blocks)} examples ran"
           + (f"; skipped: {', '.join(skipped)}" if skipped else ""))
     assert ran > 0 or skipped
+
+
+def shown_as(want, got):
+    """Whether got is what the page shows as want, where "..." within a
+    line stands for any text and a line of "..." alone for any lines."""
+    import re
+    pattern = "".join("(?:.*\n)*?" if line == "..." else
+                      re.escape(line).replace(re.escape("..."), ".*?") + "\n"
+                      for line in want.splitlines())
+    return re.fullmatch(pattern, got) is not None
+
+
+def skip_long_training():
+    """Where the fortunes are missing, or under the sanitizers (a minute of
+    training becomes several; the plain build's run covers the pages)."""
+    if not os.path.isdir("/usr/share/games/fortunes"):
+        pytest.skip("no fortunes text (Debian's fortunes package)")
+    if "SAN=1" in build_settings():
+        pytest.skip("trains for minutes under the sanitizers")
+
+
+# andrea(7)'s sessions, each in order in one directory; TRAINING trains
+# tiny for 2000 steps on the fortunes as printed (about a minute)
+ANDREA7 = ["DESCRIPTION", "A WALK THROUGH ONE HEAD", "EXPERIMENTS", "TRAINING"]
+
+
+@pytest.mark.parametrize("section", ANDREA7)
+def test_every_session_of_andrea7_runs_as_printed(tmp_path, section):
+    blocks = [(c, o) for c, o in example_blocks("man7/andrea.7", section)
+              if c.strip()]  # formulas and tables are not shell
+    if section == "TRAINING":
+        skip_long_training()
+    env = page_env(tmp_path)
+    for cmds, want in blocks:
+        p = subprocess.run(["sh", "-ec", cmds], capture_output=True, env=env,
+                           cwd=tmp_path, timeout=600)
+        assert p.returncode == 0, (cmds, p.stderr.decode())
+        if want is not None:
+            assert shown_as(want, p.stdout.decode()), \
+                (cmds, p.stdout.decode(), p.stderr.decode())
+    print(f"andrea(7) {section}: {len(blocks)} examples ran")
+
+
+def test_the_readme_tour_runs(tmp_path):
+    """README.md's short tour, command by command with bash (a user's
+    shell), after make: each exits 0, or 1 where its comment says so."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    tour = text.split("## A short tour\n", 1)[1].split("\n## ", 1)[0]
+    tour = tour.split("\n\n`man 7 andrea`", 1)[0]
+    lines = [line[4:] for line in tour.splitlines() if line.startswith("    ")]
+    cmds = []
+    for line in lines:
+        if cmds and cmds[-1].rstrip().endswith("\\"):
+            cmds[-1] += "\n" + line
+        elif line.strip() and not line.lstrip().startswith("#"):
+            cmds.append(line)
+    assert cmds[0].startswith("make ") and len(cmds) > 10
+    skip_long_training()
+    env = page_env(tmp_path)
+    subprocess.run([sys.executable, "-c", "import numpy as np\n"
+                    "r = np.random.default_rng(0)\n"
+                    "for n in 'qkv': np.save(n + '.npy', "
+                    "r.standard_normal((1, 2, 5, 8)))"], cwd=tmp_path,
+                   check=True)  # the user's own arrays, float64 as NumPy makes
+    for c in cmds[1:]:  # the build is done
+        p = subprocess.run(["bash", "-c", c], capture_output=True, env=env,
+                           cwd=tmp_path, timeout=600)
+        want = 1 if "# exit status 1" in c else 0
+        assert p.returncode == want, (c, p.stderr.decode())
+    print(f"README tour: {len(cmds) - 1} commands ran")
