@@ -6,7 +6,7 @@
 #   make install PREFIX=/usr/local DESTDIR=
 #   make CUDA=0        CPU-only build;  make BLAS=none  without OpenBLAS
 #                      (BLAS=openblas-openmp or openblas picks the build)
-#   make PNG=0         without libpng (andrea-show --png then reports it)
+#   make PNG=0         without libgd (andrea-show --png then reports it)
 #   make MVEC=0        without glibc's libmvec (the default model is then
 #                      drawn with scalar libm; the values are the same)
 #   make test-gpu      on a GPU machine: the stage suites with --device cuda,
@@ -27,7 +27,7 @@
 #                      memory (BENCH_ARGS='4096 1' picks rows; ~10 min)
 #
 # Nothing is detected through dpkg: nvcc is looked up on PATH, in
-# $CUDA_HOME/bin and in /usr/local/cuda*/bin; OpenBLAS and libpng are used
+# $CUDA_HOME/bin and in /usr/local/cuda*/bin; OpenBLAS and libgd are used
 # when their headers are present.  A machine with only the CUDA toolkit and
 # zlib gets CUDA=1 BLAS=none PNG=0 by itself.
 
@@ -44,7 +44,7 @@ CUDA      ?= $(if $(NVCC),1,0)
 CBLAS_H   := $(wildcard /usr/include/cblas.h /usr/include/*/cblas.h /usr/include/openblas/cblas.h)
 OPENBLAS_OMP := $(wildcard /usr/lib/*/openblas-openmp/libopenblas.so.0)
 BLAS      ?= $(if $(CBLAS_H),$(if $(OPENBLAS_OMP),openblas-openmp,openblas),none)
-PNG       ?= $(if $(wildcard /usr/include/png.h /usr/include/*/png.h),1,0)
+PNG       ?= $(if $(wildcard /usr/include/gd.h /usr/include/*/gd.h),1,0)
 # jansson reads the JSON of imported models (safetensors headers, config.json)
 JSON      ?= $(if $(wildcard /usr/include/jansson.h /usr/include/*/jansson.h),1,0)
 # PCRE2 cuts text into pieces for GPT-2's tokenizer (its Unicode classes)
@@ -81,7 +81,7 @@ LDLIBS  += -lmvec
 endif
 ifeq ($(PNG),1)
 CFLAGS  += -DANDREA_PNG
-LDLIBS  += -lpng
+LDLIBS  += -lgd
 endif
 ifeq ($(JSON),1)
 CFLAGS  += -DANDREA_JSON

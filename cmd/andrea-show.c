@@ -23,6 +23,7 @@
 
 static const char usage[] =
 	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
+	"                   [--grid] [--shade linear|sqrt|log] [--range LO,HI]\n"
 	"                   [--labels] [-m MODEL] [--name NAME] [--layer L]\n"
 	"                   [--head H] [--index N] [--threads N] [FILE ...]\n";
 
@@ -42,6 +43,11 @@ typedef struct {
 	long index;              /* --index: the record number; 0: any */
 	at_tokenizer *tok;       /* --labels: the model's */
 	at_tensor tokens;        /* --labels: the last tokens record */
+	int grid;                /* --grid: every map along the next axis */
+	int shade_set;           /* --shade given, else by the record */
+	hm_shade shade;
+	int ranged;              /* --range given */
+	double range[2];
 } show_opts;
 
 #define ASCII_MAX_ROWS 64
@@ -142,7 +148,8 @@ static void sel_str(const uint64_t *sel, int n, char *buf, size_t len)
 				      (unsigned long long)sel[i]);
 }
 
-/* The selection for a record of this rank: --select, or zeros. */
+/* The selection for a record of this rank: --select, or zeros (with
+ * --grid one index fewer: the grid runs along the next axis). */
 static const uint64_t *record_sel(const show_opts *o, int rank, int *n)
 {
 	static const uint64_t zeros[AT_MAX_RANK];
@@ -150,7 +157,7 @@ static const uint64_t *record_sel(const show_opts *o, int rank, int *n)
 		*n = o->nsel;
 		return o->sel;
 	}
-	*n = hm_leading(rank);
+	*n = hm_leading(rank) - (o->grid && hm_leading(rank) > 0);
 	return zeros;
 }
 
@@ -159,9 +166,20 @@ static void check_select(const show_opts *o, const at_reader *r,
 			 const at_header *h)
 {
 	int n;
-	const uint64_t *sel = record_sel(o, h->rank, &n);
+	const uint64_t *given = record_sel(o, h->rank, &n);
 	char err[128], s[AT_MAX_RANK * 21 + 2];
-	if (hm_check_select(h->rank, h->dims, sel, n, err, sizeof err) == 0)
+	uint64_t sel[AT_MAX_RANK + 1] = {0};
+	memcpy(sel, given, (size_t)n * sizeof *sel);
+	if (o->grid && hm_leading(h->rank) == 0)
+		cli_die("%s: record %d '%s': --grid needs a record of 3 axes or "
+			"more (maps along an axis)", r->label, h->index, h->name);
+	if (o->grid && h->dims[n] > HM_MAX_PANELS)
+		cli_die("%s: record %d '%s': --grid draws at most %d maps, and "
+			"axis %d has %llu (--select fixes more axes)", r->label,
+			h->index, h->name, HM_MAX_PANELS, n,
+			(unsigned long long)h->dims[n]);
+	if (hm_check_select(h->rank, h->dims, sel, n + o->grid, err,
+			    sizeof err) == 0)
 		return;
 	char shape[AT_MAX_RANK * 21 + 3];
 	at_shape_str(h->rank, h->dims, shape, sizeof shape);
@@ -210,13 +228,67 @@ static char **token_labels(const show_opts *o, uint64_t b, uint64_t T)
 	return label;
 }
 
+static const char *shade_name(hm_shade s)
+{
+	static const char *const names[] = {"linear", "sqrt", "log"};
+	return names[s];
+}
+
+/* Whether t is a map a causal mask made (mask=causal, as andrea-mask
+ * marks scores and softmax passes on to attn). */
+static int causal_map(const at_tensor *t)
+{
+	const char *m = at_attr_get(&t->attrs, "mask");
+	return t->rank >= 2 && m && strcmp(m, "causal") == 0;
+}
+
+/* The scale a record is drawn on: --shade, else log for attention
+ * weights (spread over decades at long contexts), linear otherwise. */
+static hm_shade record_shade(const show_opts *o, const at_tensor *t)
+{
+	if (o->shade_set)
+		return o->shade;
+	return strcmp(t->name, "attn") == 0 ? HM_SHADE_LOG : HM_SHADE_LINEAR;
+}
+
+/* The maps of t to draw together (one, or --grid's along the axis after
+ * the selection) on one scale; returns their count. */
+static int record_maps(const show_opts *o, const at_tensor *t, hm_slice *maps)
+{
+	int n;
+	const uint64_t *given = record_sel(o, t->rank, &n);
+	uint64_t sel[AT_MAX_RANK + 1] = {0};
+	memcpy(sel, given, (size_t)n * sizeof *sel);
+	int count = o->grid ? (int)t->dims[n] : 1;
+	hm_slice joint;
+	for (int i = 0; i < count; i++) {
+		sel[n] = (uint64_t)i;
+		hm_slice_init(&maps[i], t, sel, causal_map(t));
+		if (i == 0)
+			joint = maps[0];
+		hm_slice_merge(&joint, &maps[i]);
+	}
+	char err[160];
+	for (int i = 0; i < count; i++) {
+		maps[i].lo = joint.lo;
+		maps[i].hi = joint.hi;
+		maps[i].min_pos = joint.min_pos;
+		maps[i].any_finite = joint.any_finite;
+		if (hm_slice_shade(&maps[i], record_shade(o, t),
+				   o->ranged ? o->range : NULL, err,
+				   sizeof err) < 0)
+			cli_die("record '%s': %s (--shade, --range)", t->name, err);
+	}
+	return count;
+}
+
 /* The --ascii header line and map of one record. */
 static void show_ascii(const show_opts *o, const at_tensor *t)
 {
 	int n;
 	const uint64_t *sel = record_sel(o, t->rank, &n);
 	hm_slice s;
-	hm_slice_init(&s, t, sel);
+	record_maps(o, t, &s);
 	/* the batch row of a [B,...,T,T] record is its first index */
 	uint64_t b = t->rank >= 3 ? sel[0] : 0;
 	char **rows = o->labels ? token_labels(o, b, s.rows) : NULL;
@@ -234,6 +306,8 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	print_head(t);
 	printf(" select=%s map=%llux%llu min=%s max=%s", ss,
 	       (unsigned long long)s.rows, (unsigned long long)s.cols, lo, hi);
+	if (s.shade != HM_SHADE_LINEAR)
+		printf(" shade=%s", shade_name(s.shade));
 	if (bh > 1 || bw > 1)
 		printf(" downsampled=%llux%llu blocks=%llux%llu",
 		       (unsigned long long)((s.rows + bh - 1) / bh),
@@ -246,15 +320,57 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	free(cols);
 }
 
-/* Draws the one record kept for --png into o->png ("-": stdout). */
-static void write_png(const show_opts *o, const at_tensor *t)
+/* The figure's words for t: its title (in title) and axis names (in
+ * axes, two of 16 bytes). */
+static hm_figure figure_words(const show_opts *o, const at_tensor *t,
+			      char *title, size_t len, char axes[2][16])
 {
 	int n;
 	const uint64_t *sel = record_sel(o, t->rank, &n);
-	hm_slice s;
-	hm_slice_init(&s, t, sel);
-	if (s.rows == 0 || s.cols == 0)
+	char shape[AT_MAX_RANK * 21 + 3], ss[AT_MAX_RANK * 21 + 2];
+	at_shape_str(t->rank, t->dims, shape, sizeof shape);
+	sel_str(sel, n, ss, sizeof ss);
+	size_t at = (size_t)snprintf(title, len, "%s %s select=%s%s", t->name,
+				     shape, ss, o->grid ? " (grid)" : "");
+	static const char *const keys[] = {"layer", "head", "norm", "scale"};
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0] && at < len; k++) {
+		const char *v = at_attr_get(&t->attrs, keys[k]);
+		if (v)
+			at += (size_t)snprintf(title + at, len - at, " %s=%s",
+					       keys[k], v);
+	}
+	if (at < len)
+		snprintf(title + at, len - at, "  shade: %s",
+			 shade_name(record_shade(o, t)));
+	int qk = causal_map(t) || strcmp(t->name, "scores") == 0 ||
+		 strcmp(t->name, "attn") == 0;
+	snprintf(axes[0], 16, "axis %d", t->rank > 0 ? t->rank - 1 : 0);
+	snprintf(axes[1], 16, "axis %d", t->rank > 1 ? t->rank - 2 : 0);
+	return (hm_figure){title, qk ? "key position j" : axes[0],
+			   qk ? "query position i" : axes[1]};
+}
+
+/* Draws the one record kept for --png into o->png ("-": stdout). */
+static void write_png(const show_opts *o, const at_tensor *t)
+{
+	static hm_slice maps[HM_MAX_PANELS];
+	int count = record_maps(o, t, maps);
+	if (maps[0].rows == 0 || maps[0].cols == 0)
 		cli_die("record '%s' has an empty slice: nothing to draw", t->name);
+	const hm_slice *ptr[HM_MAX_PANELS];
+	char caption[HM_MAX_PANELS][32];
+	const char *cap[HM_MAX_PANELS];
+	int n;
+	record_sel(o, t->rank, &n);
+	int heads = t->rank == 4 && o->grid && n == 1; /* [B,H,T,T] */
+	for (int i = 0; i < count; i++) {
+		ptr[i] = &maps[i];
+		snprintf(caption[i], sizeof caption[i], "%s %d",
+			 heads ? "head" : "index", i);
+		cap[i] = caption[i];
+	}
+	char title[AT_MAX_ATTR_BYTES + 200], axes[2][16];
+	hm_figure fig = figure_words(o, t, title, sizeof title, axes);
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))
 		cli_die("refusing to write a PNG to a terminal (redirect it)");
@@ -262,7 +378,7 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	if (!f)
 		cli_die("%s: %s", o->png, strerror(errno));
 	char err[256];
-	int rc = hm_png(f, &s, err, sizeof err);
+	int rc = hm_png(f, ptr, cap, count, &fig, err, sizeof err);
 	if (to_stdout) {
 		if (rc < 0)
 			cli_die("%s", err);
@@ -280,6 +396,34 @@ static void write_png(const show_opts *o, const at_tensor *t)
 		remove(o->png);
 		cli_die("%s: write error: %s", o->png, strerror(errno));
 	}
+}
+
+/* --shade linear|sqrt|log into the show_opts at ctx. */
+static void shade_opt(void *ctx, const char *arg, const char *what)
+{
+	show_opts *o = ctx;
+	for (int i = 0; i < 3; i++)
+		if (strcmp(arg, shade_name((hm_shade)i)) == 0) {
+			o->shade = (hm_shade)i;
+			o->shade_set = 1;
+			return;
+		}
+	cli_usage_error("--shade '%s': expected linear, sqrt or log", arg);
+}
+
+/* --range LO,HI into the show_opts at ctx. */
+static void range_opt(void *ctx, const char *arg, const char *what)
+{
+	show_opts *o = ctx;
+	char *end;
+	o->range[0] = strtod(arg, &end);
+	if (*end == ',')
+		o->range[1] = strtod(end + 1, &end);
+	if (*end || end == arg || !isfinite(o->range[0]) ||
+	    !isfinite(o->range[1]) || !(o->range[1] > o->range[0]))
+		cli_usage_error("--range '%s': expected LO,HI, two numbers with "
+				"LO < HI", arg);
+	o->ranged = 1;
 }
 
 /* --png FILE into the show_opts at ctx. */
@@ -329,6 +473,9 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 		CLI_FLAG("ascii", 0, &ascii),
 		CLI_CALL_ARG("png", 0, png_opt, o),
 		CLI_CALL_ARG("select", 0, select_opt, o),
+		CLI_FLAG("grid", 0, &o->grid),
+		CLI_CALL_ARG("shade", 0, shade_opt, o),
+		CLI_CALL_ARG("range", 0, range_opt, o),
 		CLI_CALL_ARG("name", 0, name_opt, o),
 		CLI_END};
 	cli_operands operand = cli_parse(c, opts, usage, CLI_ANY, argc, argv);
@@ -341,11 +488,16 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 		cli_usage_error("--select needs --ascii or --png");
 	if (o->labels && o->mode != SHOW_ASCII)
 		cli_usage_error("--labels needs --ascii");
+	if (o->grid && o->mode != SHOW_PNG)
+		cli_usage_error("--grid needs --png");
+	if ((o->shade_set || o->ranged) && o->mode != SHOW_ASCII &&
+	    o->mode != SHOW_PNG)
+		cli_usage_error("--shade and --range need --ascii or --png");
 	if (c->model && !o->labels)
 		cli_usage_error("-m gives --labels its tokenizer");
 #ifndef ANDREA_PNG
 	if (o->png)
-		cli_die("--png: this andrea-show was built without libpng");
+		cli_die("--png: this andrea-show was built without libgd");
 #endif
 	return operand;
 }

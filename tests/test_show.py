@@ -349,7 +349,7 @@ def png_built(tmp_path):
     out = tmp_path / "probe.png"
     p = show("--png", out, input=pack(tmp_path, a=np.ones((2, 2), np.float32)),
              check=None)
-    if p.returncode == 1 and b"without libpng" in p.stderr:
+    if p.returncode == 1 and b"without libgd" in p.stderr:
         one_line_error(p, "show")
         assert not out.exists()
         return False
@@ -362,6 +362,19 @@ def ramp_rgb(t):
     seg, u = (0, t * 2) if t < 0.5 else (1, (t - 0.5) * 2)
     return tuple(int(math.floor(a + u * (b - a) + 0.5))
                  for a, b in zip(stops[seg], stops[seg + 1]))
+
+
+FRAME = (64, 64, 64)
+
+
+def map_box(rows):
+    """(x, y, width, height) of the first map of a figure: inside the grey
+    frame whose top-left corner is the first frame pixel."""
+    y, x = next((y, x) for y, row in enumerate(rows)
+                for x, px in enumerate(row) if px == FRAME)
+    w = next(i for i in range(x, len(rows[y])) if rows[y][i] != FRAME) - x
+    h = next(i for i in range(y, len(rows)) if rows[i][x] != FRAME) - y
+    return x + 1, y + 1, w - 2, h - 2
 
 
 def test_png_masked_heatmap(tmp_path):
@@ -378,14 +391,15 @@ def test_png_masked_heatmap(tmp_path):
     assert p.stdout == b"" and p.stderr == b""
     w, h, rows = read_png(out)
     k = math.ceil(256 / 10)
-    assert (w, h) == (10 * k, 10 * k)
+    x0, y0, mw, mh = map_box(rows)
+    assert (mw, mh) == (10 * k, 10 * k) and w > mw + 60 and h > mh + 40
     sl = s[0, 1]
     fin = sl[np.isfinite(sl)]
     lo, hi = float(fin.min()), float(fin.max())
     for i in range(10):
         for j in range(10):
-            px = rows[i * k + k // 2][j * k + k // 2]
-            assert rows[i * k][j * k] == px  # whole k x k square
+            px = rows[y0 + i * k + k // 2][x0 + j * k + k // 2]
+            assert rows[y0 + i * k][x0 + j * k] == px  # whole k x k square
             if j > i:
                 assert px == (200, 200, 200), (i, j)
             elif (i, j) == (9, 0):
@@ -404,10 +418,110 @@ def test_png_one_record_only(tmp_path):
     assert "--name" in one_line_error(p, "show")
     assert not out.exists()
     p = show("--png", out, "--name", "b", input=s)
-    w, h, _ = read_png(out)
-    assert (w, h) == (256, 256)
+    _, _, rows = read_png(out)
+    assert map_box(rows)[2:] == (256, 256)
     p = show("--png", out, "-p", input=s, check=2)
     one_line_error(p, "show")
+
+
+# ---- scales, masks, grids (issue 19) ----
+
+def ascii_rows(p):
+    return text(p).splitlines()[1:]
+
+
+def level_chars(levels):
+    return "".join(RAMP[min(int(9 * l), 8)] for l in levels)
+
+
+def test_attention_is_drawn_on_a_log_scale_with_the_mask_apart(tmp_path):
+    """attn (mask=causal): visible weights on log(v/a)/log(b/a), a = the
+    larger of the smallest weight and max/1e4; the hidden triangle '_'."""
+    import stagekit
+    rng = np.random.default_rng(8)
+    T = 12
+    s = rng.standard_normal((1, 1, T, T)) * 4
+    s[0, 0][np.triu_indices(T, 1)] = -np.inf
+    a = np.exp(s - s.max(-1, keepdims=True))
+    a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+    stream = stagekit.pack(tmp_path, [("attn", a)], ["attn:mask=causal"])
+    p = show("--ascii", input=stream)
+    head = text(p).splitlines()[0]
+    vis = a[0, 0][np.tril_indices(T)]
+    fields = dict(f.split("=", 1) for f in head.split() if "=" in f)
+    assert np.float32(fields["min"]) == vis.min()  # the visible entries'
+    assert fields["shade"] == "log"
+    hi = float(vis.max())
+    lo = max(float(vis[vis > 0].min()), hi / 1e4)
+    for i, row in enumerate(ascii_rows(p)):
+        lv = [min(max(math.log(float(v) / lo) / math.log(hi / lo), 0), 1)
+              for v in a[0, 0, i, :i + 1]]
+        assert row == level_chars(lv) + "_" * (T - 1 - i), i
+    # --shade linear gives the old ramp over the visible values
+    p = show("--ascii", "--shade", "linear", input=stream)
+    lo = float(vis.min())
+    for i, row in enumerate(ascii_rows(p)):
+        lv = [(float(v) - lo) / (hi - lo) for v in a[0, 0, i, :i + 1]]
+        assert row[:i + 1] == level_chars(lv), i
+
+
+def test_range_and_sqrt_place_values_where_the_formula_says(tmp_path):
+    x = np.linspace(-1, 3, 24, dtype=np.float32).reshape(2, 12)
+    for args, level in (
+            (["--range", "0,2"], lambda v: min(max(v / 2, 0), 1)),
+            (["--shade", "sqrt"], lambda v: math.sqrt((v + 1) / 4)),
+            (["--shade", "log", "--range", "0.5,2"],
+             lambda v: min(max(math.log(v / 0.5) / math.log(4), 0), 1)
+             if v > 0 else 0)):
+        p = show("--ascii", *args, input=pack(tmp_path, x=x))
+        want = [level_chars([level(float(v)) for v in r]) for r in x]
+        assert ascii_rows(p) == want, args
+
+
+def test_grid_draws_every_head_on_one_scale(tmp_path):
+    if not png_built(tmp_path):
+        pytest.skip("built without libgd (its --png error was checked)")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    out = tmp_path / "g.png"
+    show("--png", out, "--grid", "--select", "1", "--shade", "linear",
+         input=pack(tmp_path, x=x))
+    _, _, rows = read_png(out)
+    frames = sum(1 for y, row in enumerate(rows) for xx, px in enumerate(row)
+                 if px == FRAME and (xx == 0 or row[xx - 1] != FRAME) and
+                 (y == 0 or rows[y - 1][xx] != FRAME) and
+                 xx + 1 < len(row) and row[xx + 1] == FRAME)
+    assert frames >= 3  # three maps (and the colour bar)
+    x0, y0, mw, mh = map_box(rows)
+    k = mw // 5
+    lo, hi = float(x[1].min()), float(x[1].max())  # one scale for all three
+    for i in range(5):
+        for j in range(5):
+            px = rows[y0 + i * k + k // 2][x0 + j * k + k // 2]
+            assert px == ramp_rgb((float(x[1, 0, i, j]) - lo) / (hi - lo))
+
+
+def test_a_narrow_tensor_is_drawn_tall_enough(tmp_path):
+    if not png_built(tmp_path):
+        pytest.skip("built without libgd (its --png error was checked)")
+    out = tmp_path / "n.png"
+    x = np.random.default_rng(1).standard_normal((2, 3000)).astype(np.float32)
+    show("--png", out, input=pack(tmp_path, x=x))
+    _, _, rows = read_png(out)
+    assert map_box(rows)[2:] == (1000, 256)  # blocks of 3 columns, rows 128 px
+
+
+def test_scale_options_are_checked(tmp_path):
+    s = pack(tmp_path, x=np.arange(-2, 4, dtype=np.float32).reshape(2, 3))
+    for args in (["--grid"], ["--ascii", "--shade", "cubic"],
+                 ["--ascii", "--range", "1"], ["--ascii", "--range", "2,1"],
+                 ["--shade", "log"], ["--ascii", "--grid"]):
+        one_line_error(show(*args, input=s, check=2), "show")
+    p = show("--ascii", "--shade", "log", "--range", "-1,1", input=s, check=1)
+    assert "a log scale needs positive values" in one_line_error(p, "show")
+    if png_built(tmp_path):
+        p = show("--png", tmp_path / "x.png", "--grid", input=s, check=1)
+        assert "--grid needs a record of 3 axes" in one_line_error(p, "show")
 
 
 # ---- errors, pipes, help ----

@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef ANDREA_PNG
-#include <png.h>
-#include <setjmp.h>
-#endif
 
 int hm_parse_select(const char *s, uint64_t *sel, int max)
 {
@@ -59,29 +55,145 @@ int hm_check_select(int rank, const uint64_t *dims, const uint64_t *sel,
 	return 0;
 }
 
-void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel)
+/* Whether entry (r, c) of s is one a causal mask hid. */
+static int masked(const hm_slice *s, uint64_t r, uint64_t c)
+{
+	return s->causal && c + s->rows > r + s->cols;
+}
+
+void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
+		   int causal)
 {
 	int lead = hm_leading(t->rank);
 	memset(s, 0, sizeof *s);
 	s->t = t;
 	s->rows = t->rank >= 2 ? t->dims[t->rank - 2] : 1;
 	s->cols = t->rank >= 1 ? t->dims[t->rank - 1] : 1;
+	s->causal = causal;
 	uint64_t stride = s->rows * s->cols;
 	for (int a = lead - 1; a >= 0; a--) {
 		s->base += sel[a] * stride;
 		stride *= t->dims[a];
 	}
-	uint64_t n = s->rows * s->cols;
-	for (uint64_t i = 0; i < n; i++) {
-		double v = at_elem(t, s->base + i);
-		if (!isfinite(v))
-			continue;
-		if (!s->any_finite || v < s->lo)
-			s->lo = v;
-		if (!s->any_finite || v > s->hi)
-			s->hi = v;
-		s->any_finite = 1;
+	for (uint64_t r = 0; r < s->rows; r++)
+		for (uint64_t c = 0; c < s->cols; c++) {
+			double v = at_elem(t, s->base + r * s->cols + c);
+			hm_kind k = masked(s, r, c) ? HM_MASKED :
+				    isnan(v) ? HM_NAN :
+				    isinf(v) ? (v > 0 ? HM_POSINF : HM_NEGINF) :
+					       HM_FINITE;
+			s->uses |= 1u << k;
+			if (k != HM_FINITE)
+				continue;
+			if (!s->any_finite || v < s->lo)
+				s->lo = v;
+			if (!s->any_finite || v > s->hi)
+				s->hi = v;
+			if (v > 0 && (s->min_pos == 0 || v < s->min_pos))
+				s->min_pos = v;
+			s->any_finite = 1;
+		}
+	s->shade = HM_SHADE_LINEAR;
+	s->vlo = s->lo;
+	s->vhi = s->hi;
+}
+
+int hm_slice_shade(hm_slice *s, hm_shade shade, const double *range,
+		   char *err, size_t errlen)
+{
+	s->shade = shade;
+	if (range) {
+		s->vlo = range[0];
+		s->vhi = range[1];
+	} else if (shade == HM_SHADE_LOG) {
+		s->vhi = s->hi;
+		s->vlo = s->min_pos > s->hi / 1e4 ? s->min_pos : s->hi / 1e4;
+	} else {
+		s->vlo = s->lo;
+		s->vhi = s->hi;
 	}
+	if (shade == HM_SHADE_LOG && (range || s->any_finite) &&
+	    !(s->vlo > 0 && s->vhi > 0)) {
+		snprintf(err, errlen, "a log scale needs positive values "
+			 "(the range is %g to %g)", s->vlo, s->vhi);
+		return -1;
+	}
+	return 0;
+}
+
+double hm_level(const hm_slice *s, double v)
+{
+	double lo = s->vlo, hi = s->vhi, l;
+	if (!(hi > lo))
+		return 0.5;
+	if (s->shade == HM_SHADE_LOG)
+		l = v > 0 ? log(v / lo) / log(hi / lo) : 0;
+	else
+		l = (v - lo) / (hi - lo);
+	l = l < 0 ? 0 : l > 1 ? 1 : l;
+	return s->shade == HM_SHADE_SQRT ? sqrt(l) : l;
+}
+
+void hm_slice_merge(hm_slice *into, const hm_slice *from)
+{
+	into->uses |= from->uses;
+	if (!from->any_finite)
+		return;
+	if (!into->any_finite || from->lo < into->lo)
+		into->lo = from->lo;
+	if (!into->any_finite || from->hi > into->hi)
+		into->hi = from->hi;
+	if (from->min_pos > 0 &&
+	    (into->min_pos == 0 || from->min_pos < into->min_pos))
+		into->min_pos = from->min_pos;
+	into->any_finite = 1;
+}
+
+int hm_uses(const hm_slice *s, hm_kind k)
+{
+	return (s->uses >> k) & 1;
+}
+
+/* The largest nice step (1, 2 or 5 times a power of ten) that cuts
+ * [lo, hi] into at most `most` pieces. */
+static double nice_step(double lo, double hi, int most)
+{
+	double raw = (hi - lo) / most, p = pow(10, floor(log10(raw)));
+	for (int i = 0; i < 4; i++) {
+		static const double m[4] = {1, 2, 5, 10};
+		if (m[i] * p >= raw)
+			return m[i] * p;
+	}
+	return 10 * p;
+}
+
+int hm_bar_ticks(const hm_slice *s, double *ticks, int max)
+{
+	double lo = s->vlo, hi = s->vhi;
+	int n = 0;
+	if (!(hi > lo)) {
+		ticks[0] = lo;
+		return isfinite(lo) ? 1 : 0;
+	}
+	if (s->shade == HM_SHADE_LOG) {
+		double first = pow(10, ceil(log10(lo) - 1e-9));
+		if (first > 2 * lo) /* the low end, where no decade is near */
+			ticks[n++] = lo;
+		for (double e = log10(first); e <= log10(hi) + 1e-9 && n < max;
+		     e++)
+			ticks[n++] = pow(10, e);
+		if (n < 2) { /* less than a decade and no low end: the ends */
+			ticks[0] = lo;
+			ticks[1] = hi;
+			n = 2;
+		}
+		return n;
+	}
+	double step = nice_step(lo, hi, 5);
+	for (double v = ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9 &&
+	     n < max; v += step)
+		ticks[n++] = fabs(v) < step * 1e-9 ? 0 : v;
+	return n;
 }
 
 void hm_blocks(uint64_t rows, uint64_t cols, uint64_t max_rows,
@@ -102,28 +214,25 @@ hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 	uint64_t c1 = c0 + bw < s->cols ? c0 + bw : s->cols;
 	double sum = 0;
 	uint64_t nfinite = 0;
-	int pinf = 0;
+	int pinf = 0, ninf = 0;
 	for (uint64_t r = r0; r < r1; r++)
 		for (uint64_t c = c0; c < c1; c++) {
+			if (masked(s, r, c))
+				continue;
 			double v = at_elem(s->t, s->base + r * s->cols + c);
 			if (isnan(v))
 				return HM_NAN;
-			if (isinf(v))
+			if (isinf(v)) {
 				pinf |= v > 0;
-			else {
+				ninf |= v < 0;
+			} else {
 				sum += v;
 				nfinite++;
 			}
 		}
 	if (!nfinite)
-		return pinf ? HM_POSINF : HM_NEGINF;
-	double mean = sum / (double)nfinite;
-	if (s->hi > s->lo) {
-		double l = (mean - s->lo) / (s->hi - s->lo);
-		*level = l < 0 ? 0 : l > 1 ? 1 : l;
-	} else {
-		*level = 0.5;
-	}
+		return pinf ? HM_POSINF : ninf ? HM_NEGINF : HM_MASKED;
+	*level = hm_level(s, sum / (double)nfinite);
 	return HM_FINITE;
 }
 
@@ -206,6 +315,7 @@ void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
 				ch = HM_CHAR_POSINF;
 				break;
 			case HM_NEGINF:
+			case HM_MASKED:
 				ch = HM_CHAR_NEGINF;
 				break;
 			default: {
@@ -219,25 +329,18 @@ void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
 	}
 }
 
-unsigned hm_png_scale(uint64_t rows, uint64_t cols)
-{
-	uint64_t side = rows > cols ? rows : cols;
-	if (side >= HM_PNG_MIN_SIDE)
-		return 1;
-	return (unsigned)((HM_PNG_MIN_SIDE + side - 1) / side);
-}
-
-/* Colour of one cell: the ramp through three stops, or a fixed colour. */
-static void cell_rgb(hm_kind k, double level, unsigned char *px)
+void hm_rgb(hm_kind k, double level, unsigned char *px)
 {
 	static const unsigned char stops[3][3] = {HM_RGB_LOW, HM_RGB_MID,
 						  HM_RGB_HIGH};
 	static const unsigned char neginf[3] = HM_RGB_NEGINF;
 	static const unsigned char posinf[3] = HM_RGB_POSINF;
 	static const unsigned char nan[3] = HM_RGB_NAN;
+	static const unsigned char hidden[3] = HM_RGB_MASKED;
 	const unsigned char *fixed = k == HM_NAN ? nan :
 				     k == HM_POSINF ? posinf :
-				     k == HM_NEGINF ? neginf : NULL;
+				     k == HM_NEGINF ? neginf :
+				     k == HM_MASKED ? hidden : NULL;
 	if (fixed) {
 		memcpy(px, fixed, 3);
 		return;
@@ -248,98 +351,3 @@ static void cell_rgb(hm_kind k, double level, unsigned char *px)
 		px[i] = (unsigned char)lround(stops[seg][i] +
 					      u * (stops[seg + 1][i] - stops[seg][i]));
 }
-
-#ifdef ANDREA_PNG
-
-typedef struct {
-	jmp_buf jb;
-	char msg[200];
-} png_trap;
-
-static void png_fail(png_structp png, png_const_charp msg)
-{
-	png_trap *trap = png_get_error_ptr(png);
-	snprintf(trap->msg, sizeof trap->msg, "%s", msg);
-	longjmp(trap->jb, 1);
-}
-
-static void png_warn(png_structp png, png_const_charp msg)
-{
-}
-
-/* What the rows of one PNG need; kept in memory across the longjmp. */
-typedef struct {
-	const hm_slice *s;
-	unsigned scale;
-	uint32_t width, height;
-	unsigned char *row;
-} png_job;
-
-static void png_rows(png_structp png, png_infop info, const png_job *j)
-{
-	const hm_slice *s = j->s;
-	png_set_IHDR(png, info, j->width, j->height, 8, PNG_COLOR_TYPE_RGB,
-		     PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-		     PNG_FILTER_TYPE_DEFAULT);
-	png_write_info(png, info);
-	for (uint64_t r = 0; r < s->rows; r++) {
-		for (uint64_t c = 0; c < s->cols; c++) {
-			double level = 0;
-			unsigned char px[3];
-			hm_kind kind = hm_cell(s, r, c, 1, 1, &level);
-			cell_rgb(kind, level, px);
-			for (unsigned k = 0; k < j->scale; k++)
-				memcpy(j->row + (c * j->scale + k) * 3, px, 3);
-		}
-		for (unsigned k = 0; k < j->scale; k++)
-			png_write_row(png, j->row);
-	}
-	png_write_end(png, NULL);
-}
-
-int hm_png(FILE *f, const hm_slice *s, char *err, size_t errlen)
-{
-	png_job job = {.s = s, .scale = hm_png_scale(s->rows, s->cols)};
-	if (s->rows * job.scale > HM_PNG_MAX_SIDE ||
-	    s->cols * job.scale > HM_PNG_MAX_SIDE) {
-		snprintf(err, errlen, "a %llux%llu map is too large for a PNG "
-			 "(at most %d pixels a side)", (unsigned long long)s->rows,
-			 (unsigned long long)s->cols, HM_PNG_MAX_SIDE);
-		return -1;
-	}
-	job.width = (uint32_t)(s->cols * job.scale);
-	job.height = (uint32_t)(s->rows * job.scale);
-	job.row = malloc((size_t)job.width * 3);
-	png_trap trap = {.msg = ""};
-	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &trap,
-						  png_fail, png_warn);
-	png_infop info = png ? png_create_info_struct(png) : NULL;
-	if (!job.row || !png || !info) {
-		snprintf(err, errlen, "out of memory");
-		png_destroy_write_struct(&png, &info);
-		free(job.row);
-		return -1;
-	}
-	int failed = 0;
-	if (setjmp(trap.jb)) {
-		failed = 1;
-		snprintf(err, errlen, "libpng: %s", trap.msg);
-	} else {
-		png_init_io(png, f);
-		png_rows(png, info, &job);
-	}
-	png_destroy_write_struct(&png, &info);
-	free(job.row);
-	return failed ? -1 : 0;
-}
-
-#else
-
-int hm_png(FILE *f, const hm_slice *s, char *err, size_t errlen)
-{
-	(void)cell_rgb;
-	snprintf(err, errlen, "this build has no PNG support (libpng)");
-	return -1;
-}
-
-#endif

@@ -1,10 +1,12 @@
-/* heatmap.h - one 2-D slice of a tensor drawn as shaded text or a PNG.
+/* heatmap.h - one 2-D slice of a tensor drawn as shaded text or a PNG
+ * figure (figure.c).
  *
  * A slice is picked by fixing every leading axis (all but the last two):
  * `--select 0,3` of a [B,H,T,T] tensor is batch 0, head 3, a T x T map.
- * A 1-D tensor is one row, a scalar a 1 x 1 map.  Shades run from the
- * slice's finite minimum to its finite maximum; NaN, +inf and -inf (a
- * causal mask's masked entries) are drawn apart from the ramp.
+ * A 1-D tensor is one row, a scalar a 1 x 1 map.  Shades run over a range
+ * of values (the slice's finite minimum to its maximum unless one is
+ * chosen) on a linear, square-root or log scale; NaN, +inf, -inf and the
+ * entries a causal mask hid are drawn apart from the ramp.
  */
 #ifndef ANDREA_HEATMAP_H
 #define ANDREA_HEATMAP_H
@@ -28,19 +30,26 @@
 #define HM_RGB_NEGINF {200, 200, 200}
 #define HM_RGB_POSINF {255, 255, 255}
 #define HM_RGB_NAN {255, 0, 255}
+#define HM_RGB_MASKED {200, 200, 200} /* as -inf: what the mask hid */
+#define HM_FRAME_GREY 64               /* the frame round a map */
+#define HM_MAX_PANELS 64               /* maps in one figure */
 
-#define HM_PNG_MIN_SIDE 256      /* small maps are enlarged to this */
-#define HM_PNG_MAX_SIDE 1000000  /* libpng's default limit */
+typedef enum { HM_SHADE_LINEAR, HM_SHADE_SQRT, HM_SHADE_LOG } hm_shade;
+
+typedef enum { HM_FINITE, HM_NAN, HM_POSINF, HM_NEGINF, HM_MASKED } hm_kind;
 
 typedef struct {
 	const at_tensor *t;
 	uint64_t base;       /* flat index of the slice's first element */
 	uint64_t rows, cols;
+	int causal;          /* entries j > i + cols - rows are masked */
 	int any_finite;
-	double lo, hi;       /* finite minimum and maximum */
+	double lo, hi;       /* finite minimum and maximum (visible entries) */
+	double min_pos;      /* smallest positive value, 0 if none */
+	unsigned uses;       /* bit k: an entry of hm_kind k */
+	hm_shade shade;
+	double vlo, vhi;     /* the values the ramp runs between */
 } hm_slice;
-
-typedef enum { HM_FINITE, HM_NAN, HM_POSINF, HM_NEGINF } hm_kind;
 
 /* Parses "I,J,..." (decimal, comma separated; "" is no index) into sel.
  * Returns the count, or -1 when the text is not of that form. */
@@ -54,8 +63,28 @@ int hm_leading(int rank);
 int hm_check_select(int rank, const uint64_t *dims, const uint64_t *sel,
 		    int nsel, char *err, size_t errlen);
 
-/* Fills s for the slice of t that sel picks (checked beforehand). */
-void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel);
+/* Fills s for the slice of t that sel picks (checked beforehand); causal
+ * marks the entries above the diagonal masked (a softmax's zeros there
+ * drawn as what the mask hid).  The ramp runs linearly from lo to hi. */
+void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
+		   int causal);
+/* Sets the scale and, where range is not NULL, its two ends; without a
+ * range a log scale runs from max(min_pos, hi / 1e4) to hi.  Returns 0, or
+ * -1 with a reason in err (a log range that is not positive). */
+int hm_slice_shade(hm_slice *s, hm_shade shade, const double *range,
+		   char *err, size_t errlen);
+/* A value's place on the ramp, 0 to 1 (clipped). */
+double hm_level(const hm_slice *s, double v);
+/* Up to max values at which to tick the colour bar, in increasing order:
+ * nice numbers on a linear or square-root scale, decades on a log one. */
+int hm_bar_ticks(const hm_slice *s, double *ticks, int max);
+/* Widens into's statistics (lo, hi, min_pos, uses) by from's, so that
+ * maps drawn together share one scale; hm_slice_shade then sets it. */
+void hm_slice_merge(hm_slice *into, const hm_slice *from);
+/* Whether the slice holds an entry drawn as k. */
+int hm_uses(const hm_slice *s, hm_kind k);
+/* The colour of a cell of kind k at level (0 to 1 on the ramp). */
+void hm_rgb(hm_kind k, double level, unsigned char *px);
 
 /* Block sizes that bring a rows x cols map within max_rows x max_cols:
  * bh = ceil(rows / max_rows), bw = ceil(cols / max_cols), at least 1. */
@@ -63,9 +92,10 @@ void hm_blocks(uint64_t rows, uint64_t cols, uint64_t max_rows,
 	       uint64_t max_cols, uint64_t *bh, uint64_t *bw);
 
 /* The value drawn for the block of bh x bw elements at (r0, c0) (clipped
- * at the slice's edge): NaN if the block holds one, else the mean of its
- * finite values, placed on [0, 1] in *level (0.5 when lo == hi), else
- * +inf if it holds one, else -inf. */
+ * at the slice's edge), its masked entries left out: NaN if the block
+ * holds one, else the mean of its finite values, placed on the ramp in
+ * *level (0.5 when the range is empty), else +inf if it holds one, else
+ * -inf, else masked. */
 hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 		uint64_t bw, double *level);
 
@@ -87,12 +117,17 @@ typedef struct {
 void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
 	      const hm_labels *lab);
 
-/* Pixel scale of a PNG: ceil(HM_PNG_MIN_SIDE / max(rows, cols)), >= 1. */
-unsigned hm_png_scale(uint64_t rows, uint64_t cols);
+/* What a figure says beside its maps. */
+typedef struct {
+	const char *title;        /* the record, its shape, layer, head */
+	const char *xname, *yname; /* the columns' and the rows' axis */
+} hm_figure;
 
-/* Writes the map as an 8-bit RGB PNG to f, one pixel per element enlarged
- * hm_png_scale times.  Returns 0, or -1 with a reason in err; without
- * libpng (no ANDREA_PNG) it always fails. */
-int hm_png(FILE *f, const hm_slice *s, char *err, size_t errlen);
+/* Writes n maps (1 to HM_MAX_PANELS, one colour scale: maps[0]'s) as an
+ * 8-bit RGB PNG figure to f, a grid where n > 1 with captions[i] over map
+ * i (figure.c).  Returns 0, or -1 with a reason in err; without libgd (no
+ * ANDREA_PNG) it always fails. */
+int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
+	   int n, const hm_figure *fig, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,263 @@
+/* figure.c - heatmaps as PNG figures through libgd (heatmap.h, hm_png):
+ * one map or a grid of them, each framed, with tick labels on both axes,
+ * a title naming the record, axis names, a colour bar in the values'
+ * units and a legend of the colours off the ramp.
+ *
+ * Layout, in pixels: a margin of PAD round everything; the title line;
+ * then the panels, a grid of cols x rows, each a caption line (in a grid),
+ * the map (cells enlarged to at least MIN_SIDE a side, or averaged in
+ * blocks down to at most MAX_CELLS a side) with its row ticks at the left
+ * and its column ticks below; the colour bar right of the panels.
+ */
+#include "view/heatmap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef ANDREA_PNG
+#include <gd.h>
+#include <gdfonts.h>
+
+#define PAD 10
+#define GAP 24          /* between panels */
+#define TICK 4
+#define BAR_W 16
+#define MIN_SIDE 256    /* a single map's shorter rendering, at least */
+#define GRID_SIDE 160   /* a grid panel's */
+#define MAX_CELLS 1024  /* cells a side before block averaging */
+#define GRID_CELLS 256
+
+typedef struct {
+	gdImagePtr im;
+	gdFontPtr font;
+	int black, frame, grey, white;
+} canvas;
+
+static int rgb(canvas *c, const unsigned char *px)
+{
+	return gdTrueColor(px[0], px[1], px[2]);
+}
+
+static void text(canvas *c, int x, int y, const char *s)
+{
+	gdImageString(c->im, c->font, x, y, (unsigned char *)s, c->black);
+}
+
+static int text_w(const canvas *c, const char *s)
+{
+	return (int)strlen(s) * c->font->w;
+}
+
+/* A step of 1, 2 or 5 times a power of ten giving at most `most` ticks
+ * over n indices. */
+static uint64_t tick_step(uint64_t n, int most)
+{
+	uint64_t step = 1;
+	for (;;)
+		for (int m = 1; m <= 5; m += m == 1 ? 1 : 3) {
+			if (n <= step * m * (uint64_t)most)
+				return step * m;
+			if (m == 5)
+				step *= 10;
+		}
+}
+
+/* What one panel needs: the slice, its blocks and its cell size. */
+typedef struct {
+	const hm_slice *s;
+	uint64_t bh, bw, shown_rows, shown_cols;
+	int cw, ch;          /* pixels of a shown cell */
+	int map_w, map_h;
+	int label_w;         /* room for the row tick labels */
+} panel;
+
+static void panel_plan(panel *p, const hm_slice *s, int grid, canvas *c)
+{
+	uint64_t most = grid ? GRID_CELLS : MAX_CELLS;
+	int side = grid ? GRID_SIDE : MIN_SIDE;
+	p->s = s;
+	hm_blocks(s->rows, s->cols, most, most, &p->bh, &p->bw);
+	p->shown_rows = (s->rows + p->bh - 1) / p->bh;
+	p->shown_cols = (s->cols + p->bw - 1) / p->bw;
+	p->cw = (int)((side + p->shown_cols - 1) / p->shown_cols);
+	p->ch = (int)((side + p->shown_rows - 1) / p->shown_rows);
+	p->cw = p->cw < 1 ? 1 : p->cw;
+	p->ch = p->ch < 1 ? 1 : p->ch;
+	p->map_w = (int)p->shown_cols * p->cw;
+	p->map_h = (int)p->shown_rows * p->ch;
+	char last[24];
+	snprintf(last, sizeof last, "%llu", (unsigned long long)(s->rows - 1));
+	p->label_w = text_w(c, last) + TICK + 3;
+}
+
+/* The map at (x, y): cells, frame, and ticks of rows (left) and columns
+ * (below). */
+static void panel_draw(canvas *c, const panel *p, int x, int y)
+{
+	const hm_slice *s = p->s;
+	for (uint64_t r = 0; r < p->shown_rows; r++)
+		for (uint64_t col = 0; col < p->shown_cols; col++) {
+			double level = 0;
+			unsigned char px[3];
+			hm_kind k = hm_cell(s, r * p->bh, col * p->bw, p->bh,
+					    p->bw, &level);
+			hm_rgb(k, level, px);
+			int x0 = x + (int)col * p->cw, y0 = y + (int)r * p->ch;
+			gdImageFilledRectangle(c->im, x0, y0, x0 + p->cw - 1,
+					       y0 + p->ch - 1, rgb(c, px));
+		}
+	gdImageRectangle(c->im, x - 1, y - 1, x + p->map_w, y + p->map_h,
+			 c->frame);
+	char lab[24];
+	uint64_t step = tick_step(s->rows, p->map_h / (2 * c->font->h) + 1);
+	for (uint64_t r = 0; r < s->rows; r += step) {
+		int ty = y + (int)((double)(r + 0.5) / s->rows * p->map_h);
+		gdImageLine(c->im, x - 1 - TICK, ty, x - 2, ty, c->black);
+		snprintf(lab, sizeof lab, "%llu", (unsigned long long)r);
+		text(c, x - 3 - TICK - text_w(c, lab), ty - c->font->h / 2, lab);
+	}
+	step = tick_step(s->cols, p->map_w / (6 * c->font->w) + 1);
+	for (uint64_t col = 0; col < s->cols; col += step) {
+		int tx = x + (int)((double)(col + 0.5) / s->cols * p->map_w);
+		gdImageLine(c->im, tx, y + p->map_h + 1, tx,
+			    y + p->map_h + TICK, c->black);
+		snprintf(lab, sizeof lab, "%llu", (unsigned long long)col);
+		text(c, tx - text_w(c, lab) / 2, y + p->map_h + TICK + 1, lab);
+	}
+}
+
+/* The colour bar at (x, y), h high, ticked in the values of s's ramp. */
+static void bar_draw(canvas *c, const hm_slice *s, int x, int y, int h)
+{
+	for (int i = 0; i < h; i++) {
+		unsigned char px[3];
+		hm_rgb(HM_FINITE, 1.0 - (double)i / (h > 1 ? h - 1 : 1), px);
+		gdImageLine(c->im, x, y + i, x + BAR_W - 1, y + i, rgb(c, px));
+	}
+	gdImageRectangle(c->im, x - 1, y - 1, x + BAR_W, y + h, c->frame);
+	double ticks[16];
+	int n = hm_bar_ticks(s, ticks, 16);
+	for (int i = 0; i < n; i++) {
+		int ty = y + (int)lround((1.0 - hm_level(s, ticks[i])) * (h - 1));
+		gdImageLine(c->im, x + BAR_W + 1, ty, x + BAR_W + TICK, ty,
+			    c->black);
+		char lab[32];
+		snprintf(lab, sizeof lab, "%.3g", ticks[i]);
+		text(c, x + BAR_W + TICK + 3, ty - c->font->h / 2, lab);
+	}
+}
+
+/* The colours off the ramp that the maps use, under the bar. */
+static void legend_draw(canvas *c, const hm_slice *const *maps, int n, int x,
+			int y)
+{
+	static const struct {
+		hm_kind k;
+		const char *what;
+	} keys[] = {{HM_MASKED, "masked"}, {HM_NEGINF, "-inf"},
+		    {HM_POSINF, "+inf"}, {HM_NAN, "NaN"}};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		int used = 0;
+		for (int m = 0; m < n && !used; m++)
+			used = hm_uses(maps[m], keys[i].k);
+		if (!used)
+			continue;
+		unsigned char px[3];
+		hm_rgb(keys[i].k, 0, px);
+		gdImageFilledRectangle(c->im, x, y, x + 10, y + 10, rgb(c, px));
+		gdImageRectangle(c->im, x, y, x + 10, y + 10, c->frame);
+		text(c, x + 15, y, keys[i].what);
+		y += c->font->h + 4;
+	}
+}
+
+/* The image as PNG into f (gd encodes it in memory through libpng). */
+static int put_png(gdImagePtr im, FILE *f, char *err, size_t errlen)
+{
+	int size = 0;
+	void *data = gdImagePngPtrEx(im, &size, 6);
+	if (!data) {
+		snprintf(err, errlen, "libgd could not encode the PNG");
+		return -1;
+	}
+	int ok = fwrite(data, 1, (size_t)size, f) == (size_t)size;
+	gdFree(data);
+	if (!ok)
+		snprintf(err, errlen, "write error");
+	return ok ? 0 : -1;
+}
+
+int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
+	   int n, const hm_figure *fig, char *err, size_t errlen)
+{
+	canvas c = {.font = gdFontGetSmall()};
+	int grid = n > 1, gcols = 1;
+	while (gcols * gcols < n)
+		gcols++;
+	int grows = (n + gcols - 1) / gcols;
+	panel p[HM_MAX_PANELS];
+	int pw = 0, ph = 0, lw = 0; /* the largest panel's map and labels */
+	for (int i = 0; i < n; i++) {
+		panel_plan(&p[i], maps[i], grid, &c);
+		pw = p[i].map_w > pw ? p[i].map_w : pw;
+		ph = p[i].map_h > ph ? p[i].map_h : ph;
+		lw = p[i].label_w > lw ? p[i].label_w : lw;
+	}
+	int fh = c.font->h, cap = grid ? fh + 4 : 0;
+	int cell_w = lw + pw + GAP, cell_h = cap + ph + TICK + fh + GAP / 2;
+	int left = PAD + fh + 6, top = PAD + fh + 8;
+	int bar_x = left + gcols * cell_w, bar_h = grows * cell_h - GAP / 2;
+	int width = bar_x + BAR_W + TICK + 3 + 10 * c.font->w + PAD;
+	if (width < 2 * PAD + text_w(&c, fig->title))
+		width = 2 * PAD + text_w(&c, fig->title);
+	int height = top + grows * cell_h + fh + PAD;
+	if ((double)width * height > 64e6) {
+		snprintf(err, errlen, "a figure of %dx%d pixels is too large",
+			 width, height);
+		return -1;
+	}
+	c.im = gdImageCreateTrueColor(width, height);
+	if (!c.im) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	c.white = gdTrueColor(255, 255, 255);
+	c.black = gdTrueColor(0, 0, 0);
+	c.frame = gdTrueColor(HM_FRAME_GREY, HM_FRAME_GREY, HM_FRAME_GREY);
+	gdImageFilledRectangle(c.im, 0, 0, width - 1, height - 1, c.white);
+	gdImageString(c.im, gdFontGetSmall(), PAD, PAD,
+		      (unsigned char *)fig->title, c.black);
+	for (int i = 0; i < n; i++) {
+		int x = left + (i % gcols) * cell_w + lw;
+		int y = top + (i / gcols) * cell_h;
+		if (grid)
+			text(&c, x, y, captions[i]);
+		panel_draw(&c, &p[i], x, y + cap);
+	}
+	/* axis names: columns under the grid, rows up its left side */
+	text(&c, left + lw + (gcols * cell_w - GAP) / 2 - text_w(&c, fig->xname) / 2,
+	     top + grows * cell_h, fig->xname);
+	gdImageStringUp(c.im, c.font, PAD, top + (grows * cell_h) / 2 +
+			text_w(&c, fig->yname) / 2, (unsigned char *)fig->yname,
+			c.black);
+	/* the bar leaves room under it for the legend's four lines */
+	int legend = 4 * (fh + 4);
+	bar_draw(&c, maps[0], bar_x, top + cap, bar_h - cap - legend);
+	legend_draw(&c, maps, n, bar_x, top + bar_h - legend + 8);
+	int rc = put_png(c.im, f, err, errlen);
+	gdImageDestroy(c.im);
+	return rc;
+}
+
+#else
+
+int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
+	   int n, const hm_figure *fig, char *err, size_t errlen)
+{
+	(void)f, (void)maps, (void)captions, (void)n, (void)fig;
+	snprintf(err, errlen, "this build has no PNG support (libgd)");
+	return -1;
+}
+
+#endif
