@@ -176,6 +176,11 @@ bench-forward: all
 bench-tokenize: all
 	$(PYTHON) bench/tokenize.py $(BENCH_ARGS)
 
+# examples/experiments/*.sh: each experiment of andrea(7) as a table and a
+# figure, into EXP_OUT (./experiments)
+experiments: all
+	@for s in examples/experiments/*.sh; do echo "== $$s"; sh $$s || exit 1; done
+
 bench-attention: all $(KCHECKS)
 	PYTHON=$(GPU_PYTHON) $(GPU_PYTHON) bench/attention.py $(BENCH_ARGS)
 
@@ -210,6 +215,6 @@ clean:
 include fuzz/fuzz.mk
 
 .PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
-	bench-forward bench-tokenize bench-attention kernels demo install clean
+	bench-forward bench-tokenize bench-attention experiments kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -362,7 +362,9 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	const char *cap[HM_MAX_PANELS];
 	int n;
 	record_sel(o, t->rank, &n);
-	int heads = t->rank == 4 && o->grid && n == 1; /* [B,H,T,T] */
+	/* [B,H,T,T] of a stage (which records n_head): its heads */
+	int heads = t->rank == 4 && o->grid && n == 1 &&
+		    at_attr_get(&t->attrs, "n_head");
 	for (int i = 0; i < count; i++) {
 		ptr[i] = &maps[i];
 		snprintf(caption[i], sizeof caption[i], "%s %d",

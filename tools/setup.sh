@@ -3,7 +3,7 @@
 # On a machine without dpkg (the GPU machine) it does nothing: the build
 # there needs only the CUDA toolkit and zlib (see README.md).
 set -e
-pkgs="build-essential zlib1g-dev libgd-dev libjansson-dev libpcre2-dev libopenblas-dev libopenblas0-openmp python3-numpy python3-pytest man-db fortunes"
+pkgs="build-essential zlib1g-dev libgd-dev libjansson-dev libpcre2-dev libopenblas-dev libopenblas0-openmp python3-numpy python3-pytest man-db fortunes gnuplot-nox"
 # PyPI's safetensors (its numpy API) writes the checkpoints of
 # tests/test_import.py, and tokenizers (Hugging Face's, no torch) is the
 # peer of tests/test_tokenize.py; they go into build/pydeps, never into
