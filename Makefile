@@ -176,6 +176,10 @@ bench-forward: all
 bench-tokenize: all
 	$(PYTHON) bench/tokenize.py $(BENCH_ARGS)
 
+# cmd/help/*.h: each tool's --help, from its man page (needs man)
+help:
+	$(PYTHON) tools/gen-help.py
+
 # examples/experiments/*.sh: each experiment of andrea(7) as a table and a
 # figure, into EXP_OUT (./experiments)
 experiments: all
@@ -215,6 +219,6 @@ clean:
 include fuzz/fuzz.mk
 
 .PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
-	bench-forward bench-tokenize bench-attention experiments kernels demo install clean
+	bench-forward bench-tokenize bench-attention experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

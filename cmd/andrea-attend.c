@@ -12,11 +12,7 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-static const char usage[] =
-	"usage: andrea-attend [-f] [-o FILE] [--concat | --proj] [-l LAYER]\n"
-	"                     [-m MODEL] [--seed S] [--heads N] [--keep]\n"
-	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
-	"                     [--no-shuffle] [FILE]\n";
+#include "help/andrea-attend.h" /* usage: the --help text */
 
 typedef struct {
 	int concat, proj, layer; /* layer -1: from the attributes, else 0 */

@@ -7,10 +7,7 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-static const char usage[] =
-	"usage: andrea-attention [-f] [-o FILE] [--scale S | --no-scale]\n"
-	"                        [--no-mask] [--lse] [--keep] [--device DEV]\n"
-	"                        [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n";
+#include "help/andrea-attention.h" /* usage: the --help text */
 
 typedef struct {
 	stage_scale scale; /* --scale, --no-scale */

@@ -14,14 +14,7 @@
 #include "cli/stage.h"
 #include "ops/weights.h"
 
-static const char usage[] =
-	"usage: andrea-block [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                    [-l LAYERS] [--capture NAME[:LAYERS[:HEADS]] ...]\n"
-	"                    [--ablate L.H[:mean[=FILE]] ...] [--patch FILE ...]\n"
-	"                    [--keep]\n"
-	"                    [--device DEV]\n"
-	"                    [--precision P] [-z LEVEL] [--threads N]\n"
-	"                    [--no-shuffle] [FILE]\n";
+#include "help/andrea-block.h" /* usage: the --help text */
 
 #define MAX_RANGES 64
 #define MAX_LAYERS 4096

@@ -20,9 +20,7 @@
 #include "cli/cli.h"
 #include "view/compare.h"
 
-static const char usage[] =
-	"usage: andrea-diff [-q] [--rtol RTOL] [--atol ATOL] [--equal-nan]\n"
-	"                   [--by-name] [--threads N] A B\n";
+#include "help/andrea-diff.h" /* usage: the --help text */
 
 static int quiet;
 

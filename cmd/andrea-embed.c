@@ -14,11 +14,7 @@
 #include "cli/stage.h"
 #include "cli/tokens.h"
 
-static const char usage[] =
-	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N] [--bos]\n"
-	"                    [--text | --tokens LIST] [--keep] [--device DEV]\n"
-	"                    [-z LEVEL] [--threads N]\n"
-	"                    [--no-shuffle] [FILE]\n";
+#include "help/andrea-embed.h" /* usage: the --help text */
 
 typedef struct {
 	at_model model;

@@ -17,8 +17,7 @@
 #include "model/gpt2.h"
 #include "model/gpt2_tokenizer.h"
 
-static const char usage[] =
-	"usage: andrea-export [-m MODEL] [--seed S] [--heads N] [--threads N] DIR\n";
+#include "help/andrea-export.h" /* usage: the --help text */
 
 int main(int argc, char **argv)
 {

@@ -27,14 +27,7 @@
 #include "ops/weights.h"
 #include "stream/stream.h"
 
-static const char usage[] =
-	"usage: andrea-generate [-m MODEL] [--model-seed S] [--heads N]\n"
-	"                       [--prompt TEXT | --prompts FILE] [-n N]\n"
-	"                       [--temperature F] [--top-k K] [--top-p P]\n"
-	"                       [--seed S] [--no-cache] [--logits FILE]\n"
-	"                       [--capture NAME[:LAYERS[:HEADS]] ... --capture-file FILE]\n"
-	"                       [--stats] [--device DEV] [--precision P]\n"
-	"                       [--threads N]\n";
+#include "help/andrea-generate.h" /* usage: the --help text */
 
 #define MAX_PROMPTS 4096
 

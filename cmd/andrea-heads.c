@@ -21,11 +21,7 @@
 #include "ops/weights.h"
 #include "view/heads.h"
 
-static const char usage[] =
-	"usage: andrea-heads [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                    [--random N] [--batch B] [--sequence-seed S]\n"
-	"                    [--text | --tokens LIST] [--table] [--device DEV]\n"
-	"                    [-z LEVEL] [--threads N] [FILE]\n";
+#include "help/andrea-heads.h" /* usage: the --help text */
 
 typedef struct {
 	hd_acc *acc; /* [L*H] */

@@ -17,13 +17,7 @@
 #include "model/gpt2_tokenizer.h"
 #include "model/safetensors.h"
 
-static const char usage[] =
-	"usage: andrea-import [-f] [-o FILE] [--config FILE]\n"
-	"                     [--tokenizer FILE | --vocab FILE --merges FILE |\n"
-	"                     --no-tokenizer] [-z LEVEL] [--threads N]\n"
-	"                     [--no-shuffle] PATH\n"
-	"       andrea-import [-f] [-o FILE] --tokenizer FILE | --vocab FILE\n"
-	"                     --merges FILE [-z LEVEL]\n";
+#include "help/andrea-import.h" /* usage: the --help text */
 
 /* PATH's directory: path itself where it is one, else what holds it. */
 static void directory_of(const char *path, int is_dir, char *out, size_t n)

@@ -25,10 +25,7 @@
 #include "ops/prenorm.h"
 #include "ops/weights.h"
 
-static const char usage[] =
-	"usage: andrea-lens [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                   [--top K] [--token ID [--versus ID]] [--device DEV]\n"
-	"                   [-z LEVEL] [--threads N] [FILE]\n";
+#include "help/andrea-lens.h" /* usage: the --help text */
 
 typedef struct {
 	const at_weights *w;

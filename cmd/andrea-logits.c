@@ -10,10 +10,7 @@
 #include "cli/stage.h"
 #include "ops/weights.h"
 
-static const char usage[] =
-	"usage: andrea-logits [-f] [-o FILE] [-m MODEL] [--seed S] [--last]\n"
-	"                     [--keep] [--device DEV] [--precision P]\n"
-	"                     [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n";
+#include "help/andrea-logits.h" /* usage: the --help text */
 
 typedef struct {
 	at_model model;

@@ -5,10 +5,7 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-static const char usage[] =
-	"usage: andrea-mask [-f] [-o FILE] [--fill F] [--keep] [--device DEV]\n"
-	"                   [-z LEVEL] [--threads N]\n"
-	"                   [--no-shuffle] [FILE]\n";
+#include "help/andrea-mask.h" /* usage: the --help text */
 
 typedef struct {
 	float fill;

@@ -10,9 +10,7 @@
 #include "cli/cli.h"
 #include "stream/npy.h"
 
-static const char usage[] =
-	"usage: andrea-pack [-f] [-o FILE] [-z LEVEL] [--threads N] [--no-shuffle]\n"
-	"                   [--cast] [-a NAME:KEY=VALUE ...] NAME=FILE.npy ...\n";
+#include "help/andrea-pack.h" /* usage: the --help text */
 
 /* Applies every -a NAME:KEY=VALUE that names t. */
 static void apply_attrs(at_tensor *t, char **attrs, int n)

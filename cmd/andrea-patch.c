@@ -23,11 +23,7 @@
 #include "ops/forward.h"
 #include "ops/weights.h"
 
-static const char usage[] =
-	"usage: andrea-patch [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                    --clean FILE --corrupted FILE --answer ID --wrong ID\n"
-	"                    [--sweep heads|positions] [--table] [--device DEV]\n"
-	"                    [-z LEVEL] [--threads N]\n";
+#include "help/andrea-patch.h" /* usage: the --help text */
 
 typedef enum { KEEP, PATCH } mode;
 

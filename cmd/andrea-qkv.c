@@ -12,11 +12,7 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-static const char usage[] =
-	"usage: andrea-qkv [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
-	"                  [-l LAYER] [--no-norm] [--head I] [--keep]\n"
-	"                  [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
-	"                  [--no-shuffle] [FILE]\n";
+#include "help/andrea-qkv.h" /* usage: the --help text */
 
 typedef struct {
 	at_model model;

@@ -6,10 +6,7 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-static const char usage[] =
-	"usage: andrea-scores [-f] [-o FILE] [--scale S | --no-scale] [--keep]\n"
-	"                     [--device DEV] [--tf32] [-z LEVEL] [--threads N]\n"
-	"                     [--no-shuffle] [FILE]\n";
+#include "help/andrea-scores.h" /* usage: the --help text */
 
 typedef struct {
 	stage_scale scale; /* --scale, --no-scale */

@@ -21,11 +21,7 @@
 #include "view/heatmap.h"
 #include "view/npprint.h"
 
-static const char usage[] =
-	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
-	"                   [--grid] [--shade linear|sqrt|log] [--range LO,HI]\n"
-	"                   [--labels] [-m MODEL] [--name NAME] [--layer L]\n"
-	"                   [--head H] [--index N] [--threads N] [FILE ...]\n";
+#include "help/andrea-show.h" /* usage: the --help text */
 
 typedef enum { SHOW_SUMMARY, SHOW_PRINT, SHOW_ASCII, SHOW_PNG } show_mode;
 

@@ -5,10 +5,7 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-static const char usage[] =
-	"usage: andrea-softmax [-f] [-o FILE] [--keep] [--device DEV]\n"
-	"                      [-z LEVEL] [--threads N]\n"
-	"                      [--no-shuffle] [FILE]\n";
+#include "help/andrea-softmax.h" /* usage: the --help text */
 
 /* Checks the scores (data unused); returns the row length. */
 static int softmax_check(at_filter *f, const at_tensor *s)

@@ -14,10 +14,7 @@
 #include "cli/stage.h"
 #include "cli/tokens.h"
 
-static const char usage[] =
-	"usage: andrea-tokenize [-f] [-o FILE] [-m MODEL] [--bos]\n"
-	"                       [--decode | --ids | --pieces] [-z LEVEL]\n"
-	"                       [--threads N] [--no-shuffle] [FILE]\n";
+#include "help/andrea-tokenize.h" /* usage: the --help text */
 
 /* Text of at most this many bytes is encoded (1 GiB). */
 #define MAX_ENCODE (1u << 30)

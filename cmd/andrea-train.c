@@ -27,24 +27,7 @@
 #include "train/engine.h"
 #include "train/train.h"
 
-static const char usage[] =
-	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
-	"                    [--layers L] [--heads H] [--d-model C] [--ctx T]\n"
-	"                    [--vocab V] [--tokenizer MODEL] --data FILE\n"
-	"                    [--steps N] [--batch B]\n"
-	"                    [--seq T] [--lr LR] [--min-lr LR] [--warmup N]\n"
-	"                    [--weight-decay WD] [--clip NORM]\n"
-	"                    [--val-fraction F] [--eval-every N]\n"
-	"                    [--eval-batches N] [--save-every N]\n"
-	"                    [--checkpoint FILE] [--resume] [--stop-at N]\n"
-	"                    [--log FILE] [--progress] [--dump-grads FILE]\n"
-	"                    [--device DEV] [--precision P] [-z LEVEL]\n"
-	"                    [--threads N]\n"
-	"       andrea-train --forward [-f] [-o FILE] [-m MODEL] [--seed S]\n"
-	"                    [--config NAME] [--layers L] [--heads H]\n"
-	"                    [--d-model C] [--ctx T] [--vocab V]\n"
-	"                    [--text | --tokens LIST] [--device DEV]\n"
-	"                    [--precision P] [-z LEVEL] [--threads N] [FILE]\n";
+#include "help/andrea-train.h" /* usage: the --help text */
 
 typedef struct {
 	cli_common c;

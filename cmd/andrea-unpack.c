@@ -12,8 +12,7 @@
 #include "cli/cli.h"
 #include "stream/npy.h"
 
-static const char usage[] =
-	"usage: andrea-unpack [-d DIR] [--threads N] [FILE ...]\n";
+#include "help/andrea-unpack.h" /* usage: the --help text */
 
 /* A name may not leave DIR: no '/', and not "." or "..". */
 static int name_safe(const char *name)

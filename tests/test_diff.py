@@ -452,23 +452,6 @@ def test_write_error_is_trouble(pk):
     assert "write error" in p.stderr.decode()
 
 
-def test_help_matches_man_synopsis():
-    p = run("diff", "--help", check=0)
-    help_text = p.stdout.decode()
-    assert help_text.startswith("usage: andrea-diff ")
-    man = open(os.path.join(ROOT, "man", "man1", "andrea-diff.1")).read()
-    syn = man.split(".SH SYNOPSIS\n", 1)[1].split("\n.SH", 1)[0]
-    words = []
-    for line in syn.splitlines():
-        parts = line.split(None, 1)
-        words.append(parts[1] if line.startswith(".") and len(parts) > 1
-                     else line)
-    flat = "".join(words).replace("\\-", "-").replace(" ", "")
-    assert flat == "".join(help_text[len("usage: "):].split())
-    p = run("diff", "--version", check=0)
-    assert p.stdout.decode().startswith("andrea-diff (andrea) ")
-
-
 def test_by_name_pairs_records_whatever_their_order(tmp_path):
     """--by-name: each record of A with B's first unpaired one of the same
     name (and layer and head where both have them); the unpaired on either

@@ -33,7 +33,7 @@ def synopsis(page):
 def test_help_matches_synopsis(prog):
     assert os.path.exists(os.path.join(ROOT, "man", "man1", f"andrea-{prog}.1"))
     p = run(prog, "--help", check=0)
-    usage = " ".join(p.stdout.decode().split())
+    usage = " ".join(p.stdout.decode().split("\n\noptions")[0].split())
     assert usage == "usage: " + synopsis(f"andrea-{prog}.1")
     assert run(prog, "--version", check=0).stdout.startswith(
         f"andrea-{prog} (andrea) ".encode())
@@ -45,6 +45,24 @@ def test_man_page_renders(page):
     p = subprocess.run(["man", "--warnings", "-l", page], capture_output=True,
                        env={**os.environ, "MANWIDTH": "80"})
     assert p.returncode == 0 and p.stderr == b"", p.stderr
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man is missing")
+def test_help_texts_are_those_the_pages_give(tmp_path):
+    """cmd/help/*.h are tools/gen-help.py's output for today's pages (make
+    help), and each --help lists the page's options in its order."""
+    import runpy
+    gen = runpy.run_path(os.path.join(ROOT, "tools", "gen-help.py"),
+                         run_name="gen_help")
+    for prog in PROGS:
+        page = os.path.join(ROOT, "man", "man1", f"andrea-{prog}.1")
+        with open(os.path.join(ROOT, "cmd", "help", f"andrea-{prog}.h")) as f:
+            assert f.read() == gen["header"](page), f"make help ({prog})"
+        tags = [t for t, _ in gen["options"](gen["render"](page, 1000))]
+        shown = run(prog, "--help", check=0).stdout.decode()
+        at = [shown.find("\n  " + t) for t in tags]
+        assert -1 not in at and at == sorted(at), prog
+        assert len(tags) >= 3, prog
 
 
 def test_every_page_is_referenced_and_present():

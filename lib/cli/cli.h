@@ -1,7 +1,9 @@
 /* cli.h - what every andrea executable shares on the command line.
  *
- * Conventions (andrea(7), docs/ARCHITECTURE.md): -h/--help prints the synopsis of the man page,
- * --version the version; errors are one line on stderr naming the program;
+ * Conventions (andrea(7), docs/ARCHITECTURE.md): -h/--help prints the
+ * synopsis of the man page and the first sentence of each of its options
+ * (cmd/help/andrea-NAME.h, which tools/gen-help.py writes from the page), --version
+ * the version; errors are one line on stderr naming the program;
  * exit 0 success, 1 failure, 2 misuse of the command line; binary output
  * never goes to a terminal without -f; a closed downstream pipe ends the
  * program quietly (SIGPIPE is left at its default).

@@ -1,0 +1,26 @@
+/* andrea-import's --help, written by tools/gen-help.py from man/man1/andrea-import.1:
+ * do not edit; run `make help`. */
+static const char usage[] =
+	"usage: andrea-import [-f] [-o FILE] [--config FILE]\n"
+	"                     [--tokenizer FILE | --vocab FILE --merges FILE | --no-tokenizer]\n"
+	"                     [-z LEVEL] [--threads N] [--no-shuffle] PATH\n"
+	"       andrea-import [-f] [-o FILE] --tokenizer FILE | --vocab FILE --merges\n"
+	"                     FILE [-z LEVEL]\n"
+	"\n"
+	"options (see the man page for more):\n"
+	"  -o FILE               Write the model to FILE (through a temporary name in the\n"
+	"                        same directory, renamed into place at the end) instead\n"
+	"                        of standard output.\n"
+	"  -f                    Write to standard output even when it is a terminal, or\n"
+	"                        replace an existing FILE.\n"
+	"  --config FILE         Read the config from FILE instead of config.json beside\n"
+	"                        the tensors.\n"
+	"  --tokenizer FILE      Read the tokenizer from Hugging Face's tokenizer.json\n"
+	"                        FILE.\n"
+	"  --vocab FILE --merges FILE\n"
+	"                        Read the tokenizer from GPT-2's vocab.json and\n"
+	"                        merges.txt.\n"
+	"  --no-tokenizer        Leave the tokenizer out: the model gets the byte\n"
+	"                        tokenizer.\n"
+	"  --no-shuffle          As in every andrea tool (andrea(7)): the compression of\n"
+	"                        the model file written.\n";

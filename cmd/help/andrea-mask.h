@@ -1,0 +1,26 @@
+/* andrea-mask's --help, written by tools/gen-help.py from man/man1/andrea-mask.1:
+ * do not edit; run `make help`. */
+static const char usage[] =
+	"usage: andrea-mask [-f] [-o FILE] [--fill F] [--keep] [--device DEV]\n"
+	"                   [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n"
+	"\n"
+	"options (see the man page for more):\n"
+	"  --fill F              The value written above the diagonal (default -inf).\n"
+	"  --keep                Write each consumed record again, unchanged in content,\n"
+	"                        at the place it was read; the outputs then follow it.\n"
+	"  -o, --output FILE     Write the stream to FILE instead of standard output.\n"
+	"  -f, --force           Write the binary stream to standard output even when\n"
+	"                        that is a terminal.\n"
+	"  -z, --level LEVEL     Compression of the records written, 0 to 9 (default\n"
+	"                        ANDREA_ZLEVEL, else 1 into a file and 0 into a pipe or a\n"
+	"                        socket, which keeps nothing: there deflating...\n"
+	"  --threads N           Compress and decompress with up to N threads, 1 to 256\n"
+	"                        (default: the number of online processors, at most 64,\n"
+	"                        or ANDREA_THREADS).\n"
+	"  --no-shuffle          Do not byte-shuffle the data before deflate (shuffling\n"
+	"                        is the default at levels 1 to 9; it usually makes float\n"
+	"                        data smaller and faster to code).\n"
+	"  --device DEV          Where to compute: auto, cpu or cuda.\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit\n"
+	"                        0.\n"
+	"  --version             Print the version and exit 0.\n";

@@ -1,0 +1,27 @@
+/* andrea-pack's --help, written by tools/gen-help.py from man/man1/andrea-pack.1:
+ * do not edit; run `make help`. */
+static const char usage[] =
+	"usage: andrea-pack [-f] [-o FILE] [-z LEVEL] [--threads N] [--no-shuffle]\n"
+	"                   [--cast] [-a NAME:KEY=VALUE ...] NAME=FILE.npy ...\n"
+	"\n"
+	"options (see the man page for more):\n"
+	"  --cast                Take float64 and int64 arrays (what np.array makes of\n"
+	"                        Python floats and ints) as float32 and int32; without it\n"
+	"                        they are refused.\n"
+	"  -f, --force           Write to standard output even when it is a terminal.\n"
+	"  -o FILE, --output=FILE\n"
+	"                        Write to FILE instead of standard output (-\n"
+	"                        meansstandardoutput).\n"
+	"  -z LEVEL, --level=LEVEL\n"
+	"                        Compression level 0 to 9 (default ANDREA_ZLEVEL, else 1\n"
+	"                        into a file and 0 into a pipe or a socket, which keeps\n"
+	"                        nothing).\n"
+	"  --threads N           Compress with N threads, 1 to 256 (default: the number\n"
+	"                        of online processors, at most 64, or ANDREA_THREADS).\n"
+	"  -a NAME:KEY=VALUE, --attr=NAME:KEY=VALUE\n"
+	"                        Give the record NAME the attribute KEY=VALUE; repeat the\n"
+	"                        option for more.\n"
+	"  --no-shuffle          Deflate the bytes as they are instead of byte-shuffling\n"
+	"                        4-byte elements first.\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit.\n"
+	"  --version             Print the version and exit.\n";

@@ -1,0 +1,25 @@
+/* andrea-tokenize's --help, written by tools/gen-help.py from man/man1/andrea-tokenize.1:
+ * do not edit; run `make help`. */
+static const char usage[] =
+	"usage: andrea-tokenize [-f] [-o FILE] [-m MODEL] [--bos]\n"
+	"                       [--decode | --ids | --pieces] [-z LEVEL] [--threads N]\n"
+	"                       [--no-shuffle] [FILE]\n"
+	"\n"
+	"options (see the man page for more):\n"
+	"  -m MODEL              The model whose tokenizer to use (or ANDREA_MODEL).\n"
+	"  --bos                 Start the tokens with the tokenizer's first token: 256\n"
+	"                        for the byte tokenizer, <|endoftext|> for GPT-2's (an\n"
+	"                        error where the tokenizer has none).\n"
+	"  -d, --decode          Read a stream (of FILE, or standard input) and write the\n"
+	"                        text of every tokens record (i32 [B,T] or [T]) to\n"
+	"                        standard output, a newline between the rows of a...\n"
+	"  --ids                 Print the ids, comma-separated on one line, as --tokens\n"
+	"                        takes them, instead of writing the stream.\n"
+	"  --pieces              Print one token a line: its id, a tab, and its bytes,\n"
+	"                        printable ASCII as it is, a backslash as \\\\, every other\n"
+	"                        byte as \\xHH.\n"
+	"  -o FILE               Write the stream to FILE (atomically) instead of\n"
+	"                        standard output; not with --decode, --ids or --pieces,\n"
+	"                        which print text to standard output.\n"
+	"  -f                    Write the stream to a terminal anyway.\n"
+	"  --no-shuffle          As in every andrea tool (andrea(7)).\n";
