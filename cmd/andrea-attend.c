@@ -90,6 +90,12 @@ static void attend_check(at_filter *f, const at_tensor *attn,
 {
 	at_filter_expect(f, 0, attn, 4, "B,H,T,T");
 	at_filter_expect(f, 1, v, 4, "B,H,T,D");
+	if (attn->dims[2] != attn->dims[3]) {
+		char as[96];
+		at_shape_str(4, attn->dims, as, sizeof as);
+		at_filter_die(f, 0, "shape %s: expected [B,H,T,T], a square of "
+			      "weights per head", as);
+	}
 	uint64_t T = v->dims[2];
 	if (attn->dims[0] != v->dims[0] || attn->dims[1] != v->dims[1] ||
 	    attn->dims[2] != T || attn->dims[3] != T) {

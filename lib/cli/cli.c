@@ -82,13 +82,10 @@ void cli_init(const char *prog, cli_common *c)
 	memset(c, 0, sizeof *c);
 	at_read_opts_default(&c->ropts);
 	at_write_opts_default(&c->wopts);
-	long threads = c->ropts.threads, level = c->wopts.level;
+	long threads = c->ropts.threads;
 	env_long("ANDREA_THREADS", 1, 256, &threads);
 	const char *given = getenv("ANDREA_THREADS");
 	c->threads_given = given && *given;
-	env_long("ANDREA_ZLEVEL", 0, 9, &level);
-	const char *z = getenv("ANDREA_ZLEVEL");
-	c->level_given = z && *z;
 	const char *mb = getenv("ANDREA_MAX_BYTES");
 	if (mb && *mb) {
 		char *end;
@@ -106,6 +103,14 @@ void cli_init(const char *prog, cli_common *c)
 	if (c->model && !*c->model)
 		c->model = NULL;
 	c->seed = AT_DEFAULT_SEED;
+}
+
+void cli_env_level(cli_common *c)
+{
+	long level = c->wopts.level;
+	env_long("ANDREA_ZLEVEL", 0, 9, &level);
+	const char *z = getenv("ANDREA_ZLEVEL");
+	c->level_given = z && *z;
 	c->wopts.level = (int)level;
 }
 

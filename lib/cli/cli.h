@@ -31,8 +31,11 @@ typedef struct {
 } cli_common;
 
 /* Names the program for messages, restores SIGPIPE's default action and
- * reads the ANDREA_* variables into c (a bad value is a usage error). */
+ * reads the ANDREA_* variables into c (a bad value is a usage error),
+ * all but ANDREA_ZLEVEL, which cli_env_level reads for the tools that
+ * write compressed records (cli_parse calls it for a table with -z). */
 void cli_init(const char *prog, cli_common *c);
+void cli_env_level(cli_common *c);
 extern const char *cli_prog;
 /* The exit status of cli_die and cli_fail: 1, except where 1 means
  * something else (andrea-diff sets 2, as cmp(1) does for trouble). */

@@ -108,13 +108,20 @@ static void add(struct option *longopts, int *n, char *shortopts,
 
 /* Builds getopt_long's lists from the table: the common options first,
  * in the order of common[], then the table's own. */
-static void build(const cli_opt *opts, struct option *longopts, char *shortopts)
+/* The CLI_USE_* bits of the table. */
+static unsigned uses_of(const cli_opt *opts)
 {
 	unsigned uses = 0;
-	int n = 0;
 	for (int i = 0; opts[i].kind; i++)
 		if (opts[i].kind == CLI_KIND_USES)
 			uses |= opts[i].uses;
+	return uses;
+}
+
+static void build(const cli_opt *opts, struct option *longopts, char *shortopts)
+{
+	unsigned uses = uses_of(opts);
+	int n = 0;
 	cli_takes_force = (uses & CLI_USE_FORCE) != 0;
 	shortopts[0] = 0;
 	for (int i = 0; i < N_COMMON; i++)
@@ -198,6 +205,14 @@ cli_operands cli_parse(cli_common *c, cli_opt *opts, const char *usage,
 	struct option longopts[MAX_OPTS + 1];
 	char shortopts[2 * MAX_OPTS + 1];
 	build(opts, longopts, shortopts);
+	/* the variables of options a tool does not take are not its business */
+	if (uses_of(opts) & CLI_USE_LEVEL)
+		cli_env_level(c);
+	if ((uses_of(opts) & CLI_USE_DEVICE) && c->device &&
+	    strcmp(c->device, "auto") && strcmp(c->device, "cpu") &&
+	    strcmp(c->device, "cuda"))
+		cli_usage_error("ANDREA_DEVICE='%s': expected auto, cpu or cuda",
+				c->device);
 	int opt;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {

@@ -206,6 +206,10 @@ void stage_scale_opt(void *to, const char *arg, const char *what)
 		cli_usage_error("give --scale or --no-scale once");
 	s->fixed = 1;
 	s->scale = arg ? cli_double(arg, what) : 1.0;
+	float f = (float)s->scale;
+	if (isinf(f) || (f == 0.0f && s->scale != 0.0))
+		cli_usage_error("--scale %s: beyond float32's range (it would "
+				"become %s)", arg, isinf(f) ? "an infinity" : "0");
 }
 
 double stage_scale_of(const stage_scale *s, int D)

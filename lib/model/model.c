@@ -104,6 +104,25 @@ static void infer_from(at_config *c, const at_header *h)
 	}
 }
 
+/* Whether m has a record that only a model file holds: its config, a
+ * parameter of andrea-model(5) or its tokenizer (an activation stream has
+ * tokens, x, q ... and none of these). */
+static int holds_a_model(const at_model *m)
+{
+	static const char *const whole[] = {"config", "wte", "wpe", "lm_head"};
+	static const char *const prefix[] = {"layers.", "lnf.", "tokenizer."};
+	for (int i = 0; i < m->n_entries; i++) {
+		const char *n = m->entries[i].name;
+		for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
+			if (strcmp(n, whole[k]) == 0)
+				return 1;
+		for (size_t k = 0; k < sizeof prefix / sizeof prefix[0]; k++)
+			if (strncmp(n, prefix[k], strlen(prefix[k])) == 0)
+				return 1;
+	}
+	return 0;
+}
+
 int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 		  const at_read_opts *ro, char *err, size_t errlen)
 {
@@ -161,6 +180,13 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	}
 	free(h);
 	at_reader_close(&r);
+	if (!holds_a_model(m)) {
+		snprintf(err, errlen, "%s is not a model file: none of its %d "
+			 "records (the first '%s') is a model's (andrea-model(5))",
+			 path, m->n_entries, m->n_entries ? m->entries[0].name : "-");
+		at_model_close(m);
+		return -1;
+	}
 	if (!m->has_config) {
 		m->cfg = inferred;
 		m->cfg.n_head = heads > 0 ? heads : 0;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/philox.h"
@@ -70,6 +71,13 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 {
 	memset(d, 0, sizeof *d);
 	FILE *f = fopen(path, "rb");
+	struct stat st;
+	if (f && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(f);
+		snprintf(err, errlen, "%s: is a directory, not a file of text "
+			 "or tokens", path);
+		return -1;
+	}
 	if (!f) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
