@@ -1,9 +1,13 @@
-"""make bench-train-gpu: andrea-train's training step on the GPU against a
-PyTorch eager model of exactly the same architecture, timed in the same run.
+"""make bench-train-gpu: andrea-train's training step on the GPU against
+PyTorch models of exactly the same architecture, timed in the same run:
+eager with explicit attention, eager with F.scaled_dot_product_attention
+(is_causal=True: flash attention), and torch.compile of the SDPA model,
+the one a user would pick (issue 18); the ratio is against it.
 
 Both sides: B = 16 rows of T = 1024 positions, the ANDREA model (pre-norm,
 no biases in the products, untied lm_head, GELU tanh, LayerNorm eps 1e-5,
-learned positions, explicit causal attention: Q.K^T, mask, softmax, A.V),
+learned positions; attention explicit (Q.K^T, mask, softmax, A.V) or
+through SDPA),
 AdamW (PyTorch: torch.optim.AdamW(fused=True)) with weight decay on the
 matrices, global-norm clipping at 1.0, one host synchronisation per step
 (the loss is read back).  3 warm-up steps, then 10 timed ones.
@@ -16,7 +20,8 @@ with the GELU in the epilogue of the MLP's first product (cuBLASLt) over
 those with a separate GELU kernel each way.
 Memory: andrea's engine buffers and the device memory in use at its peak
 (total - free: the CUDA context and cuBLAS's workspace included) beside
-torch.cuda.max_memory_allocated() (tensors only: no context).
+torch.cuda.max_memory_allocated() (tensors only: no context) of the
+compiled model.  The compiled model's first warm-up step compiles.
 
 MFU = (6 N + 12 L C T) tokens/s / peak, N the parameters of the products
 (12 L C^2 + C V; the embedding tables are gathers), 12 L C T the attention
@@ -87,9 +92,9 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None):
 
 
 class Andrea(torch.nn.Module):
-    def __init__(self, L, H, C, V):
+    def __init__(self, L, H, C, V, sdpa=False):
         super().__init__()
-        self.L, self.H, self.C = L, H, C
+        self.L, self.H, self.C, self.sdpa = L, H, C, sdpa
         P = lambda *s: torch.nn.Parameter(torch.randn(*s) * 0.02)
         self.wte, self.wpe = P(V, C), P(T, C)
         self.ln = torch.nn.ParameterList()
@@ -115,9 +120,14 @@ class Andrea(torch.nn.Module):
             wq, wk, wv, wo, fc, proj = self.mat[6 * l:6 * l + 6]
             h = F.layer_norm(x, (C,), w1, b1, 1e-5)
             q, k, v = heads(h @ wq), heads(h @ wk), heads(h @ wv)
-            s = (q @ k.transpose(-2, -1)) * D ** -0.5
-            a = torch.softmax(s.masked_fill(self.causal[:Tn, :Tn], float("-inf")), -1)
-            x = x + (a @ v).transpose(1, 2).reshape(Bn, Tn, C) @ wo
+            if self.sdpa:
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                s = (q @ k.transpose(-2, -1)) * D ** -0.5
+                a = torch.softmax(s.masked_fill(self.causal[:Tn, :Tn],
+                                                float("-inf")), -1)
+                o = a @ v
+            x = x + o.transpose(1, 2).reshape(Bn, Tn, C) @ wo
             h = F.layer_norm(x, (C,), w2, b2, 1e-5)
             x = x + F.gelu(h @ fc, approximate="tanh") @ proj
         x = F.layer_norm(x, (C,), self.lnf_w, self.lnf_b, 1e-5)
@@ -125,12 +135,18 @@ class Andrea(torch.nn.Module):
                                tgt.reshape(-1))
 
 
-def theirs(name, V, prec):
+# PyTorch's three ways: (SDPA, torch.compile)
+WAYS = {"eager": (False, False), "sdpa": (True, False), "compiled": (True, True)}
+
+
+def theirs(name, V, prec, way):
     L, H, C = CONFIGS[name]
     torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
     torch.backends.cudnn.allow_tf32 = prec == "tf32"
     torch.manual_seed(0)
-    m = Andrea(L, H, C, V).cuda()
+    sdpa, compiled = WAYS[way]
+    m = Andrea(L, H, C, V, sdpa).cuda()
+    step = torch.compile(m) if compiled else m
     decay = [p for p in m.mat] + [m.lm_head]
     rest = [m.wte, m.wpe, m.lnf_w, m.lnf_b] + list(m.ln)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -147,7 +163,7 @@ def theirs(name, V, prec):
         for grp in opt.param_groups:
             grp["lr"] = 6e-4
         with torch.autocast("cuda", torch.bfloat16, enabled=prec == "bf16"):
-            loss = m(idx[:, :-1], idx[:, 1:])
+            loss = step(idx[:, :-1], idx[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
@@ -155,7 +171,7 @@ def theirs(name, V, prec):
         loss.item()
     dt = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated()
-    del m, opt, loss
+    del m, step, opt, loss
     torch.cuda.empty_cache()
     return dict(tps=TIMED * B * T / dt, peak=peak)
 
@@ -172,9 +188,8 @@ def main():
           f"B={B} T={T}, {WARM} warm-up + {TIMED} timed steps; MFU peaks "
           f"(TFLOP/s) fp32 67, tf32 495, bf16 990")
     print(f"{'config':<12}{'V':>5} {'prec':<5}{'andrea tok/s':>13}{'MFU':>6}"
-          f"{'fuse':>6}"
-          f"{'torch tok/s':>12}{'MFU':>6}{'ratio':>7}  {'andrea GiB buf/peak':>19}"
-          f"{'torch GiB':>10}")
+          f"{'fuse':>6}{'eager':>9}{'+SDPA':>9}{'compiled':>10}{'MFU':>6}"
+          f"{'ratio':>7}  {'andrea GiB buf/peak':>19}{'torch GiB':>10}")
     rows, gains = [], {}
     with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm")
                                      else None) as tmp:
@@ -191,7 +206,8 @@ def main():
                     a, msg = ours(tmp, name, V, prec, data)
                     o, omsg = (ours(tmp, name, V, prec, data, not a["fused"])
                                if a else (None, ""))
-                    t = theirs(name, V, prec)
+                    ts = {w: theirs(name, V, prec, w) for w in WAYS}
+                    t = ts["compiled"]  # the reference
                     if a is None or o is None:
                         print(f"{name:<12}{V:>5} {prec:<5} andrea failed: "
                               f"{msg if a is None else omsg}")
@@ -205,13 +221,14 @@ def main():
                     gib = 1 << 30
                     print(f"{name:<12}{V:>5} {prec:<5}{a['tps']:>13.0f}"
                           f"{fpt * a['tps'] / PEAK[prec]:>6.1%}"
-                          f"{gain:>6}{t['tps']:>12.0f}"
+                          f"{gain:>6}{ts['eager']['tps']:>9.0f}"
+                          f"{ts['sdpa']['tps']:>9.0f}{t['tps']:>10.0f}"
                           f"{fpt * t['tps'] / PEAK[prec]:>6.1%}{r:>6.2f}x  "
                           f"{a['buf'] / gib:>9.2f}/{a['peak'] / gib:<9.2f}"
                           f"{t['peak'] / gib:>10.2f}", flush=True)
     if rows:
         print(f"bench-train-gpu: {sum(r >= 1.0 for r in rows)}/{len(rows)} "
-              f"configurations >= 1.0x PyTorch; geometric mean "
+              f"configurations >= 1.0x torch.compile + SDPA; geometric mean "
               f"{float(np.exp(np.mean(np.log(rows)))):.2f}x")
     for prec, g in gains.items():
         print(f"{prec}: the GELU fused into the MLP product (cuBLASLt) against "
