@@ -23,6 +23,27 @@ typedef struct {
 	at_exec exec;
 } embed_ctx;
 
+/* The lengths attribute of rows of T tokens that BOS made one longer. */
+static void longer_rows(at_filter *f, at_attrs *a, uint64_t B, uint64_t T)
+{
+	uint64_t len[AT_MAX_VALUE];
+	char err[200], s[AT_MAX_VALUE + 32];
+	int rc = B <= AT_MAX_VALUE ? cli_row_lengths(a, B, T, len, err, sizeof err)
+				   : 0;
+	if (rc < 0)
+		at_filter_die(f, 0, "%s", err);
+	if (rc == 0)
+		return;
+	size_t at = 0;
+	for (uint64_t b = 0; b < B; b++)
+		at += (size_t)snprintf(s + at, sizeof s - at, "%s%llu",
+				       b ? "," : "", (unsigned long long)len[b] + 1);
+	if (at > AT_MAX_VALUE)
+		at_filter_die(f, 0, "--bos: the rows' lengths no longer fit their "
+			      "attribute");
+	at_attr_set(a, "lengths", s);
+}
+
 /* Makes tokens [B,T] (a [T] record becomes [1,T]), prepends BOS to every
  * row when asked, then checks every id against V and T against the
  * context. */
@@ -45,6 +66,7 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 			dst[b * (T + 1)] = e->bos;
 			memcpy(dst + b * (T + 1) + 1, src + b * T, T * sizeof *src);
 		}
+		longer_rows(f, &t2.attrs, B, T);
 		at_tensor_free(tok);
 		*tok = t2;
 		T++;
@@ -69,6 +91,9 @@ static void embed_run(at_filter *f, at_tensor *in, at_writer *w)
 	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)C};
 	if (at_tensor_init(&x, "x", AT_F32, 3, dims) < 0)
 		cli_die("out of memory");
+	const char *lengths = at_attr_get(&tok->attrs, "lengths");
+	if (lengths) /* the padded rows' own lengths go on with x */
+		at_attr_set(&x.attrs, "lengths", lengths);
 	stage_check(at_stage_embed(&e->exec, x.data, tok->data, e->wte.data,
 				   e->wpe.data, e->model.cfg.vocab, B, T, C));
 	at_filter_write(w, tok);
@@ -81,17 +106,19 @@ int main(int argc, char **argv)
 	cli_common c;
 	cli_init("andrea-embed", &c);
 	embed_ctx e = {0};
-	int text = 0, bos = 0;
+	int text = 0, bos = 0, lines = 0;
 	const char *list = NULL;
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
 		CLI_FLAG("text", 0, &text),
+		CLI_FLAG("lines", 0, &lines),
 		CLI_STRING("tokens", 0, &list),
 		CLI_FLAG("bos", 0, &bos),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
+	text |= lines; /* each line a row: text too */
 	if (text && list)
-		cli_usage_error("--text and --tokens exclude each other");
+		cli_usage_error("--text (--lines) and --tokens exclude each other");
 	if (list && operand.n == 1)
 		cli_usage_error("--tokens takes no input FILE");
 	const char *path = operand.v[0];
@@ -116,7 +143,9 @@ int main(int argc, char **argv)
 		at_filter_main(&c, &f, path);
 	} else {
 		at_tensor in;
-		if (text)
+		if (lines)
+			cli_tokens_from_lines(path, tok, &in);
+		else if (text)
 			cli_tokens_from_text(path, tok, &in);
 		else
 			cli_tokens_from_list(list, &in);

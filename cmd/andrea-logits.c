@@ -8,6 +8,7 @@
 
 #include "cli/filter.h"
 #include "cli/stage.h"
+#include "cli/tokens.h"
 #include "ops/weights.h"
 
 #include "help/andrea-logits.h" /* usage: the --help text */
@@ -61,13 +62,22 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 	uint64_t rows = l->last ? B : B * T;
 	if (rows > 1u << 30 || rows * (uint64_t)l->V > 1ull << 36)
 		at_filter_die(f, 0, "shape too large for [B,T,V] logits");
+	/* --last: each row's last position, its own where the rows were
+	 * padded (the lengths attribute of andrea-embed --lines) */
+	uint64_t len[AT_MAX_VALUE];
+	char why[200];
+	int padded = l->last && B <= AT_MAX_VALUE ?
+		cli_row_lengths(&x->attrs, B, T, len, why, sizeof why) : 0;
+	if (padded < 0)
+		at_filter_die(f, 0, "%s", why);
 	const float *src = x->data;
 	float *lastrows = NULL;
-	if (l->last && T > 1) { /* gather row T-1 of every sequence */
+	if (l->last && (T > 1 || padded)) { /* gather the last rows */
 		if (!(lastrows = malloc(B * C * sizeof *lastrows + 1)))
 			cli_die("out of memory");
 		for (uint64_t b = 0; b < B; b++)
-			memcpy(lastrows + b * C, src + (b * T + T - 1) * C,
+			memcpy(lastrows + b * C,
+			       src + (b * T + (padded ? len[b] : T) - 1) * C,
 			       C * sizeof *lastrows);
 		src = lastrows;
 	}
@@ -75,7 +85,7 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 			 .dims = {B, l->last ? 1 : T, (uint64_t)l->V}};
 	snprintf(out.name, sizeof out.name, "logits");
 	out.attrs = x->attrs;
-	if (l->last)
+	if (l->last && !padded)
 		at_attr_setf(&out.attrs, "position", "%llu",
 			     (unsigned long long)(T - 1));
 	/* written as the rows reach host memory: [B,T,V] is never held */

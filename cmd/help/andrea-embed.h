@@ -2,11 +2,12 @@
  * do not edit; run `make help`. */
 static const char usage[] =
 	"usage: andrea-embed [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N] [--bos]\n"
-	"                    [--text | --tokens LIST] [--keep] [--device DEV]\n"
+	"                    [--text | --lines | --tokens LIST] [--keep] [--device DEV]\n"
 	"                    [-z LEVEL] [--threads N] [--no-shuffle] [FILE]\n"
 	"\n"
 	"options (see the man page for more):\n"
 	"  --text                Read raw bytes, one token per byte (see above).\n"
+	"  --lines               Read one row of a batch from each line (see above).\n"
 	"  --tokens LIST         Take the tokens from the command line, for example\n"
 	"                        --tokens 116,104,101.\n"
 	"  --bos                 Put the beginning-of-sequence token 256 in front of\n"

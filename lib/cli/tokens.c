@@ -102,3 +102,79 @@ void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t)
 	at_reader_close(&r);
 	at_tokens_as_batch(t);
 }
+
+void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t)
+{
+	const char *label = path && strcmp(path, "-") ? path : "<stdin>";
+	size_t n;
+	unsigned char *text = cli_read_text(path, CLI_MAX_TEXT, &n);
+	size_t rows = 0, longest = 0;
+	for (size_t i = 0, start = 0; i <= n; i++)
+		if (i == n ? i > start : text[i] == '\n') {
+			if (i == start)
+				cli_die("%s: line %zu is empty (each line is a row "
+					"of the batch)", label, rows + 1);
+			longest = i - start > longest ? i - start : longest;
+			rows++;
+			start = i + 1;
+		}
+	if (!rows)
+		cli_die("%s: no lines", label);
+	uint64_t dims[2] = {rows, longest}; /* ids, at most one a byte */
+	int32_t *ids = malloc(longest * sizeof *ids + 1);
+	if (!ids || at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
+		cli_die("out of memory");
+	memset(t->data, 0, rows * longest * sizeof *ids); /* the padding */
+	char lengths[AT_MAX_VALUE + 32] = "", err[300];
+	size_t r = 0, at = 0, most = 0;
+	for (size_t i = 0, start = 0; i <= n && r < rows; i++) {
+		if (i < n && text[i] != '\n')
+			continue;
+		long count = at_tok_encode(tok, text + start, i - start, ids, err,
+					   sizeof err);
+		if (count < 0)
+			cli_die("%s: line %zu: %s", label, r + 1, err);
+		memcpy((int32_t *)t->data + r * longest, ids, count * sizeof *ids);
+		most = (size_t)count > most ? (size_t)count : most;
+		at += (size_t)snprintf(lengths + at, sizeof lengths - at, "%s%ld",
+				       r ? "," : "", count);
+		if (at > AT_MAX_VALUE)
+			cli_die("%s: %zu lines are more than the lengths "
+				"attribute holds (%d bytes); give fewer lines", label,
+				rows, AT_MAX_VALUE);
+		r++;
+		start = i + 1;
+	}
+	free(text);
+	free(ids);
+	/* tokens of several bytes: the rows are shorter than their bytes */
+	for (size_t b = 1; b < rows && most < longest; b++)
+		memmove((int32_t *)t->data + b * most,
+			(int32_t *)t->data + b * longest, most * sizeof *ids);
+	t->dims[1] = most;
+	at_attr_set(&t->attrs, "lengths", lengths);
+}
+
+int cli_row_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
+		    char *err, size_t errlen)
+{
+	const char *s = at_attr_get(a, "lengths");
+	if (!s)
+		return 0;
+	for (uint64_t b = 0; b < B; b++) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(s, &end, 10);
+		if (end == s || errno || v < 1 || v > T ||
+		    (b + 1 < B ? *end != ',' : *end != 0)) {
+			snprintf(err, errlen, "lengths=%s: expected %llu lengths "
+				 "of 1 to %llu, comma-separated",
+				 at_attr_get(a, "lengths"), (unsigned long long)B,
+				 (unsigned long long)T);
+			return -1;
+		}
+		len[b] = v;
+		s = end + 1;
+	}
+	return 1;
+}

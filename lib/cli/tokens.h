@@ -25,5 +25,16 @@ void cli_tokens_from_text(const char *path, at_tokenizer *tok, at_tensor *t);
 void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t);
 /* "1,2,3" as tokens i32 [1,3]; anything else is a usage error. */
 void cli_tokens_from_list(const char *list, at_tensor *t);
+/* tokens [B,T] from the lines of a text file (as cli_tokens_from_text
+ * reads it), one row a line without its newline, each encoded through
+ * tok and right-padded with token 0 to the longest, and the attribute
+ * lengths=N,N,... of the rows' own lengths (andrea-embed --lines).  An
+ * empty line, or more lines than the attribute holds, ends the program. */
+void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t);
+/* The rows' lengths of a [B,T] record from its `lengths` attribute into
+ * len[B]: 1 where it has a valid one (B lengths, each 1..T), 0 where it
+ * has none (every row T long), -1 with a reason in err where it is bad. */
+int cli_row_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
+		    char *err, size_t errlen);
 
 #endif
