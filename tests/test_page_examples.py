@@ -1,4 +1,7 @@
-"""Every shell example of the man1 pages runs (issue 19): a page's
+"""Every shell example of the pages runs (issue 19): README.md's tour
+(its GPT-2 block is tests/test_tokenize.py's), andrea(7)'s sessions (the
+GPT-2 one is tests/test_tokenize.py's too), andrea-model(5)'s, and the
+man1 pages': a page's
 EXAMPLES blocks run in order, with sh -e, in one fresh directory holding
 the files the examples name but do not make (FIXTURES), bin/ first on
 PATH and python3 the interpreter running this (with NumPy).  A block that
@@ -192,3 +195,21 @@ def test_the_readme_tour_runs(tmp_path):
         want = 1 if "# exit status 1" in c else 0
         assert p.returncode == want, (c, p.stderr.decode())
     print(f"README tour: {len(cmds) - 1} commands ran")
+
+
+def test_the_sessions_of_andrea_model5_run_as_printed(tmp_path):
+    """andrea-model(5)'s two shell sessions (a model file made by hand and
+    run through the stages; Wq of the default model read through an
+    identity); its other blocks are messages and formulas."""
+    blocks = [(c, o) for c, o in example_blocks("man5/andrea-model.5",
+                                                "DESCRIPTION")
+              if c.startswith("python3 ")]
+    assert len(blocks) == 2
+    env = page_env(tmp_path)
+    for cmds, want in blocks:
+        p = subprocess.run(["sh", "-ec", cmds], capture_output=True, env=env,
+                           cwd=tmp_path, timeout=300)
+        assert p.returncode == 0, (cmds, p.stderr.decode())
+        if want is not None:
+            assert p.stdout.decode() == want, (cmds, p.stderr.decode())
+    assert (tmp_path / "y.ats").stat().st_size > 0
