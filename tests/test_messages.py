@@ -77,3 +77,11 @@ def test_pages_say_what_the_tools_do(tmp_path):
         assert "it is a usage error" in text
         r = run(tool, *extra, "-m", m, "--seed", 3, input=b"", check=2)
         assert "--seed" in one_line_error(r, tool)
+
+
+def test_a_fill_beyond_float32_is_an_error_as_the_page_says(tmp_path):
+    s = pack(tmp_path, [("scores", np.zeros((1, 1, 3, 3), np.float32))])
+    r = run("mask", "--fill", "-1e39", input=s, check=2)
+    assert "beyond float32's range" in one_line_error(r, "mask")
+    page = open(os.path.join(ROOT, "man", "man1", "andrea-mask.1")).read()
+    assert "becomes an\ninfinity" not in page and "usage error" in page
