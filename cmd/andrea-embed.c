@@ -27,21 +27,18 @@ typedef struct {
 static void longer_rows(at_filter *f, at_attrs *a, uint64_t B, uint64_t T)
 {
 	uint64_t len[AT_MAX_VALUE];
-	char err[200], s[AT_MAX_VALUE + 32];
+	char err[200];
 	int rc = B <= AT_MAX_VALUE ? cli_row_lengths(a, B, T, len, err, sizeof err)
 				   : 0;
 	if (rc < 0)
 		at_filter_die(f, 0, "%s", err);
 	if (rc == 0)
 		return;
-	size_t at = 0;
 	for (uint64_t b = 0; b < B; b++)
-		at += (size_t)snprintf(s + at, sizeof s - at, "%s%llu",
-				       b ? "," : "", (unsigned long long)len[b] + 1);
-	if (at > AT_MAX_VALUE)
+		len[b]++;
+	if (cli_set_row_lengths(a, len, B) < 0)
 		at_filter_die(f, 0, "--bos: the rows' lengths no longer fit their "
 			      "attribute");
-	at_attr_set(a, "lengths", s);
 }
 
 /* Makes tokens [B,T] (a [T] record becomes [1,T]), prepends BOS to every

@@ -125,8 +125,11 @@ void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t)
 	if (!ids || at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
 		cli_die("out of memory");
 	memset(t->data, 0, rows * longest * sizeof *ids); /* the padding */
-	char lengths[AT_MAX_VALUE + 32] = "", err[300];
-	size_t r = 0, at = 0, most = 0;
+	uint64_t *len = malloc(rows * sizeof *len);
+	if (!len)
+		cli_die("out of memory");
+	char err[300];
+	size_t r = 0, most = 0;
 	for (size_t i = 0, start = 0; i <= n && r < rows; i++) {
 		if (i < n && text[i] != '\n')
 			continue;
@@ -136,15 +139,13 @@ void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t)
 			cli_die("%s: line %zu: %s", label, r + 1, err);
 		memcpy((int32_t *)t->data + r * longest, ids, count * sizeof *ids);
 		most = (size_t)count > most ? (size_t)count : most;
-		at += (size_t)snprintf(lengths + at, sizeof lengths - at, "%s%ld",
-				       r ? "," : "", count);
-		if (at > AT_MAX_VALUE)
-			cli_die("%s: %zu lines are more than the lengths "
-				"attribute holds (%d bytes); give fewer lines", label,
-				rows, AT_MAX_VALUE);
-		r++;
+		len[r++] = (uint64_t)count;
 		start = i + 1;
 	}
+	if (cli_set_row_lengths(&t->attrs, len, rows) < 0)
+		cli_die("%s: %zu lines are more than the lengths attribute holds "
+			"(%d bytes); give fewer lines", label, rows, AT_MAX_VALUE);
+	free(len);
 	free(text);
 	free(ids);
 	/* tokens of several bytes: the rows are shorter than their bytes */
@@ -152,7 +153,19 @@ void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t)
 		memmove((int32_t *)t->data + b * most,
 			(int32_t *)t->data + b * longest, most * sizeof *ids);
 	t->dims[1] = most;
-	at_attr_set(&t->attrs, "lengths", lengths);
+}
+
+int cli_set_row_lengths(at_attrs *a, const uint64_t *len, uint64_t B)
+{
+	char s[AT_MAX_VALUE + 32];
+	size_t at = 0;
+	for (uint64_t b = 0; b < B && at <= AT_MAX_VALUE; b++)
+		at += (size_t)snprintf(s + at, sizeof s - at, "%s%llu",
+				       b ? "," : "", (unsigned long long)len[b]);
+	if (at > AT_MAX_VALUE)
+		return -1;
+	at_attr_set(a, "lengths", s);
+	return 0;
 }
 
 int cli_row_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
