@@ -11,7 +11,8 @@ memory of the largest process (ru_maxrss).
 GPU (where PyTorch sees one and the build has CUDA): the kernel's times
 from build/kernels/attention-check (CUDA events, median of 20, B = 8, H =
 12, D = 64, causal, fp32) against F.scaled_dot_product_attention(
-is_causal=True) in fp32 (TF32 off) and in bf16, timed the same way; the
+is_causal=True) in fp32 (TF32 off) and in bf16, timed with CUDA events as
+bench/gpu.py times (median of 50 after 5 warm-up runs); the
 ratio is PyTorch's time over andrea's (above 1: andrea is faster).
 
 Arguments: cpu or gpu runs one part.
@@ -99,6 +100,8 @@ def cpu_part():
 def gpu_part():
     import torch
     import torch.nn.functional as F
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gpu import median_ms  # bench/gpu.py's timing: events, median
     check = os.path.join(ROOT, "build", "kernels", "attention-check")
     if not torch.cuda.is_available() or not os.path.exists(check):
         print("GPU: skipped (no CUDA device for PyTorch, or no CUDA build)")
@@ -109,20 +112,6 @@ def gpu_part():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
-    def median_ms(fn, reps=20):
-        for _ in range(5):
-            fn()
-        torch.cuda.synchronize()
-        ms = []
-        for _ in range(reps):
-            a, b = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ms.append(a.elapsed_time(b))
-        return sorted(ms)[reps // 2]
-
     print("GPU: causal attention forward, B = 8, H = 12, D = 64 (ms)")
     print(f"{'T':>6} {'andrea fp32':>12} {'SDPA fp32':>10} {'ratio':>7} "
           f"{'SDPA bf16':>10} {'ratio':>7}")
@@ -132,7 +121,7 @@ def gpu_part():
             q, k, v = (torch.randn(8, H, T, D, device="cuda", dtype=dt)
                        for _ in range(3))
             ref = median_ms(lambda: F.scaled_dot_product_attention(
-                q, k, v, is_causal=True))
+                q, k, v, is_causal=True), 0)
             row.append(f"{ref:10.3f} {ref / ms:6.2f}x")
             del q, k, v
         print(" ".join(row))

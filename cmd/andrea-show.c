@@ -224,57 +224,24 @@ static char **token_labels(const show_opts *o, uint64_t b, uint64_t T)
 	return label;
 }
 
-static const char *shade_name(hm_shade s)
-{
-	static const char *const names[] = {"linear", "sqrt", "log"};
-	return names[s];
-}
-
-/* Whether t is a map a causal mask made (mask=causal, as andrea-mask
- * marks scores and softmax passes on to attn). */
-static int causal_map(const at_tensor *t)
-{
-	const char *m = at_attr_get(&t->attrs, "mask");
-	return t->rank >= 2 && m && strcmp(m, "causal") == 0;
-}
-
-/* The scale a record is drawn on: --shade, else log for attention
- * weights (spread over decades at long contexts), linear otherwise. */
+/* The scale a record is drawn on: --shade, else its own. */
 static hm_shade record_shade(const show_opts *o, const at_tensor *t)
 {
-	if (o->shade_set)
-		return o->shade;
-	return strcmp(t->name, "attn") == 0 ? HM_SHADE_LOG : HM_SHADE_LINEAR;
+	return o->shade_set ? o->shade : hm_record_shade(t);
 }
 
-/* The maps of t to draw together (one, or --grid's along the axis after
- * the selection) on one scale; returns their count. */
+/* The maps of t to draw together (one, or --grid's) into maps; returns
+ * their count. */
 static int record_maps(const show_opts *o, const at_tensor *t, hm_slice *maps)
 {
 	int n;
-	const uint64_t *given = record_sel(o, t->rank, &n);
-	uint64_t sel[AT_MAX_RANK + 1] = {0};
-	memcpy(sel, given, (size_t)n * sizeof *sel);
-	int count = o->grid ? (int)t->dims[n] : 1;
-	hm_slice joint;
-	for (int i = 0; i < count; i++) {
-		sel[n] = (uint64_t)i;
-		hm_slice_init(&maps[i], t, sel, causal_map(t));
-		if (i == 0)
-			joint = maps[0];
-		hm_slice_merge(&joint, &maps[i]);
-	}
+	const uint64_t *sel = record_sel(o, t->rank, &n);
 	char err[160];
-	for (int i = 0; i < count; i++) {
-		maps[i].lo = joint.lo;
-		maps[i].hi = joint.hi;
-		maps[i].min_pos = joint.min_pos;
-		maps[i].any_finite = joint.any_finite;
-		if (hm_slice_shade(&maps[i], record_shade(o, t),
-				   o->ranged ? o->range : NULL, err,
-				   sizeof err) < 0)
-			cli_die("record '%s': %s (--shade, --range)", t->name, err);
-	}
+	int count = hm_record_maps(t, sel, n, o->grid, record_shade(o, t),
+				   o->ranged ? o->range : NULL, maps, err,
+				   sizeof err);
+	if (count < 0)
+		cli_die("record '%s': %s (--shade, --range)", t->name, err);
 	return count;
 }
 
@@ -303,7 +270,7 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	printf(" select=%s map=%llux%llu min=%s max=%s", ss,
 	       (unsigned long long)s.rows, (unsigned long long)s.cols, lo, hi);
 	if (s.shade != HM_SHADE_LINEAR)
-		printf(" shade=%s", shade_name(s.shade));
+		printf(" shade=%s", hm_shade_name(s.shade));
 	if (bh > 1 || bw > 1)
 		printf(" downsampled=%llux%llu blocks=%llux%llu",
 		       (unsigned long long)((s.rows + bh - 1) / bh),
@@ -337,8 +304,8 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 	}
 	if (at < len)
 		snprintf(title + at, len - at, "  shade: %s",
-			 shade_name(record_shade(o, t)));
-	int qk = causal_map(t) || strcmp(t->name, "scores") == 0 ||
+			 hm_shade_name(record_shade(o, t)));
+	int qk = hm_is_causal(t) || strcmp(t->name, "scores") == 0 ||
 		 strcmp(t->name, "attn") == 0;
 	snprintf(axes[0], 16, "axis %d", t->rank > 0 ? t->rank - 1 : 0);
 	snprintf(axes[1], 16, "axis %d", t->rank > 1 ? t->rank - 2 : 0);
@@ -401,7 +368,7 @@ static void shade_opt(void *ctx, const char *arg, const char *what)
 {
 	show_opts *o = ctx;
 	for (int i = 0; i < 3; i++)
-		if (strcmp(arg, shade_name((hm_shade)i)) == 0) {
+		if (strcmp(arg, hm_shade_name((hm_shade)i)) == 0) {
 			o->shade = (hm_shade)i;
 			o->shade_set = 1;
 			return;

@@ -107,24 +107,28 @@ def test_every_example_of_the_page_runs(request, tmp_path, fixtures, page):
     for f in os.listdir(fixtures):
         if not f.startswith("."):
             shutil.copy(fixtures / f, tmp_path / f)
-    env = page_env(tmp_path)
     if any("gpt2" in c for c, _ in blocks):
         gpt2_files(request, tmp_path)
-    ran, skipped = 0, []
+    skipped = [why_skip(c) for c, _ in blocks if why_skip(c)]
+    runnable = [(c, o) for c, o in blocks if not why_skip(c)]
+    run_blocks(tmp_path, runnable)
+    print(f"{page}: {len(runnable)} of {len(blocks)} examples ran"
+          + (f"; skipped: {', '.join(skipped)}" if skipped else ""))
+    assert runnable or skipped
+
+
+def run_blocks(tmp, blocks, same=lambda want, got: got == want, timeout=300):
+    """Runs each (commands, shown output) of blocks with sh -e in tmp, in
+    order: each exits 0 and, where the page shows output, prints what
+    same(shown, printed) accepts (exactly the shown text by default)."""
+    env = page_env(tmp)
     for cmds, want in blocks:
-        why = why_skip(cmds)
-        if why:
-            skipped.append(why)
-            continue
         p = subprocess.run(["sh", "-ec", cmds], capture_output=True, env=env,
-                           cwd=tmp_path, timeout=300)
+                           cwd=tmp, timeout=timeout)
         assert p.returncode == 0, (cmds, p.stderr.decode())
         if want is not None:
-            assert p.stdout.decode() == want, (cmds, p.stderr.decode())
-        ran += 1
-    print(f"{page}: {ran} of {len(blocks)} examples ran"
-          + (f"; skipped: {', '.join(skipped)}" if skipped else ""))
-    assert ran > 0 or skipped
+            assert same(want, p.stdout.decode()), \
+                (cmds, p.stdout.decode(), p.stderr.decode())
 
 
 def shown_as(want, got):
@@ -157,14 +161,7 @@ def test_every_session_of_andrea7_runs_as_printed(tmp_path, section):
               if c.strip()]  # formulas and tables are not shell
     if section == "TRAINING":
         skip_long_training()
-    env = page_env(tmp_path)
-    for cmds, want in blocks:
-        p = subprocess.run(["sh", "-ec", cmds], capture_output=True, env=env,
-                           cwd=tmp_path, timeout=600)
-        assert p.returncode == 0, (cmds, p.stderr.decode())
-        if want is not None:
-            assert shown_as(want, p.stdout.decode()), \
-                (cmds, p.stdout.decode(), p.stderr.decode())
+    run_blocks(tmp_path, blocks, shown_as, timeout=600)
     print(f"andrea(7) {section}: {len(blocks)} examples ran")
 
 
@@ -205,11 +202,5 @@ def test_the_sessions_of_andrea_model5_run_as_printed(tmp_path):
                                                 "DESCRIPTION")
               if c.startswith("python3 ")]
     assert len(blocks) == 2
-    env = page_env(tmp_path)
-    for cmds, want in blocks:
-        p = subprocess.run(["sh", "-ec", cmds], capture_output=True, env=env,
-                           cwd=tmp_path, timeout=300)
-        assert p.returncode == 0, (cmds, p.stderr.decode())
-        if want is not None:
-            assert p.stdout.decode() == want, (cmds, p.stderr.decode())
+    run_blocks(tmp_path, blocks)
     assert (tmp_path / "y.ats").stat().st_size > 0

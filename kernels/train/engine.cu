@@ -227,23 +227,20 @@ static int make_chunks(tr_cuda *d, const tr_model *m, tr_chunk **out)
 static int fill_ones(tr_cuda *d)
 {
 	size_t n = (size_t)d->B * d->T;
-	dev_buf<float> one;
-	TRY(one.alloc(n, "backward scratch"));
+	int bf = d->prec == AT_PREC_BF16;
+	dev_buf<float> one; // bf16: the floats to convert
+	if (bf)
+		TRY(one.alloc(n, "backward scratch"));
 	float *h = (float *)malloc(n * sizeof *h);
 	if (!h)
 		return at_cu_failf("out of host memory");
 	for (size_t i = 0; i < n; i++)
 		h[i] = 1.0f;
-	cudaError_t e = cudaMemcpy(one.p, h, n * sizeof *h,
-				   cudaMemcpyHostToDevice);
+	cudaError_t e = cudaMemcpy(bf ? one.p : (float *)d->ones, h,
+				   n * sizeof *h, cudaMemcpyHostToDevice);
 	free(h);
 	CU_CHECK(e, "filling backward scratch");
-	if (d->prec == AT_PREC_BF16)
-		return at_cu_to_bf16((bf16 *)d->ones, one.p, n);
-	CU_CHECK(cudaMemcpy(d->ones, one.p, n * sizeof *h,
-			    cudaMemcpyDeviceToDevice),
-		 "filling backward scratch");
-	return 0;
+	return bf ? at_cu_to_bf16((bf16 *)d->ones, one.p, n) : 0;
 }
 
 static int setup(tr_cuda *d, const tr_model *m, const float *mom1,

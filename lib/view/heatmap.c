@@ -134,7 +134,8 @@ double hm_level(const hm_slice *s, double v)
 	return s->shade == HM_SHADE_SQRT ? sqrt(l) : l;
 }
 
-void hm_slice_merge(hm_slice *into, const hm_slice *from)
+/* Widens into's statistics (lo, hi, min_pos, uses) by from's. */
+static void widen(hm_slice *into, const hm_slice *from)
 {
 	into->uses |= from->uses;
 	if (!from->any_finite)
@@ -147,6 +148,48 @@ void hm_slice_merge(hm_slice *into, const hm_slice *from)
 	    (into->min_pos == 0 || from->min_pos < into->min_pos))
 		into->min_pos = from->min_pos;
 	into->any_finite = 1;
+}
+
+const char *hm_shade_name(hm_shade s)
+{
+	static const char *const names[] = {"linear", "sqrt", "log"};
+	return names[s];
+}
+
+int hm_is_causal(const at_tensor *t)
+{
+	const char *m = at_attr_get(&t->attrs, "mask");
+	return t->rank >= 2 && m && strcmp(m, "causal") == 0;
+}
+
+hm_shade hm_record_shade(const at_tensor *t)
+{
+	return strcmp(t->name, "attn") == 0 ? HM_SHADE_LOG : HM_SHADE_LINEAR;
+}
+
+int hm_record_maps(const at_tensor *t, const uint64_t *sel, int nsel, int grid,
+		   hm_shade shade, const double *range, hm_slice *maps,
+		   char *err, size_t errlen)
+{
+	uint64_t at[AT_MAX_RANK + 1] = {0};
+	memcpy(at, sel, (size_t)nsel * sizeof *at);
+	int count = grid ? (int)t->dims[nsel] : 1;
+	hm_slice joint;
+	for (int i = 0; i < count; i++) {
+		at[nsel] = (uint64_t)i;
+		hm_slice_init(&maps[i], t, at, hm_is_causal(t));
+		if (i == 0)
+			joint = maps[0];
+		widen(&joint, &maps[i]);
+	}
+	for (int i = 0; i < count; i++) { /* one scale: the joint statistics */
+		unsigned uses = maps[i].uses;
+		widen(&maps[i], &joint);
+		maps[i].uses = uses; /* a legend names what the maps hold */
+		if (hm_slice_shade(&maps[i], shade, range, err, errlen) < 0)
+			return -1;
+	}
+	return count;
 }
 
 int hm_uses(const hm_slice *s, hm_kind k)

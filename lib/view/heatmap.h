@@ -78,9 +78,23 @@ double hm_level(const hm_slice *s, double v);
 /* Up to max values at which to tick the colour bar, in increasing order:
  * nice numbers on a linear or square-root scale, decades on a log one. */
 int hm_bar_ticks(const hm_slice *s, double *ticks, int max);
-/* Widens into's statistics (lo, hi, min_pos, uses) by from's, so that
- * maps drawn together share one scale; hm_slice_shade then sets it. */
-void hm_slice_merge(hm_slice *into, const hm_slice *from);
+/* "linear", "sqrt" or "log". */
+const char *hm_shade_name(hm_shade s);
+/* Whether t is a map a causal mask made (mask=causal, as andrea-mask
+ * marks scores and andrea-softmax passes on to attn). */
+int hm_is_causal(const at_tensor *t);
+/* The scale t is drawn on unless one is chosen: log for attention weights
+ * (a record named attn: they spread over decades at long contexts),
+ * linear for the rest. */
+hm_shade hm_record_shade(const at_tensor *t);
+/* The maps of t to draw together, on one scale, into maps: the slice sel
+ * picks (nsel indices), or with grid every slice along axis nsel (at most
+ * HM_MAX_PANELS); causal where hm_is_causal, on scale shade over range
+ * (NULL: the maps' own).  Returns their count, or -1 with a reason in err
+ * (hm_slice_shade's). */
+int hm_record_maps(const at_tensor *t, const uint64_t *sel, int nsel, int grid,
+		   hm_shade shade, const double *range, hm_slice *maps,
+		   char *err, size_t errlen);
 /* Whether the slice holds an entry drawn as k. */
 int hm_uses(const hm_slice *s, hm_kind k);
 /* The colour of a cell of kind k at level (0 to 1 on the ramp). */
