@@ -40,6 +40,12 @@ static int take_attn(void *ctx, const char *name, int layer, float *data,
 	return 0;
 }
 
+static int wanted(void *ctx, const char *name, int layer)
+{
+	(void)ctx, (void)layer;
+	return strcmp(name, "attn") == 0 ? AT_HOOK_READ : AT_HOOK_SKIP;
+}
+
 /* B rows of BOS (where the tokenizer has one the model's V holds), then
  * n tokens drawn
  * uniformly from the tokenizer's (BOS and added ones aside), then the
@@ -188,7 +194,7 @@ int main(int argc, char **argv)
 	if (!acc || !logits || !score)
 		cli_die("out of memory");
 	scoring s = {acc, t.data, B, T, H, L};
-	at_hook hook = {take_attn, &s};
+	at_hook hook = {.fn = take_attn, .wants = wanted, .ctx = &s};
 	at_fwd_set_hook(e, &hook);
 	if (at_fwd_logits(e, logits, t.data, B, T, err, sizeof err) != 0)
 		cli_die("%s", err);

@@ -63,6 +63,13 @@ static int keep(void *ctx, const char *name, int layer, float *data, int rank,
 	return 0;
 }
 
+static int wanted(void *ctx, const char *name, int layer)
+{
+	(void)ctx, (void)layer;
+	return strcmp(name, "x") == 0 || strcmp(name, "out") == 0 ?
+		AT_HOOK_READ : AT_HOOK_SKIP;
+}
+
 /* Column v of the head (lm_head [C,V], or wte^T for a tied one), element c. */
 static double head_at(const at_weights *w, int c, int v)
 {
@@ -176,7 +183,7 @@ int main(int argc, char **argv)
 	    at_tensor_init(&lt, "lens_tokens", AT_I32, 4, ldims) < 0 ||
 	    at_tensor_init(&lv, "lens_logits", AT_F32, 4, ldims) < 0)
 		cli_die("out of memory");
-	at_hook hook = {keep, &s};
+	at_hook hook = {.fn = keep, .wants = wanted, .ctx = &s};
 	at_fwd_set_hook(e, &hook);
 	if (at_fwd_logits(e, logits, t.data, B, T, err, sizeof err) != 0)
 		cli_die("%s", err);

@@ -4,14 +4,19 @@
  *
  * A clean and a corrupted input of the same shape, and a metric: the
  * logit of --answer minus that of --wrong at the last position, averaged
- * over the batch's rows.  The clean run's activations are kept; then for
- * each head of each layer (--sweep heads: its output, out, before Wo), or
- * each position of the residual stream entering each layer (--sweep
- * positions), the corrupted input runs with that one activation put back
- * from the clean run.  The effect of each is (patched - corrupted) /
- * (clean - corrupted): 1 where the patch restores the clean answer, 0
- * where it changes nothing.  Written as an `effect` record [L,H] or
- * [L,T], or with --table as a table.
+ * over the batch's rows.  The clean and the corrupted runs' activations
+ * are kept; then for each head of each layer (--sweep heads: its output,
+ * out, before Wo), or each position of the residual stream entering each
+ * layer (--sweep positions), the corrupted input runs with that one
+ * activation put back from the clean run.  The effect of each is
+ * (patched - corrupted) / (clean - corrupted): 1 where the patch restores
+ * the clean answer, 0 where it changes nothing.  Written as an `effect`
+ * record [L,H] or [L,T], or with --table as a table.
+ *
+ * A patch in layer l leaves the layers below it as the corrupted run had
+ * them, so each patched run starts from the corrupted stream entering
+ * layer l; and the patches of one layer run side by side as the rows of
+ * one batch (row g*B + b: the g-th patch of the group on row b).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -25,63 +30,116 @@
 
 #include "help/andrea-patch.h" /* usage: the --help text */
 
-typedef enum { KEEP, PATCH } mode;
+/* Positions, and score elements, one batch of patched runs may hold. */
+#define GROUP_POSITIONS (1 << 15)
+#define GROUP_SCORES ((double)(1 << 26))
 
 typedef struct {
-	mode mode;
 	int L, H, B, T, D, C;
-	float **out;  /* the clean run's out of each layer, [B,H,T,D] */
-	float **pre;  /* the clean run's x entering each layer, [B,T,C] */
-	int layer, head, pos; /* PATCH: the one activation put back */
-	int heads;    /* sweeping heads (else positions) */
-} run_ctx;
+	float **out;   /* the clean run's out of each layer, [B,H,T,D] */
+	float **pre[2]; /* the clean [0] and corrupted [1] runs' x entering
+			 * each layer, [B,T,C] */
+	int run;       /* which run keeps its activations: 0, 1, or -1 for
+			* a batch of patched heads */
+	int layer, first; /* a batch: the layer, its first head */
+} sweep_ctx;
 
-/* The hook: the clean run keeps, a patched run puts one activation back.
- * x at layer l-1 (-1: the embedding) is what enters layer l. */
+/* The hook.  The clean and corrupted runs keep (x at layer l-1, -1 the
+ * embedding, is what enters layer l); a batch of patched heads puts head
+ * first + g back into its rows g*B .. g*B + B-1. */
 static int hook_fn(void *ctx, const char *name, int layer, float *data,
 		   int rank, const uint64_t *dims)
 {
-	run_ctx *r = ctx;
-	int is_out = strcmp(name, "out") == 0, is_x = strcmp(name, "x") == 0;
+	sweep_ctx *s = ctx;
+	size_t BTC = (size_t)s->B * s->T * s->C, TD = (size_t)s->T * s->D;
 	int enters = layer + 1; /* the layer an x enters */
-	if (r->mode == KEEP) {
-		if (is_out && layer >= 0 && layer < r->L)
-			memcpy(r->out[layer], data,
-			       (size_t)r->B * r->H * r->T * r->D * sizeof *data);
-		if (is_x && enters < r->L)
-			memcpy(r->pre[enters], data,
-			       (size_t)r->B * r->T * r->C * sizeof *data);
+	if (s->run >= 0) {
+		if (strcmp(name, "out") == 0 && s->run == 0)
+			memcpy(s->out[layer], data, BTC * sizeof *data);
+		if (strcmp(name, "x") == 0 && enters < s->L)
+			memcpy(s->pre[s->run][enters], data, BTC * sizeof *data);
 		return 0;
 	}
-	size_t TD = (size_t)r->T * r->D;
-	if (r->heads && is_out && layer == r->layer)
-		for (int b = 0; b < r->B; b++) {
-			size_t at = ((size_t)b * r->H + r->head) * TD;
-			memcpy(data + at, r->out[layer] + at, TD * sizeof *data);
-		}
-	if (!r->heads && is_x && enters == r->layer)
-		for (int b = 0; b < r->B; b++) {
-			size_t at = ((size_t)b * r->T + r->pos) * r->C;
-			memcpy(data + at, r->pre[enters] + at, r->C * sizeof *data);
-		}
-	(void)rank, (void)dims;
+	size_t rows = dims[0];
+	for (size_t r = 0; r < rows; r++) {
+		size_t b = r % s->B, h = (size_t)s->first + r / s->B;
+		memcpy(data + (r * s->H + h) * TD,
+		       s->out[layer] + (b * s->H + h) * TD, TD * sizeof *data);
+	}
+	(void)rank;
 	return 0;
 }
 
-/* The metric of one run: mean over rows of the answer's logit minus the
- * wrong one's, at the last position. */
-static double run_metric(at_fwd *e, float *logits, const int32_t *tok, int B,
-			 int T, int V, int answer, int wrong)
+static int hook_wants(void *ctx, const char *name, int layer)
+{
+	sweep_ctx *s = ctx;
+	if (s->run >= 0)
+		return strcmp(name, "x") == 0 || (s->run == 0 &&
+						  strcmp(name, "out") == 0) ?
+			AT_HOOK_READ : AT_HOOK_SKIP;
+	return strcmp(name, "out") == 0 && layer == s->layer ? AT_HOOK_WRITE
+							      : AT_HOOK_SKIP;
+}
+
+/* The logit difference of each row's last position: the head's sink. */
+typedef struct {
+	const float *x;
+	float *metric;
+	size_t row, V;
+	int answer, wrong;
+} metric_sink;
+
+static int take_logits(void *ctx, const void *p, size_t n)
+{
+	metric_sink *m = ctx;
+	const float *z = p;
+	for (size_t i = 0; i < n / sizeof *z / m->V; i++, z += m->V)
+		m->metric[m->row++] = z[m->answer] - z[m->wrong];
+	return 0;
+}
+
+/* The metric of each of N rows of T positions of x [N,T,C] after the
+ * model's last layer, into metric[N]; last [N,C] is scratch. */
+static void row_metrics(at_fwd *e, const float *x, float *last, float *metric,
+			int N, int T, int C, int V, int answer, int wrong)
 {
 	char err[600];
-	if (at_fwd_logits(e, logits, tok, B, T, err, sizeof err) != 0)
+	for (int r = 0; r < N; r++)
+		memcpy(last + (size_t)r * C, x + ((size_t)r * T + T - 1) * C,
+		       (size_t)C * sizeof *last);
+	metric_sink m = {.metric = metric, .V = (size_t)V, .answer = answer,
+			 .wrong = wrong};
+	if (at_fwd_head(e, last, N, take_logits, &m, err, sizeof err) != 0)
+		cli_die("%s", err);
+}
+
+/* Layers l .. L-1 over x [N,T,C] in place. */
+static void run_from(at_fwd *e, float *x, int l, int L, int N, int T)
+{
+	char err[600];
+	int layers[4096];
+	for (int i = l; i < L; i++)
+		layers[i - l] = i;
+	int rc = at_fwd_blocks(e, x, N, T, layers, L - l, err, sizeof err);
+	if (rc)
+		cli_die("%s", rc < 0 ? err : "the sweep's hook stopped the pass");
+}
+
+/* A whole run of tokens [B,T], keeping its activations (run 0 clean, 1
+ * corrupted); its metric. */
+static double keep_run(at_fwd *e, sweep_ctx *s, int run, const int32_t *tok,
+		       float *logits, int V, int answer, int wrong)
+{
+	char err[600];
+	s->run = run;
+	if (at_fwd_logits(e, logits, tok, s->B, s->T, err, sizeof err) != 0)
 		cli_die("%s", err);
 	double sum = 0.0;
-	for (int b = 0; b < B; b++) {
-		const float *z = logits + ((size_t)b * T + T - 1) * V;
+	for (int b = 0; b < s->B; b++) {
+		const float *z = logits + ((size_t)b * s->T + s->T - 1) * V;
 		sum += (double)z[answer] - z[wrong];
 	}
-	return sum / B;
+	return sum / s->B;
 }
 
 static int token_id(const char *arg, const char *what, int V)
@@ -90,6 +148,14 @@ static int token_id(const char *arg, const char *what, int V)
 	if (id >= V)
 		cli_usage_error("%s %ld: the model has V=%d", what, id, V);
 	return (int)id;
+}
+
+static float *alloc_floats(size_t n)
+{
+	float *p = malloc(n * sizeof *p + 1);
+	if (!p)
+		cli_die("out of memory");
+	return p;
 }
 
 int main(int argc, char **argv)
@@ -119,10 +185,6 @@ int main(int argc, char **argv)
 		cli_usage_error("--table prints to standard output; -o writes the "
 				"record");
 	stage_check_device(&c, AT_PREC_FP32);
-	if (c.device && strcmp(c.device, "cuda") == 0)
-		cli_usage_error("device cuda (--device or ANDREA_DEVICE): patching "
-				"changes activations on the CPU only in this version");
-	c.device = "cpu";
 	at_model model;
 	stage_open_model_heads(&c, &model);
 	const at_config *cfg = &model.cfg;
@@ -138,39 +200,62 @@ int main(int argc, char **argv)
 	stage_check_tokens(&model, &corrupt, corrupt_path);
 	int B = (int)clean.dims[0], T = (int)clean.dims[1];
 	int L = cfg->n_layer, H = cfg->n_head, C = cfg->d_model;
-	at_loaded wts;
-	at_fwd *e = stage_whole_model(&c, &model, &wts, (double)B * T, T,
-				      (double)B * T); /* c.device is cpu */
-	run_ctx r = {.mode = KEEP, .L = L, .H = H, .B = B, .T = T, .D = C / H,
-		     .C = C, .heads = heads};
-	r.out = calloc((size_t)L, sizeof *r.out);
-	r.pre = calloc((size_t)L, sizeof *r.pre);
-	float *logits = malloc((size_t)B * T * V * sizeof *logits);
 	int W = heads ? H : T;
-	float *effect = malloc((size_t)L * W * sizeof *effect);
-	if (!r.out || !r.pre || !logits || !effect)
-		cli_die("out of memory");
-	for (int l = 0; l < L; l++)
-		if (!(r.out[l] = malloc((size_t)B * C * T * sizeof(float))) ||
-		    !(r.pre[l] = malloc((size_t)B * C * T * sizeof(float))))
+	size_t BT = (size_t)B * T, BTC = BT * C;
+	/* the groups of patches run side by side: G of them a batch */
+	double by_pos = GROUP_POSITIONS / (double)BT;
+	double by_scores = GROUP_SCORES / ((double)BT * H * T);
+	int G = (int)fmin(fmin(by_pos, by_scores), W);
+	G = G < 1 ? 1 : G;
+	at_loaded wts;
+	/* the work: two whole runs and, on average, half the layers for
+	 * each of the L x W patches */
+	at_fwd *e = stage_whole_model(&c, &model, &wts,
+				      (double)BT * (2 + W * (L + 1) / 2.0), T,
+				      (double)BT * 2 + (double)B * L * W);
+	sweep_ctx s = {.L = L, .H = H, .B = B, .T = T, .D = C / H, .C = C};
+	float ***bufs[3] = {&s.out, &s.pre[0], &s.pre[1]};
+	for (int i = 0; i < 3; i++) {
+		if (!(*bufs[i] = calloc((size_t)L, sizeof **bufs[i])))
 			cli_die("out of memory");
-	at_hook hook = {hook_fn, &r};
+		for (int l = 0; l < L; l++)
+			(*bufs[i])[l] = alloc_floats(BTC);
+	}
+	float *logits = alloc_floats(BT * V);
+	float *batch = alloc_floats(BTC * G), *last = alloc_floats((size_t)B * G * C);
+	float *metric = alloc_floats((size_t)B * G);
+	float *effect = alloc_floats((size_t)L * W);
+	at_hook hook = {.fn = hook_fn, .wants = hook_wants, .ctx = &s};
 	at_fwd_set_hook(e, &hook);
-	double m_clean = run_metric(e, logits, clean.data, B, T, V, answer, wrong);
-	r.mode = PATCH;
-	r.layer = -1; /* nothing put back */
-	double m_corrupt = run_metric(e, logits, corrupt.data, B, T, V, answer,
-				      wrong);
+	double m_clean = keep_run(e, &s, 0, clean.data, logits, V, answer, wrong);
+	double m_corrupt = keep_run(e, &s, 1, corrupt.data, logits, V, answer,
+				    wrong);
 	double span = m_clean - m_corrupt;
+	s.run = -1;
 	for (int l = 0; l < L; l++)
-		for (int i = 0; i < W; i++) {
-			r.layer = l;
-			r.head = i;
-			r.pos = i;
-			double m = run_metric(e, logits, corrupt.data, B, T, V, answer,
-					      wrong);
-			effect[(size_t)l * W + i] = span != 0.0 ?
-				(float)((m - m_corrupt) / span) : NAN;
+		for (int first = 0; first < W; first += G) {
+			int g_n = W - first < G ? W - first : G;
+			s.layer = heads ? l : -1; /* positions: no hook */
+			s.first = first;
+			for (int g = 0; g < g_n; g++) {
+				float *x = batch + (size_t)g * BTC;
+				memcpy(x, s.pre[1][l], BTC * sizeof *x);
+				for (int b = 0; !heads && b < B; b++) {
+					size_t at = ((size_t)b * T + first + g) * C;
+					memcpy(x + at, s.pre[0][l] + at, C * sizeof *x);
+				}
+			}
+			run_from(e, batch, l, L, g_n * B, T);
+			row_metrics(e, batch, last, metric, g_n * B, T, C, V,
+				    answer, wrong);
+			for (int g = 0; g < g_n; g++) {
+				double m = 0.0;
+				for (int b = 0; b < B; b++)
+					m += metric[(size_t)g * B + b];
+				m /= B;
+				effect[(size_t)l * W + first + g] = span != 0.0 ?
+					(float)((m - m_corrupt) / span) : NAN;
+			}
 		}
 	if (table) {
 		printf("# logit difference: clean %.6g, corrupted %.6g\n", m_clean,
@@ -197,13 +282,15 @@ int main(int argc, char **argv)
 			cli_fail(w.err);
 		cli_finish_output(&w);
 	}
-	for (int l = 0; l < L; l++) {
-		free(r.out[l]);
-		free(r.pre[l]);
+	for (int i = 0; i < 3; i++) {
+		for (int l = 0; l < L; l++)
+			free((*bufs[i])[l]);
+		free(*bufs[i]);
 	}
-	free(r.out);
-	free(r.pre);
 	free(logits);
+	free(batch);
+	free(last);
+	free(metric);
 	free(effect);
 	at_fwd_free(e);
 	at_weights_free(&wts);

@@ -1,4 +1,4 @@
-/* capture.c - --capture and --ablate (capture.h). */
+/* capture.c - --capture, --ablate and --patch (capture.h). */
 #include "cli/capture.h"
 
 #include <stdlib.h>
@@ -7,15 +7,18 @@
 #include "cli/cli.h"
 #include "ops/forward.h"
 
-const char *const capture_names[] = {"ln1",  "q",  "k",   "v",   "scores",
-				     "attn", "out", "y",   "xmid", "ln2",
-				     "fc",   "gelu", "mlp", "x",   NULL};
+const char *const capture_names[] = {
+	"embed", "ln1",  "q",   "k",    "v",   "scores", "attn", "out",
+	"result", "y",   "xmid", "ln2", "fc",  "gelu",   "mlp",  "x",
+	"lnf",   "logits", NULL};
 
-/* The names of [B,H,T,*] tensors, which --capture may cut by head, and
- * those the GPU engine reports. */
-static const char *const per_head[] = {"q", "k", "v", "scores", "attn", "out"};
-static const char *const on_the_gpu[] = {"q", "k", "v", "scores", "attn",
-					 "out", "y", "x"};
+/* The names of [B,H,T,*] tensors, which --capture may cut by head; those
+ * of the model rather than of a layer; those the GPU engine reports in a
+ * decoding step. */
+static const char *const per_head[] = {"q",    "k",   "v",     "scores",
+				       "attn", "out", "result"};
+static const char *const of_the_model[] = {"embed", "lnf", "logits"};
+static const char *const gpu_decoding[] = {"embed", "x", "lnf", "logits"};
 
 static int among(const char *name, const char *const *set, size_t n)
 {
@@ -26,8 +29,20 @@ static int among(const char *name, const char *const *set, size_t n)
 }
 #define AMONG(name, set) among(name, set, sizeof set / sizeof *set)
 
-/* "3", "0-2,5", "all" into the set (all: every index); 1 for a list
- * of indices, 0 for all, -1 for bad syntax. */
+/* The hook's name for an activation: x of layer -1 is the embedding. */
+static const char *hook_name(const char *name, int layer)
+{
+	return layer < 0 && strcmp(name, "x") == 0 ? "embed" : name;
+}
+
+/* Where a list of n items ends: at its first ':' or '@' (or the end). */
+static size_t list_len(const char *s)
+{
+	return strcspn(s, ":@");
+}
+
+/* "3", "0-2,5", "all" of s[0..len) into the set (all: every index); 1
+ * for a list of indices, 0 for all, -1 for bad syntax. */
 static int parse_list(const char *s, size_t len, unsigned char *set)
 {
 	if (len == 3 && strncmp(s, "all", 3) == 0) {
@@ -57,6 +72,58 @@ static int parse_list(const char *s, size_t len, unsigned char *set)
 	return len ? 1 : -1;
 }
 
+/* The same syntax for positions, as ranges (no "all"); -1 for bad
+ * syntax or too many ranges. */
+static int parse_positions(const char *s, size_t len, capture_positions *ps)
+{
+	const char *p = s, *end = s + len;
+	ps->n = 0;
+	while (p < end) {
+		char *q;
+		long lo = strtol(p, &q, 10), hi = lo;
+		if (q == p || lo < 0 || lo > CAPTURE_MAX_POSITION ||
+		    ps->n == CAPTURE_RANGES)
+			return -1;
+		if (q < end && *q == '-') {
+			p = q + 1;
+			hi = strtol(p, &q, 10);
+			if (q == p || hi < lo || hi > CAPTURE_MAX_POSITION)
+				return -1;
+		}
+		ps->lo[ps->n] = (int)lo, ps->hi[ps->n] = (int)hi, ps->n++;
+		if (q < end && *q != ',')
+			return -1;
+		p = q + (q < end);
+		if (q < end && p == end)
+			return -1;
+	}
+	return ps->n ? 0 : -1;
+}
+
+static int has_position(const capture_positions *ps, size_t t)
+{
+	if (!ps->n)
+		return 1;
+	for (int i = 0; i < ps->n; i++)
+		if ((size_t)ps->lo[i] <= t && t <= (size_t)ps->hi[i])
+			return 1;
+	return 0;
+}
+
+/* "@POSITIONS" at s (or nothing) into ps: the rest of s after it. */
+static const char *positions_opt(const char *s, capture_positions *ps,
+				 const char *what, const char *arg)
+{
+	ps->n = 0;
+	if (*s != '@')
+		return s;
+	size_t len = list_len(s + 1);
+	if (parse_positions(s + 1, len, ps) < 0)
+		cli_usage_error("%s '%s': expected @POSITIONS like @5, @0-3,7 (at "
+				"most %d ranges)", what, arg, CAPTURE_RANGES);
+	return s + 1 + len;
+}
+
 void capture_opt(void *ctx, const char *arg, const char *what)
 {
 	capture *c = ctx;
@@ -64,36 +131,47 @@ void capture_opt(void *ctx, const char *arg, const char *what)
 		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
 	capture_spec *s = &c->spec[c->n_spec];
 	memset(s, 0, sizeof *s);
-	const char *colon = strchr(arg, ':');
-	size_t nlen = colon ? (size_t)(colon - arg) : strlen(arg);
+	size_t nlen = list_len(arg);
 	s->name = -1;
 	for (int i = 0; capture_names[i]; i++)
 		if (strlen(capture_names[i]) == nlen &&
 		    strncmp(arg, capture_names[i], nlen) == 0)
 			s->name = i;
 	if (s->name < 0)
-		cli_usage_error("%s '%s': no activation of that name (ln1, q, k, "
-				"v, scores, attn, out, y, xmid, ln2, fc, gelu, "
-				"mlp, x)", what, arg);
-	const char *layers = colon ? colon + 1 : NULL;
-	const char *heads = layers ? strchr(layers, ':') : NULL;
-	size_t llen = layers ? (heads ? (size_t)(heads - layers) : strlen(layers)) : 0;
-	s->listed_layers = layers ? parse_list(layers, llen, s->layer)
-				  : parse_list("all", 3, s->layer);
-	if (s->listed_layers < 0)
-		cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]], each list "
-				"like 3, 0-2,5 or all", what, arg);
-	if (heads) {
-		if (!AMONG(capture_names[s->name], per_head))
-			cli_usage_error("%s '%s': %s has no heads to pick (only q, "
-					"k, v, scores, attn and out have)", what,
-					arg, capture_names[s->name]);
-		if ((s->listed_heads = parse_list(heads + 1, strlen(heads + 1),
-						  s->head)) < 0)
-			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]], "
-					"each list like 3, 0-2,5 or all", what, arg);
-		s->heads_given = 1;
+		cli_usage_error("%s '%s': no activation of that name (embed, ln1, "
+				"q, k, v, scores, attn, out, result, y, xmid, ln2, "
+				"fc, gelu, mlp, x, lnf, logits)", what, arg);
+	const char *name = capture_names[s->name], *p = arg + nlen;
+	parse_list("all", 3, s->layer);
+	if (*p == ':') { /* LAYERS */
+		size_t len = list_len(p + 1);
+		if (AMONG(name, of_the_model))
+			cli_usage_error("%s '%s': %s is the model's, not a layer's: "
+					"give no layers", what, arg, name);
+		memset(s->layer, 0, sizeof s->layer);
+		if ((s->listed_layers = parse_list(p + 1, len, s->layer)) < 0)
+			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]]"
+					"[@POSITIONS], each list like 3, 0-2,5 "
+					"or all", what, arg);
+		p += 1 + len;
 	}
+	if (*p == ':') { /* HEADS */
+		size_t len = list_len(p + 1);
+		if (!AMONG(name, per_head))
+			cli_usage_error("%s '%s': %s has no heads to pick (only q, "
+					"k, v, scores, attn, out and result have)",
+					what, arg, name);
+		if ((s->listed_heads = parse_list(p + 1, len, s->head)) < 0)
+			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]]"
+					"[@POSITIONS], each list like 3, 0-2,5 "
+					"or all", what, arg);
+		s->heads_given = 1;
+		p += 1 + len;
+	}
+	p = positions_opt(p, &s->pos, what, arg);
+	if (*p)
+		cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]][@POSITIONS]",
+				what, arg);
 	c->n_spec++;
 }
 
@@ -106,8 +184,8 @@ static int name_index(const char *name)
 	return -1;
 }
 
-/* Appends the captured records (captured=1, with a layer) of the file
- * at path to *list; how many. */
+/* Appends the captured records (captured=1, with a layer where the name
+ * is a layer's) of the file at path to *list; how many. */
 static int read_captures(const char *path, const char *what, at_tensor **list,
 			 int *n)
 {
@@ -125,7 +203,8 @@ static int read_captures(const char *path, const char *what, at_tensor **list,
 		const char *captured = at_attr_get(&h.attrs, "captured");
 		if (name_index(h.name) < 0 || h.dtype != AT_F32 || !captured ||
 		    strcmp(captured, "1") != 0 ||
-		    at_attr_long(&h.attrs, "layer", &layer) != 0) {
+		    (!AMONG(h.name, of_the_model) &&
+		     at_attr_long(&h.attrs, "layer", &layer) != 0)) {
 			if (at_skip_payload(&r, &h) < 0)
 				cli_fail(r.err);
 			continue; /* the tokens, the output x: not captures */
@@ -151,7 +230,32 @@ static int read_captures(const char *path, const char *what, at_tensor **list,
 void patch_opt(void *ctx, const char *arg, const char *what)
 {
 	capture *c = ctx;
-	read_captures(arg, what, &c->patch, &c->n_patch);
+	if (c->n_patch_files == CAPTURE_MAX)
+		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
+	/* FILE[@POSITIONS]: the last '@' that starts a list of positions */
+	const char *at = strrchr(arg, '@');
+	capture_positions sel = {0};
+	char *path = strdup(arg);
+	if (!path)
+		cli_die("out of memory");
+	if (at && at[1] && parse_positions(at + 1, strlen(at + 1), &sel) == 0)
+		path[at - arg] = '\0';
+	else
+		sel.n = 0;
+	int first = c->n_patch;
+	read_captures(path, what, &c->patch, &c->n_patch);
+	free(path);
+	c->patch_pos[c->n_patch_files] = sel;
+	c->patch_first[c->n_patch_files++] = first;
+}
+
+/* The positions --patch FILE@POSITIONS gave record i, or NULL. */
+static const capture_positions *patch_selection(const capture *c, int i)
+{
+	for (int f = c->n_patch_files - 1; f >= 0; f--)
+		if (i >= c->patch_first[f])
+			return c->patch_pos[f].n ? &c->patch_pos[f] : NULL;
+	return NULL;
 }
 
 /* --ablate L.H:mean=FILE: the mean over the batch of head h's out in
@@ -168,7 +272,8 @@ static void reference_mean(capture *c, int a, const char *path,
 		long layer, head = -1;
 		at_attr_long(&list[i].attrs, "layer", &layer);
 		at_attr_long(&list[i].attrs, "head", &head);
-		if (strcmp(list[i].name, "out") != 0 || layer != l || list[i].rank != 4 ||
+		if (strcmp(list[i].name, "out") != 0 || layer != l ||
+		    list[i].rank != 4 || at_attr_get(&list[i].attrs, "positions") ||
 		    (head >= 0 ? head != h : list[i].dims[1] <= (uint64_t)h))
 			continue;
 		t = &list[i];
@@ -176,7 +281,7 @@ static void reference_mean(capture *c, int a, const char *path,
 	}
 	if (!t)
 		cli_die("%s %d.%d:mean=%s: no capture of out for layer %d head %d "
-			"in it", what, l, h, path, l, h);
+			"at every position in it", what, l, h, path, l, h);
 	uint64_t B = t->dims[0], H = t->dims[1], TD = t->dims[2] * t->dims[3];
 	float *ref = malloc(TD * sizeof *ref + 1);
 	if (!ref)
@@ -200,25 +305,28 @@ void ablate_opt(void *ctx, const char *arg, const char *what)
 	capture *c = ctx;
 	if (c->n_ablate == CAPTURE_MAX)
 		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
+	int a = c->n_ablate;
 	char *p, *q;
 	long l = strtol(arg, &p, 10), h = -1;
 	if (p != arg && *p == '.')
 		h = strtol(p + 1, &q, 10);
 	else
 		q = p;
-	int mean = strcmp(q, ":mean") == 0, from = strncmp(q, ":mean=", 6) == 0;
-	if (p == arg || l < 0 || h < 0 || q == p + 1 ||
-	    (*q && !mean && !(from && q[6])) || l >= CAPTURE_INDICES ||
-	    h >= CAPTURE_INDICES)
-		cli_usage_error("%s '%s': expected LAYER.HEAD, LAYER.HEAD:mean or "
-				"LAYER.HEAD:mean=FILE", what, arg);
-	int a = c->n_ablate++;
+	int bad = p == arg || l < 0 || h < 0 || q == p + 1 ||
+		l >= CAPTURE_INDICES || h >= CAPTURE_INDICES;
+	const char *rest = bad ? q : positions_opt(q, &c->ablate[a].pos, what, arg);
+	int mean = strcmp(rest, ":mean") == 0, from = strncmp(rest, ":mean=", 6) == 0;
+	if (bad || (*rest && !mean && !(from && rest[6])))
+		cli_usage_error("%s '%s': expected LAYER.HEAD[@POSITIONS], "
+				"optionally followed by :mean or :mean=FILE",
+				what, arg);
+	c->n_ablate++;
 	c->ablate[a].layer = (int)l;
 	c->ablate[a].head = (int)h;
 	c->ablate[a].mean = mean || from;
 	c->ablate[a].ref = NULL;
 	if (from)
-		reference_mean(c, a, q + 6, what);
+		reference_mean(c, a, rest + 6, what);
 }
 
 void capture_free(capture *c)
@@ -237,54 +345,138 @@ int capture_wanted(const capture *c)
 	return c->n_spec || c->n_ablate || c->n_patch;
 }
 
-/* Puts patch p (the whole activation, or head `head` of it) into data,
- * or dies where the shapes disagree. */
-static void patch_in(const at_tensor *p, float *data, int rank,
-		     const uint64_t *dims)
+/* An activation as rows of X floats: [B,H,T,X] (H = 1 for [B,T,X]). */
+typedef struct {
+	size_t B, H, T, X;
+} act_shape;
+
+static act_shape shape_of(int rank, const uint64_t *dims)
+{
+	if (rank == 4)
+		return (act_shape){dims[0], dims[1], dims[2], dims[3]};
+	return (act_shape){dims[0], 1, dims[1], dims[2]};
+}
+
+/* The positions of record p along T (its `positions` attribute, parsed
+ * into pos[0..n)), or n = T_rec with pos NULL for every one. */
+static size_t *record_positions(const at_tensor *p, size_t T_rec)
+{
+	const char *attr = at_attr_get(&p->attrs, "positions");
+	if (!attr)
+		return NULL;
+	capture_positions ps;
+	if (parse_positions(attr, strlen(attr), &ps) < 0)
+		cli_die("--patch: '%s' of layer %s: bad positions attribute '%s'",
+			p->name, at_attr_get(&p->attrs, "layer"), attr);
+	size_t *pos = malloc((T_rec + 1) * sizeof *pos), n = 0;
+	if (!pos)
+		cli_die("out of memory");
+	for (int r = 0; r < ps.n; r++)
+		for (long t = ps.lo[r]; t <= ps.hi[r]; t++) {
+			if (n == T_rec)
+				cli_die("--patch: '%s': its positions attribute "
+					"'%s' names more than its %zu positions",
+					p->name, attr, T_rec);
+			pos[n++] = (size_t)t;
+		}
+	if (n != T_rec)
+		cli_die("--patch: '%s': its positions attribute '%s' names %zu "
+			"positions, its data has %zu", p->name, attr, n, T_rec);
+	return pos;
+}
+
+/* Puts patch p (the whole activation, or head `head` of it; every
+ * position, or those of its positions attribute) into data where sel
+ * (NULL: all) has the position, or dies where the shapes disagree. */
+static void patch_in(const at_tensor *p, const capture_positions *sel,
+		     float *data, int rank, const uint64_t *dims)
 {
 	long head = -1;
 	at_attr_long(&p->attrs, "head", &head);
 	int one_head = head >= 0 && rank == 4;
-	int same = p->rank == rank;
-	for (int i = 0; same && i < rank; i++)
-		same = p->dims[i] == (i == 1 && one_head ? 1 : dims[i]);
-	if (!same || (one_head && (uint64_t)head >= dims[1])) {
+	act_shape run = shape_of(rank, dims), rec = shape_of(p->rank, p->dims);
+	size_t *pos = p->rank == rank ? record_positions(p, rec.T) : NULL;
+	int same = p->rank == rank && rec.B == run.B && rec.X == run.X &&
+		rec.H == (one_head ? 1 : run.H) && (pos || rec.T == run.T) &&
+		(!one_head || (uint64_t)head < run.H);
+	for (size_t r = 0; same && pos && r < rec.T; r++)
+		same = pos[r] < run.T;
+	if (!same) {
 		char want[128], got[128];
 		at_shape_str(rank, dims, want, sizeof want);
 		at_shape_str(p->rank, p->dims, got, sizeof got);
-		cli_die("--patch: '%s' of layer %s%s%s is %s, but this run's is %s",
-			p->name, at_attr_get(&p->attrs, "layer"),
-			one_head ? " head " : "", one_head ?
-			at_attr_get(&p->attrs, "head") : "", got, want);
+		const char *layer = at_attr_get(&p->attrs, "layer");
+		const char *at = at_attr_get(&p->attrs, "positions");
+		cli_die("--patch: '%s'%s%s%s%s%s%s is %s, but this run's is %s",
+			p->name, layer ? " of layer " : "", layer ? layer : "",
+			one_head ? " head " : "",
+			one_head ? at_attr_get(&p->attrs, "head") : "",
+			at ? " at positions " : "", at ? at : "", got, want);
 	}
-	if (!one_head) {
-		memcpy(data, p->data, at_nbytes(p));
-		return;
-	}
-	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
-	for (size_t b = 0; b < B; b++)
-		memcpy(data + (b * H + (size_t)head) * TX,
-		       (const float *)p->data + b * TX, TX * sizeof *data);
+	for (size_t b = 0; b < rec.B; b++)
+		for (size_t h = 0; h < rec.H; h++) {
+			size_t to_h = one_head ? (size_t)head : h;
+			const float *src = (const float *)p->data +
+				(b * rec.H + h) * rec.T * rec.X;
+			float *dst = data + (b * run.H + to_h) * run.T * run.X;
+			for (size_t r = 0; r < rec.T; r++) {
+				size_t t = pos ? pos[r] : r;
+				if (!sel || has_position(sel, t))
+					memcpy(dst + t * run.X, src + r * rec.X,
+					       rec.X * sizeof *dst);
+			}
+		}
+	free(pos);
 }
 
 /* Head h of a [B,H,T,X] activation zeroed, set to its mean over b, or
- * to ref [T,X] (a reference run's mean). */
+ * to ref [T,X] (a reference run's mean), at the positions of sel. */
 static void knock_out(float *data, const uint64_t *dims, int h, int mean,
-		      const float *ref)
+		      const float *ref, const capture_positions *sel)
 {
-	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
-	for (size_t i = 0; i < TX; i++) {
-		double sum = 0.0;
-		for (size_t b = 0; mean && !ref && b < B; b++)
-			sum += data[(b * H + h) * TX + i];
-		float v = ref ? ref[i] : mean ? (float)(sum / (double)B) : 0.0f;
-		for (size_t b = 0; b < B; b++)
-			data[(b * H + h) * TX + i] = v;
+	size_t B = dims[0], H = dims[1], T = dims[2], X = dims[3];
+	for (size_t t = 0; t < T; t++) {
+		if (!has_position(sel, t))
+			continue;
+		for (size_t i = t * X; i < (t + 1) * X; i++) {
+			double sum = 0.0;
+			for (size_t b = 0; mean && !ref && b < B; b++)
+				sum += data[(b * H + h) * T * X + i];
+			float v = ref ? ref[i] : mean ? (float)(sum / (double)B) : 0.0f;
+			for (size_t b = 0; b < B; b++)
+				data[(b * H + h) * T * X + i] = v;
+		}
 	}
 }
 
+/* The positions of sel below T written as ranges into buf; how many. */
+static size_t positions_attr(const capture_positions *sel, size_t T,
+			     char *buf, size_t len)
+{
+	size_t n = 0, at = 0;
+	buf[0] = '\0';
+	for (size_t t = 0; t < T; t++) {
+		if (!has_position(sel, t))
+			continue;
+		size_t end = t;
+		while (end + 1 < T && has_position(sel, end + 1))
+			end++;
+		int w = end > t ? snprintf(buf + at, len - at, "%s%zu-%zu",
+					   at ? "," : "", t, end)
+				: snprintf(buf + at, len - at, "%s%zu",
+					   at ? "," : "", t);
+		if (w < 0 || (size_t)w >= len - at)
+			cli_die("--capture: the positions %s... are too long a list "
+				"for the record's attribute", buf);
+		at += (size_t)w;
+		n += end - t + 1;
+		t = end;
+	}
+	return n;
+}
+
 /* Writes activation `name` of layer as one record, or, for heads, one
- * record of each head [B,1,T,X]. */
+ * record of each head [B,1,T,X]; only spec s's positions. */
 static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	       const float *data, int rank, const uint64_t *dims)
 {
@@ -298,41 +490,88 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	at_attr_set(&t.attrs, "captured", "1"); /* what --patch takes */
 	for (int i = 0; i < c->tag.n; i++)
 		at_attr_set(&t.attrs, c->tag.key[i], c->tag.value[i]);
-	if (!s->heads_given) {
+	act_shape a = shape_of(rank, dims);
+	size_t P = a.T;
+	if (s->pos.n) {
+		char list[AT_MAX_VALUE];
+		if (!(P = positions_attr(&s->pos, a.T, list, sizeof list)))
+			return 0; /* none of them in this pass */
+		at_attr_set(&t.attrs, "positions", list);
+		t.dims[rank - 2] = P;
+	}
+	if (!s->heads_given && !s->pos.n) {
 		t.data = (void *)data;
 		return at_write_tensor(c->w, &t) < 0 ? 1 : 0;
 	}
-	size_t B = dims[0], H = dims[1], TX = dims[2] * dims[3];
-	t.dims[1] = 1;
-	float *one = malloc(B * TX * sizeof *one + 1);
-	if (!one)
+	size_t heads = s->heads_given ? 1 : a.H;
+	if (s->heads_given)
+		t.dims[1] = 1;
+	float *part = malloc(a.B * heads * P * a.X * sizeof *part + 1);
+	if (!part)
 		cli_die("out of memory");
-	t.data = one;
+	t.data = part;
 	int rc = 0;
-	for (size_t h = 0; h < H && h < CAPTURE_INDICES && !rc; h++) {
-		if (!s->head[h])
+	for (size_t h0 = 0; h0 < a.H && !rc; h0 += heads) {
+		if (s->heads_given && (h0 >= CAPTURE_INDICES || !s->head[h0]))
 			continue;
-		for (size_t b = 0; b < B; b++)
-			memcpy(one + b * TX, data + (b * H + h) * TX, TX * sizeof *one);
-		at_attr_setf(&t.attrs, "head", "%zu", h);
+		float *to = part;
+		for (size_t b = 0; b < a.B; b++)
+			for (size_t h = h0; h < h0 + heads; h++)
+				for (size_t tt = 0; tt < a.T; tt++)
+					if (has_position(&s->pos, tt)) {
+						memcpy(to, data + ((b * a.H + h) * a.T + tt) * a.X,
+						       a.X * sizeof *to);
+						to += a.X;
+					}
+		if (s->heads_given)
+			at_attr_setf(&t.attrs, "head", "%zu", h0);
 		rc = at_write_tensor(c->w, &t) < 0 ? 1 : 0;
 	}
-	free(one);
+	free(part);
 	return rc;
+}
+
+/* Whether patch record p is for activation name of layer. */
+static int patch_for(const at_tensor *p, const char *name, int layer)
+{
+	long l;
+	if (strcmp(p->name, name) != 0)
+		return 0;
+	if (AMONG(name, of_the_model))
+		return 1;
+	return at_attr_long(&p->attrs, "layer", &l) == 0 && l == layer;
+}
+
+static int capture_wants(void *ctx, const char *name, int layer)
+{
+	capture *c = ctx;
+	name = hook_name(name, layer);
+	if (layer >= CAPTURE_INDICES)
+		return AT_HOOK_SKIP;
+	for (int i = 0; i < c->n_patch; i++)
+		if (patch_for(&c->patch[i], name, layer))
+			return AT_HOOK_WRITE;
+	for (int i = 0; strcmp(name, "out") == 0 && i < c->n_ablate; i++)
+		if (c->ablate[i].layer == layer)
+			return AT_HOOK_WRITE;
+	for (int i = 0; i < c->n_spec; i++)
+		if (strcmp(capture_names[c->spec[i].name], name) == 0 &&
+		    (layer < 0 || c->spec[i].layer[layer]))
+			return AT_HOOK_READ;
+	return AT_HOOK_SKIP;
 }
 
 static int on_activation(void *ctx, const char *name, int layer, float *data,
 			 int rank, const uint64_t *dims)
 {
 	capture *c = ctx;
-	if (layer < 0 || layer >= CAPTURE_INDICES)
+	name = hook_name(name, layer);
+	if (layer >= CAPTURE_INDICES || (layer < 0 && !AMONG(name, of_the_model)))
 		return 0;
-	for (int i = 0; i < c->n_patch; i++) {
-		long l;
-		if (strcmp(c->patch[i].name, name) == 0 &&
-		    at_attr_long(&c->patch[i].attrs, "layer", &l) == 0 && l == layer)
-			patch_in(&c->patch[i], data, rank, dims);
-	}
+	for (int i = 0; i < c->n_patch; i++)
+		if (patch_for(&c->patch[i], name, layer))
+			patch_in(&c->patch[i], patch_selection(c, i), data, rank,
+				 dims);
 	if (strcmp(name, "out") == 0)
 		for (int i = 0; i < c->n_ablate; i++)
 			if (c->ablate[i].layer == layer) {
@@ -344,11 +583,13 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 						(unsigned long long)c->ablate[i].ref_T,
 						(unsigned long long)dims[2]);
 				knock_out(data, dims, c->ablate[i].head,
-					  c->ablate[i].mean, c->ablate[i].ref);
+					  c->ablate[i].mean, c->ablate[i].ref,
+					  &c->ablate[i].pos);
 			}
 	for (int i = 0; i < c->n_spec; i++) {
 		const capture_spec *s = &c->spec[i];
-		if (strcmp(capture_names[s->name], name) == 0 && s->layer[layer]) {
+		if (strcmp(capture_names[s->name], name) == 0 &&
+		    (layer < 0 || s->layer[layer])) {
 			int rc = put(c, s, name, layer, data, rank, dims);
 			if (rc)
 				return rc;
@@ -364,9 +605,6 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 		if (c->ablate[i].layer >= L || c->ablate[i].head >= H)
 			cli_die("--ablate %d.%d: the model has %d layers of %d heads",
 				c->ablate[i].layer, c->ablate[i].head, L, H);
-	if (on_gpu && (c->n_ablate || c->n_patch))
-		cli_die("--%s changes activations on the CPU only in this "
-			"version: use --device cpu", c->n_ablate ? "ablate" : "patch");
 	for (int i = 0; i < c->n_spec; i++) { /* a list names what exists */
 		const capture_spec *s = &c->spec[i];
 		for (int k = L; s->listed_layers && k < CAPTURE_INDICES; k++)
@@ -378,14 +616,14 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 			if (s->head[k])
 				cli_die("--capture %s: head %d: the model has %d heads "
 					"(0..%d)", capture_names[s->name], k, H, H - 1);
+		if (on_gpu && c->decoding &&
+		    !AMONG(capture_names[s->name], gpu_decoding))
+			cli_die("--capture %s: the GPU's decoding steps report only "
+				"embed, x, lnf and logits in this version: use "
+				"--device cpu", capture_names[s->name]);
 	}
-	for (int i = 0; on_gpu && i < c->n_spec; i++)
-		if (!AMONG(capture_names[c->spec[i].name], on_the_gpu))
-			cli_die("--capture %s: the GPU engine does not report it in "
-				"this version: use --device cpu",
-				capture_names[c->spec[i].name]);
 	c->L = L, c->H = H, c->D = D;
-	c->hook = (at_hook){on_activation, c};
+	c->hook = (at_hook){.fn = on_activation, .wants = capture_wants, .ctx = c};
 	return &c->hook;
 }
 

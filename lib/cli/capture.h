@@ -1,24 +1,29 @@
-/* capture.h - --capture and --ablate of the whole-model filters: the
- * forward engine's hook (prenorm.h) choosing activations by name, layer
- * and head, writing them as records as they are computed, and knocking
- * heads out.
+/* capture.h - --capture, --ablate and --patch of the whole-model
+ * filters: the forward engine's hook (prenorm.h) choosing activations by
+ * name, layer, head and position, writing them as records as they are
+ * computed, knocking heads out and putting other runs' activations in.
  *
- * --capture NAME[:LAYERS[:HEADS]] (repeatable): NAME one of the hook's
- * names (capture_names), LAYERS and HEADS lists as -l takes them ("3",
- * "0-2,5", "all"; absent: all).  A record of [B,H,T,*] (q, k, v, scores,
- * attn, out) with HEADS is written one head at a time, [B,1,T,*] with a
- * `head` attribute; every record carries `layer` and the stages'
- * attributes (at_fwd_activation_attrs), and captured=1.
- * --ablate L.H[:mean[=FILE]] (repeatable): head H of layer L's output
- * (out, before Wo) is set to zero, or to its mean over the batch's rows
- * at each position, or to that mean in a reference run's capture FILE,
- * before the rest of the layer uses it.
- * --patch FILE (repeatable): every captured record of FILE (a --capture
- * of another run) replaces that activation of its layer (and
- * head, where it has one) in this run, as soon as it is computed: a
- * clean run's head output into a corrupted run.  Shapes must agree.
- * Only the CPU engine hands the hook the activation itself, so --ablate
- * and --patch need it.
+ * --capture NAME[:LAYERS[:HEADS]][@POSITIONS] (repeatable): NAME one of
+ * the hook's names (capture_names; embed, lnf and logits are the model's
+ * and take no LAYERS), LAYERS and HEADS lists as -l takes them ("3",
+ * "0-2,5", "all"; absent: all), POSITIONS such a list of positions along
+ * T (the query rows of scores and attn).  A record of [B,H,T,*] (q, k,
+ * v, scores, attn, out, result) with HEADS is written one head at a time,
+ * [B,1,T,*] with a `head` attribute; with POSITIONS it holds only those
+ * below the pass's T, named by a `positions` attribute.  Every record
+ * carries `layer` (but the model's), the stages' attributes
+ * (at_fwd_activation_attrs), and captured=1.
+ * --ablate L.H[@POSITIONS][:mean[=FILE]] (repeatable): head H of layer
+ * L's output (out, before Wo) is set to zero, or to its mean over the
+ * batch's rows at each position, or to that mean in a reference run's
+ * capture FILE, before the rest of the layer uses it; at POSITIONS only.
+ * --patch FILE[@POSITIONS] (repeatable): every captured record of FILE (a
+ * --capture of another run) replaces that activation of its layer (and
+ * head, and positions, where it has them) in this run, as soon as it is
+ * computed: a clean run's head output into a corrupted run; @POSITIONS
+ * puts back only those.  Shapes must agree.
+ * The hook's wants (capture_wants) asks the engine for only what these
+ * need, and on the GPU copies back what --ablate and --patch change.
  */
 #ifndef ANDREA_CAPTURE_H
 #define ANDREA_CAPTURE_H
@@ -31,6 +36,14 @@
 
 #define CAPTURE_MAX 64      /* --capture and --ablate options at most */
 #define CAPTURE_INDICES 4096 /* layers or heads a list may name */
+#define CAPTURE_RANGES 32    /* ranges of one list of positions */
+#define CAPTURE_MAX_POSITION (1 << 24)
+
+/* Positions as ranges lo..hi (both included); n = 0: every position. */
+typedef struct {
+	int n;
+	int lo[CAPTURE_RANGES], hi[CAPTURE_RANGES];
+} capture_positions;
 
 /* The names --capture takes, in the order a block computes them, then
  * NULL. */
@@ -41,6 +54,7 @@ typedef struct {
 	unsigned char layer[CAPTURE_INDICES], head[CAPTURE_INDICES];
 	int heads_given;
 	int listed_layers, listed_heads; /* named, not "all": checked */
+	capture_positions pos;
 } capture_spec;
 
 typedef struct {
@@ -48,12 +62,17 @@ typedef struct {
 	int n_spec;
 	struct {
 		int layer, head, mean;
+		capture_positions pos;
 		float *ref;        /* :mean=FILE: the reference's mean, [T,D] */
 		uint64_t ref_T, ref_D;
 	} ablate[CAPTURE_MAX];
 	int n_ablate;
 	at_tensor *patch;              /* --patch records */
 	int n_patch;
+	/* each --patch FILE: its first record and its @POSITIONS */
+	int patch_first[CAPTURE_MAX], n_patch_files;
+	capture_positions patch_pos[CAPTURE_MAX];
+	int decoding;                  /* set by the caller: the engine decodes */
 	at_attrs tag;                  /* added to every record (step, row) */
 	/* set by capture_start */
 	at_writer *w;
@@ -70,8 +89,8 @@ void capture_free(capture *c);
 /* 1 where an option asked for anything. */
 int capture_wanted(const capture *c);
 /* Checks the options against a model of L layers and H heads of width D
- * and the engine e that will run them (on the GPU, that none needs the
- * CPU), ending the program on a mismatch; then the hook that writes to w
+ * and the engine e that will run them (on the GPU's decoding steps, that
+ * it reports what they name), ending the program on a mismatch; then the hook that writes to w
  * (set later with capture_to). */
 const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e);
 void capture_to(capture *c, at_writer *w);

@@ -30,6 +30,8 @@ struct at_fwd {
 	/* records of at_fwd_blocks_begin computed here, oldest first */
 	float *held[2];
 	size_t held_n[2];
+	float *r;                /* the heads' results, where a hook wants them */
+	size_t nr;
 	float *piece;            /* a piece of at_fwd_head's logits */
 	size_t piece_n;
 	int in_flight;           /* begun, not yet ended (on the GPU too) */
@@ -75,6 +77,11 @@ static int scratch(at_fwd *e, size_t rows, size_t ns)
 		}
 		e->nc = nc;
 	}
+	int results = 0; /* a hook wants the heads' results somewhere */
+	for (int l = 0; l < e->w->L && !results; l++)
+		results = at_hook_wants(e->hook, "result", l) != AT_HOOK_SKIP;
+	if (results && grow(&e->r, &e->nr, nc * e->w->H) < 0)
+		return -1;
 	return grow(&e->s, &e->ns, ns) < 0 ? -1 : grow(&e->f, &e->nf, 4 * nc);
 }
 
@@ -122,7 +129,7 @@ void at_fwd_free(at_fwd *e)
 		return;
 	at_cuda_fwd_free(e->gpu);
 	float *bufs[] = {e->kc, e->vc, e->x, e->h, e->t, e->q, e->k, e->v,
-			 e->s, e->f, e->held[0], e->held[1], e->piece};
+			 e->s, e->f, e->held[0], e->held[1], e->piece, e->r};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		free(bufs[i]);
 	free(e->len);
@@ -145,13 +152,20 @@ int at_fwd_cached(const at_fwd *e, int row)
 	return e->len[row];
 }
 
-/* Reports x [B,T,C] after layer (-1: the embedding). */
+/* Reports the engine's own activation [B,T,X] (x after layer, -1: the
+ * embedding; lnf and logits, layer -1) to a hook that wants it. */
+static int report_btx(const at_fwd *e, const char *name, float *data,
+		      int layer, int B, int T, int X)
+{
+	if (at_hook_wants(e->hook, name, layer) == AT_HOOK_SKIP)
+		return 0;
+	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)X};
+	return e->hook->fn(e->hook->ctx, name, layer, data, 3, dims);
+}
+
 static int report_x(const at_fwd *e, float *x, int layer, int B, int T)
 {
-	if (!e->hook)
-		return 0;
-	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)e->w->C};
-	return e->hook->fn(e->hook->ctx, "x", layer, x, 3, dims);
+	return report_btx(e, "x", x, layer, B, T, e->w->C);
 }
 
 /* Layer l on the CPU over x [B,T,C] in place, with kv or without. */
@@ -163,6 +177,8 @@ static int cpu_block(at_fwd *e, int l, const at_kv *kv, float *x, int B,
 			   .k = e->k, .v = e->v, .out = e->q, .scores = e->s,
 			   .att = e->s, .fc = e->f, .gelu = e->f, .tmp = e->t,
 			   .hook = e->hook, .layer = l};
+	if (at_hook_wants(e->hook, "result", l) != AT_HOOK_SKIP)
+		a.result = e->r; /* grown by scratch */
 	int rc = at_block_run(&w->layer[l], &a, kv, x, x, B, T, w->C, w->H);
 	return rc ? rc : report_x(e, x, l, B, T);
 }
@@ -229,16 +245,17 @@ const float *at_fwd_blocks_end(at_fwd *e, char *err, size_t errlen)
 	return out;
 }
 
-/* logits [N,V] of x [N,C] on the CPU, ln in e->h; reported. */
+/* logits [N,V] of x [N,C] (B = N / T rows of T) on the CPU, ln in e->h;
+ * lnf and logits reported. */
 static int cpu_head(at_fwd *e, float *logits, const float *x, int N, int T)
 {
 	const at_weights *w = e->w;
-	at_head_run(w->lnf_w, w->lnf_b, w->lm_head, w->wte, e->h, NULL, NULL,
-		    logits, x, N, w->C, w->V);
-	if (!e->hook)
-		return 0;
-	uint64_t dims[3] = {(uint64_t)(N / T), (uint64_t)T, (uint64_t)w->V};
-	return e->hook->fn(e->hook->ctx, "logits", -1, logits, 3, dims);
+	at_head_norm(w->lnf_w, w->lnf_b, e->h, x, N, w->C);
+	int rc = report_btx(e, "lnf", e->h, -1, N / T, T, w->C);
+	if (rc)
+		return rc;
+	at_head_product(w->lm_head, w->wte, logits, e->h, N, w->C, w->V);
+	return report_btx(e, "logits", logits, -1, N / T, T, w->V);
 }
 
 /* The CPU's head piece by piece: rows of about 4 MiB of logits. */

@@ -17,11 +17,20 @@ static void layernorm(float *out, float *mean, float *rstd, const float *in,
 		at_layernorm_stats(mean, rstd, in, N, C, AT_LN_EPS);
 }
 
-/* Reports one activation to the hook, if there is one. */
+int at_hook_wants(const at_hook *hook, const char *name, int layer)
+{
+	if (!hook)
+		return AT_HOOK_SKIP;
+	if (hook->wants)
+		return hook->wants(hook->ctx, name, layer);
+	return strcmp(name, "result") == 0 ? AT_HOOK_SKIP : AT_HOOK_READ;
+}
+
+/* Reports one activation to the hook, if it wants it. */
 static int report(const at_block_acts *a, const char *name, float *data,
 		  int rank, uint64_t d0, uint64_t d1, uint64_t d2, uint64_t d3)
 {
-	if (!a->hook)
+	if (at_hook_wants(a->hook, name, a->layer) == AT_HOOK_SKIP)
 		return 0;
 	uint64_t dims[4] = {d0, d1, d2, d3};
 	return a->hook->fn(a->hook->ctx, name, a->layer, data, rank, dims);
@@ -83,6 +92,33 @@ static int attend_cached(const at_block_acts *a, const at_kv *kv, int B,
 	return 0;
 }
 
+#define TRY(call)                          \
+	do {                               \
+		int rc_ = (call);          \
+		if (rc_)                   \
+			return rc_;        \
+	} while (0)
+
+/* a->result [B,H,T,C]: each head's out times its D rows of Wo, reported;
+ * then a->y their sum over the heads (without bo). */
+static int heads_result(const at_block_w *w, const at_block_acts *a, int B,
+			int T, int C, int H)
+{
+	int D = C / H;
+	size_t TD = (size_t)T * D, TC = (size_t)T * C;
+	for (size_t bh = 0; bh < (size_t)B * H; bh++)
+		at_gemm(0, 0, T, C, D, 1.0f, a->out + bh * TD, D,
+			w->wo + (bh % H) * D * C, C, 0.0f, a->result + bh * TC, C);
+	REPORT(a, "result", a->result, 4, B, H, T, C);
+	for (int b = 0; b < B; b++) {
+		float *y = a->y + b * TC;
+		memcpy(y, a->result + (size_t)b * H * TC, TC * sizeof *y);
+		for (int h = 1; h < H; h++)
+			at_add_inplace(y, a->result + ((size_t)b * H + h) * TC, TC);
+	}
+	return 0;
+}
+
 /* a->y = concat over heads of causal softmax(Q K^T / sqrt D) V, times Wo,
  * with Q, K, V from LN1(x). */
 static int attention(const at_block_w *w, const at_block_acts *a,
@@ -112,8 +148,12 @@ static int attention(const at_block_w *w, const at_block_acts *a,
 	if (rc)
 		return rc;
 	REPORT(a, "out", a->out, 4, B, H, T, D);
-	at_merge_heads(a->tmp, a->out, B, T, H, D);
-	at_gemm(0, 0, BT, C, C, 1.0f, a->tmp, C, w->wo, C, 0.0f, a->y, C);
+	if (a->result) {
+		TRY(heads_result(w, a, B, T, C, H));
+	} else {
+		at_merge_heads(a->tmp, a->out, B, T, H, D);
+		at_gemm(0, 0, BT, C, C, 1.0f, a->tmp, C, w->wo, C, 0.0f, a->y, C);
+	}
 	if (w->bo)
 		at_add_bias(a->y, w->bo, BT, C);
 	REPORT(a, "y", a->y, 3, B, T, C, 0);
@@ -167,6 +207,18 @@ void at_head_run(const float *lnf_w, const float *lnf_b, const float *lm_head,
 		 float *logits, const float *x, int N, int C, int V)
 {
 	layernorm(ln, mean, rstd, x, lnf_w, lnf_b, N, C);
+	at_head_product(lm_head, wte, logits, ln, N, C, V);
+}
+
+void at_head_norm(const float *lnf_w, const float *lnf_b, float *ln,
+		  const float *x, int N, int C)
+{
+	layernorm(ln, NULL, NULL, x, lnf_w, lnf_b, N, C);
+}
+
+void at_head_product(const float *lm_head, const float *wte, float *logits,
+		     const float *ln, int N, int C, int V)
+{
 	if (lm_head)
 		at_gemm(0, 0, N, V, C, 1.0f, ln, C, lm_head, V, 0.0f, logits, V);
 	else

@@ -23,18 +23,32 @@ typedef struct {
 	const float *bq, *bk, *bv, *bo, *bfc, *bproj;
 } at_block_w;
 
+/* What a hook does with one activation (its wants): skips it (fn is not
+ * called, and an activation only a hook needs is not computed), reads it,
+ * or may write it. */
+enum { AT_HOOK_SKIP = 0, AT_HOOK_READ = 1, AT_HOOK_WRITE = 2 };
+
 /* Called with each named activation as soon as it is computed: name
- * (ln1, q, k, v, scores, attn, out, y, xmid, ln2, fc, gelu, mlp; the
- * engine adds x and logits), the layer (-1 for none), host data of the
- * given shape.  On the CPU the data is the activation itself, before the
- * block uses it, so a hook may change it (ablation, patching); the GPU
- * hands a copy.  A non-zero return stops the forward pass and is passed
- * back. */
+ * (ln1, q, k, v, scores, attn, out, result, y, xmid, ln2, fc, gelu, mlp;
+ * the engine adds x, lnf and logits), the layer (-1 for none: the
+ * embedding is x of layer -1), host data of the given shape.  The data is
+ * the activation before the model uses it: a hook that changes it
+ * (ablation, patching) changes the rest of the pass.  On the GPU it is a
+ * copy, which goes back to the device where wants says AT_HOOK_WRITE.
+ * result, the heads' shares of y ([B,H,T,C]: head h's out . its rows of
+ * Wo; y is their sum plus bo), is computed only for a hook whose wants
+ * asks for it.  wants NULL: every activation but result is read (and, on
+ * the CPU, may be written).  A non-zero return of fn stops the forward
+ * pass and is passed back. */
 typedef struct {
 	int (*fn)(void *ctx, const char *name, int layer, float *data,
 		  int rank, const uint64_t *dims);
+	int (*wants)(void *ctx, const char *name, int layer);
 	void *ctx;
 } at_hook;
+
+/* hook's wants for name at layer (AT_HOOK_SKIP where hook is NULL). */
+int at_hook_wants(const at_hook *hook, const char *name, int layer);
 
 /* One layer's KV cache: k, v [B,H,cap,D]; row b holds len[b] positions,
  * and a block run over T new positions puts their keys and values at
@@ -60,6 +74,8 @@ typedef struct {
 	float *scores;              /* [B,H,T,T] Q.K^T / sqrt D, masked */
 	float *att;                 /* [B,H,T,T] its row softmax */
 	float *y;                   /* [B*T,C] merged heads . Wo */
+	float *result;              /* [B,H,T,C] the heads' shares of y, or
+				     * NULL (then not computed) */
 	float *xmid;                /* [B*T,C] x_in + y, or NULL */
 	float *fc, *gelu;           /* [B*T,F] before and after GELU */
 	float *tmp;                 /* [B*T,C] scratch */
@@ -83,5 +99,10 @@ int at_block_run(const at_block_w *w, const at_block_acts *a,
 void at_head_run(const float *lnf_w, const float *lnf_b, const float *lm_head,
 		 const float *wte, float *ln, float *mean, float *rstd,
 		 float *logits, const float *x, int N, int C, int V);
+/* Its two halves: ln = LNf(x), and logits = ln . lm_head (or . wte^T). */
+void at_head_norm(const float *lnf_w, const float *lnf_b, float *ln,
+		  const float *x, int N, int C);
+void at_head_product(const float *lm_head, const float *wte, float *logits,
+		     const float *ln, int N, int C, int V);
 
 #endif
