@@ -242,11 +242,17 @@ static int bias_fill(float *y, const float *x, const float *b, size_t rows,
 	((prec) == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)  \
 				: fn<float>((float *)(ptr), __VA_ARGS__))
 
-static int report(const at_cu_block_acts *a, const char *name,
-		  const void *data, int bf, int rank, uint64_t d0, uint64_t d1,
-		  uint64_t d2, uint64_t d3)
+static int wants(const at_cu_block_acts *a, const char *name)
 {
-	if (!a->hook)
+	return a->hook ? a->hook->wants(a->hook->ctx, name, a->layer)
+		       : AT_HOOK_SKIP;
+}
+
+static int report(const at_cu_block_acts *a, const char *name, void *data,
+		  int bf, int rank, uint64_t d0, uint64_t d1, uint64_t d2,
+		  uint64_t d3)
+{
+	if (wants(a, name) == AT_HOOK_SKIP)
 		return 0;
 	uint64_t dims[4] = {d0, d1, d2, d3};
 	return a->hook->fn(a->hook->ctx, name, a->layer, data, bf, rank, dims);
@@ -272,10 +278,104 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 	}
 	TRY(at_cu_softmax_causal_fwd(a->att, a->att16, (size_t)BH * T, T, n, post));
 	TRY(report(a, "attn", a->att, 0, 4, B, H, T, n));
+	if (bf && wants(a, "attn") == AT_HOOK_WRITE) // the product reads att16
+		TRY(at_cu_to_bf16(a->att16, a->att, (size_t)BH * Tn));
 	TRY(at_cu_gemm(g, 0, 0, T, D, n, 1.0f,
 		       bf ? (void *)a->att16 : (void *)a->att, Tn, a->v, cD,
 		       0.0f, a->buf3, TD, BH, "the attention product"));
 	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
+}
+
+// ---- with a hook: each sublayer's output on its own, so that the hook
+// may change it before the residual stream takes it ----
+
+// result[b,h,t,c] = sum over d of out[b,h,t,d] wo[h*D + d, c].
+template <typename W>
+__global__ static void head_result_kernel(float *result, const float *out,
+					  const W *wo, size_t n, int H, int T,
+					  int D, int C)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t c = i % C, bht = i / C, h = (bht / T) % H;
+		const float *z = out + bht * D;
+		const W *wc = wo + h * D * (size_t)C + c;
+		float sum = 0.0f;
+		for (int d = 0; d < D; d++)
+			sum += z[d] * (float)wc[(size_t)d * C];
+		result[i] = sum;
+	}
+}
+
+template <typename W>
+static int head_result(const W *wo, float *result, const float *out, int B,
+		       int T, int H, int D)
+{
+	size_t n = (size_t)B * H * T * H * D;
+	head_result_kernel<W><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
+		result, out, wo, n, H, T, D, H * D);
+	CU_LAUNCHED("the heads' results kernel");
+	return 0;
+}
+
+// y[b,t,c] = bo[c] (0 without) + sum over h of result[b,h,t,c].
+__global__ static void sum_heads_kernel(float *y, const float *result,
+					const float *bo, size_t n, int H,
+					int T, int C)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t c = i % C, t = (i / C) % T, b = i / ((size_t)C * T);
+		float sum = bo ? bo[c] : 0.0f;
+		for (int h = 0; h < H; h++)
+			sum += result[((b * H + h) * T + t) * C + c];
+		y[i] = sum;
+	}
+}
+
+__global__ static void add_kernel(float *out, const float *x, const float *y,
+				  size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		out[i] = x[i] + y[i];
+}
+
+static int add(float *out, const float *x, const float *y, size_t n)
+{
+	add_kernel<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(out, x, y, n);
+	CU_LAUNCHED("the residual add kernel");
+	return 0;
+}
+
+// y = the heads' output (out in buf3, or merged when decoding) . Wo + bo,
+// reported, then xmid = x_in + y; where the hook wants result, y is the
+// sum of the heads' shares.
+static int hooked_attention_out(const at_cu_gemm_mode *g,
+				const at_cu_block_w *w,
+				const at_cu_block_acts *a, const float *x_in,
+				int decoding, int B, int T, int C, int H)
+{
+	int p = g->prec, BT = B * T, D = C / H;
+	size_t BTC = (size_t)BT * C;
+	float *y = a->buf3 + BTC, beta;
+	if (!decoding && a->result && wants(a, "result") != AT_HOOK_SKIP) {
+		TRY(MM_CALL(p, head_result, w->wo, a->result, a->buf3, B, T, H, D));
+		TRY(report(a, "result", a->result, 0, 4, B, H, T, C));
+		sum_heads_kernel<<<at_cu_blocks(BTC, 256), 256, 0, at_cu_stream>>>(
+			y, a->result, w->bo, BTC, H, T, C);
+		CU_LAUNCHED("the heads' sum kernel");
+	} else {
+		if (!decoding)
+			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T,
+				    H, D));
+		TRY(bias_fill(y, NULL, w->bo, BT, C, 1, &beta));
+		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
+			       beta, y, 0, 1, "the output projection"));
+	}
+	TRY(report(a, "y", y, 0, 3, B, T, C, 0));
+	TRY(add(a->xmid, x_in, y, BTC));
+	return report(a, "xmid", a->xmid, 0, 3, B, T, C, 0);
 }
 
 int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
@@ -290,6 +390,7 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 
 	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean, a->ln1_rstd,
 		    x_in, w->ln1w, w->ln1b, BT, C, AT_LN_EPS));
+	TRY(report(a, "ln1", a->ln1, bf, 3, B, T, C, 0));
 	float beta;
 	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, C, 3, &beta));
 	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, beta,
@@ -317,31 +418,41 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 				TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
 		}
 		TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
-		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
+		if (!a->hook)
+			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T,
+				    H, D));
 	}
-	TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
-	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, 1.0f,
-		       a->xmid, 0, 1, "the output projection"));
-	if (a->hook) { // y alone, which the residual add above folds in
-		TRY(bias_fill(a->buf3, NULL, w->bo, BT, C, 1, &beta));
+	if (a->hook) {
+		TRY(hooked_attention_out(g, w, a, x_in, kv && kv->pos, B, T, C, H));
+	} else { // xmid = x_in + bo + merged . Wo, the residual in beta
+		TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
 		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
-			       beta, a->buf3, 0, 1, "the output projection"));
-		TRY(report(a, "y", a->buf3, 0, 3, B, T, C, 0));
+			       1.0f, a->xmid, 0, 1, "the output projection"));
 	}
 
 	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln2, a->ln2_mean, a->ln2_rstd,
 		    a->xmid, w->ln2w, w->ln2b, BT, C, AT_LN_EPS));
-	if (a->fused && !w->bfc) {
+	TRY(report(a, "ln2", a->ln2, bf, 3, B, T, C, 0));
+	if (a->fused && !w->bfc && !a->hook) {
 		TRY(a->fused->fn(a->fused->ctx, a->ln2, w->fc, a->gelu, a->fc));
 	} else {
 		TRY(bias_fill((float *)a->fc, NULL, w->bfc, BT, F, 1, &beta));
 		TRY(at_cu_gemm(g, 0, 0, BT, F, C, 1.0f, a->ln2, 0, w->fc, 0, beta,
 			       (float *)a->fc, 0, 1, "the MLP's first product"));
+		TRY(report(a, "fc", a->fc, 0, 3, B, T, F, 0));
 		TRY(MM_CALL(p, at_cu_gelu_fwd, a->gelu, (float *)a->fc,
 			    (size_t)BT * F));
 	}
-	TRY(bias_fill(x_out, a->xmid, w->bproj, BT, C, 1, &beta));
-	TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, 1.0f,
-		       x_out, 0, 1, "the MLP's second product"));
-	return 0;
+	TRY(report(a, "gelu", a->gelu, bf, 3, B, T, F, 0));
+	if (!a->hook) { // x_out = xmid + bproj + gelu . proj
+		TRY(bias_fill(x_out, a->xmid, w->bproj, BT, C, 1, &beta));
+		TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0,
+			       1.0f, x_out, 0, 1, "the MLP's second product"));
+		return 0;
+	}
+	TRY(bias_fill(a->buf3, NULL, w->bproj, BT, C, 1, &beta));
+	TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, beta,
+		       a->buf3, 0, 1, "the MLP's second product"));
+	TRY(report(a, "mlp", a->buf3, 0, 3, B, T, C, 0));
+	return add(x_out, a->xmid, a->buf3, BTC);
 }

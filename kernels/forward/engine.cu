@@ -181,6 +181,7 @@ extern "C" void at_cuda_fwd_free(at_cuda_fwd *g)
 	cudaFree(g->vc);
 	free_bufs(&g->big);
 	free_bufs(&g->step);
+	cudaFree(g->result);
 	cudaFreeHost(g->h_act);
 	cudaFreeHost(g->h_tok);
 	cudaFreeHost(g->h_pos);
@@ -276,10 +277,20 @@ extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
 
 // ---- hooks: device activations to the caller's host hook ----
 
-static int host_hook(void *ctx, const char *name, int layer, const void *data,
+static int host_wants(void *ctx, const char *name, int layer)
+{
+	return at_hook_wants(((at_cuda_fwd *)ctx)->hook, name, layer);
+}
+
+// A copy on the host for the caller's hook, and back onto the device
+// where the hook may have changed it.
+static int host_hook(void *ctx, const char *name, int layer, void *data,
 		     int bf, int rank, const uint64_t *dims)
 {
 	at_cuda_fwd *g = (at_cuda_fwd *)ctx;
+	int want = at_hook_wants(g->hook, name, layer);
+	if (want == AT_HOOK_SKIP)
+		return 0;
 	size_t n = 1;
 	for (int i = 0; i < rank; i++)
 		n *= dims[i];
@@ -291,26 +302,38 @@ static int host_hook(void *ctx, const char *name, int layer, const void *data,
 			 "pinned memory for an activation");
 		g->h_act_n = n;
 	}
-	const void *src = data;
+	float *dev = (float *)data; // the float activation, or its copy
 	dev_buf<float> conv;
 	if (bf) {
 		TRY(conv.alloc(n, "an activation"));
 		TRY(at_cu_from_bf16(conv.p, (const bf16 *)data, n));
-		src = conv.p;
+		dev = conv.p;
 	}
-	CU_CHECK(cudaMemcpy(g->h_act, src, n * 4, cudaMemcpyDeviceToHost),
+	CU_CHECK(cudaMemcpy(g->h_act, dev, n * 4, cudaMemcpyDeviceToHost),
 		 "copying an activation from the GPU");
-	return g->hook->fn(g->hook->ctx, name, layer, g->h_act, rank, dims);
+	int rc = g->hook->fn(g->hook->ctx, name, layer, g->h_act, rank, dims);
+	if (rc || want != AT_HOOK_WRITE)
+		return rc;
+	CU_CHECK(cudaMemcpy(dev, g->h_act, n * 4, cudaMemcpyHostToDevice),
+		 "copying an activation back to the GPU");
+	return bf ? at_cu_to_bf16((bf16 *)data, dev, n) : 0;
 }
 
-// Reports the float device buffer x [B,T,C] (layer -1: the embedding).
-static int report_x(at_cuda_fwd *g, const at_cu_hook *h, const float *x,
-		    int layer, int B, int T)
+// Reports the engine's own device activation [B,T,X]: x after layer (-1:
+// the embedding), lnf and logits (layer -1).
+static int report_btx(const at_cu_hook *h, const char *name, void *data,
+		      int bf, int layer, int B, int T, int X)
 {
 	if (!h)
 		return 0;
-	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)g->C};
-	return h->fn(h->ctx, "x", layer, x, 0, 3, dims);
+	uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)X};
+	return h->fn(h->ctx, name, layer, data, bf, 3, dims);
+}
+
+static int report_x(at_cuda_fwd *g, const at_cu_hook *h, float *x, int layer,
+		    int B, int T)
+{
+	return report_btx(h, "x", x, 0, layer, B, T, g->C);
 }
 
 // ---- passes ----
@@ -335,23 +358,37 @@ int fwd_engine::block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
 	a.buf3 = b->buf3;
 	a.hook = h;
 	a.layer = l;
+	size_t results = BTC * g->H; // the heads' shares of y, where wanted
+	if (h && h->wants(h->ctx, "result", l) != AT_HOOK_SKIP) {
+		if (results > g->result_n) {
+			cudaFree(g->result);
+			g->result = NULL;
+			g->result_n = 0;
+			TRY(dalloc(&g->result, results * 4, "the heads' results"));
+			g->result_n = results;
+		}
+		a.result = g->result;
+	}
 	TRY(at_cu_block_fwd(&g->g, &g->w[l], &a, kv, x, x, B, T, g->C, g->H));
 	return report_x(g, h, x, l, B, T);
 }
 
-// The head on N rows of x (device) into b->logits.
-static int head(at_cuda_fwd *g, pass_bufs *b, const float *x, int N)
+// The head on N = B*T rows of x (device) into b->logits, its LayerNorm
+// and logits reported to h.
+static int head(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h,
+		const float *x, int N, int T)
 {
-	int C = g->C;
+	int C = g->C, bf = g->prec == AT_PREC_BF16;
 	TRY(g->prec == AT_PREC_BF16
 		    ? at_cu_layernorm_fwd<bf16>((bf16 *)b->ln, NULL, NULL, x,
 						g->lnfw, g->lnfb, N, C, AT_LN_EPS)
 		    : at_cu_layernorm_fwd<float>((float *)b->ln, NULL, NULL, x,
 						 g->lnfw, g->lnfb, N, C,
 						 AT_LN_EPS));
-	return at_cu_gemm(&g->g, 0, g->head_tied, N, g->V, C, 1.0f, b->ln, 0,
-			  g->lm_head, 0, 0.0f, b->logits, 0, 1,
-			  "the head product");
+	TRY(report_btx(h, "lnf", b->ln, bf, -1, N / T, T, C));
+	TRY(at_cu_gemm(&g->g, 0, g->head_tied, N, g->V, C, 1.0f, b->ln, 0,
+		       g->lm_head, 0, 0.0f, b->logits, 0, 1, "the head product"));
+	return report_btx(h, "logits", b->logits, 0, -1, N / T, T, g->V);
 }
 
 // The first product of each shape costs cuBLAS the loading of its
@@ -373,7 +410,7 @@ static int warm_up(at_cuda_fwd *g)
 	if (l < g->L)
 		TRY(block(g, b, NULL, l, NULL, NULL, NULL, b->x, 1, T));
 	if (g->lnfw)
-		TRY(head(g, b, b->x, T));
+		TRY(head(g, b, NULL, b->x, T, T));
 	CU_CHECK(cudaDeviceSynchronize(), "warming up");
 	return 0;
 }
@@ -386,6 +423,7 @@ static const at_cu_hook *device_hook(at_cuda_fwd *g, const at_hook *hook,
 	if (!hook)
 		return NULL;
 	h->fn = host_hook;
+	h->wants = host_wants;
 	h->ctx = g;
 	return h;
 }
@@ -459,7 +497,7 @@ extern "C" int at_cuda_fwd_head(at_cuda_fwd *g, const float *x, int N,
 	pass_bufs *b = &g->big;
 	CU_CHECK(cudaMemcpy(b->x, x, (size_t)N * g->C * 4,
 			    cudaMemcpyHostToDevice), "copying x to the GPU");
-	TRY(head(g, b, b->x, N));
+	TRY(head(g, b, NULL, b->x, N, N));
 	// piece k goes through host buffer k % 2: the next one copies while
 	// the sink takes this one
 	head_pieces *p = &g->pieces;
@@ -511,13 +549,9 @@ extern "C" int at_cuda_fwd_logits(at_cuda_fwd *g, float *logits,
 	at_cu_hook hd;
 	const at_cu_hook *h = device_hook(g, hook, &hd);
 	TRY(whole(g, h, tokens, B, T, NULL, 0));
-	TRY(head(g, &g->big, g->big.x, (int)N));
+	TRY(head(g, &g->big, h, g->big.x, (int)N, T));
 	CU_CHECK(cudaMemcpy(logits, g->big.logits, N * g->V * 4,
 			    cudaMemcpyDeviceToHost), "computing the logits");
-	if (h) {
-		uint64_t dims[3] = {(uint64_t)B, (uint64_t)T, (uint64_t)g->V};
-		return hook->fn(hook->ctx, "logits", -1, logits, 3, dims);
-	}
 	return 0;
 }
 
@@ -535,7 +569,7 @@ extern "C" int at_cuda_fwd_prefill(at_cuda_fwd *g, int row,
 		return 0;
 	}
 	pass_bufs *b = &g->big;
-	TRY(head(g, b, b->x + (size_t)(T - 1) * g->C, 1));
+	TRY(head(g, b, h, b->x + (size_t)(T - 1) * g->C, 1, 1));
 	CU_CHECK(cudaMemcpy(logits, b->logits, (size_t)g->V * 4,
 			    cudaMemcpyDeviceToHost), "encoding the prompt");
 	return 0;
@@ -553,7 +587,7 @@ static int decode_launches(at_cuda_fwd *g, const at_cu_hook *h, int B)
 	for (int l = 0; l < g->L; l++)
 		TRY(block(g, b, h, l, &kv, (char *)g->kc + l * layer,
 			  (char *)g->vc + l * layer, b->x, B, 1));
-	return head(g, b, b->x, B);
+	return head(g, b, h, b->x, B, 1);
 }
 
 // Records the step of B rows as a graph; 0 with graphs turned off if

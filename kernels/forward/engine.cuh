@@ -66,6 +66,8 @@ struct at_cuda_fwd {
 	// the KV cache: L x [rows,H,ctx,D] each, mm
 	void *kc, *vc;
 	pass_bufs big, step;
+	float *result;           // the heads' results, where a hook wants them
+	size_t result_n;
 	// host staging: hooks' copies, decoding's tokens and positions
 	float *h_act;
 	size_t h_act_n;

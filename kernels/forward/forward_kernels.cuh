@@ -17,6 +17,10 @@
 #include "common/cuda_util.cuh"
 #include "common/gemm.cuh"
 
+extern "C" {
+#include "ops/prenorm.h" // AT_HOOK_SKIP, _READ, _WRITE
+}
+
 typedef __nv_bfloat16 bf16;
 
 #define GELU_K 0.7978845608028654f // sqrt(2/pi)
@@ -41,10 +45,14 @@ template <typename OUT>
 int at_cu_gelu_fwd(OUT *out, const float *in, size_t n);
 
 // A named activation on the device: data is float, or bf16 where bf is
-// 1.  Called as soon as it is computed; a non-zero return stops the pass.
+// 1.  Called as soon as it is computed, before the pass uses it, for the
+// names wants does not answer AT_HOOK_SKIP (prenorm.h); one it answers
+// AT_HOOK_WRITE may be changed in place.  A non-zero return stops the
+// pass.
 struct at_cu_hook {
-	int (*fn)(void *ctx, const char *name, int layer, const void *data,
-		  int bf, int rank, const uint64_t *dims);
+	int (*fn)(void *ctx, const char *name, int layer, void *data, int bf,
+		  int rank, const uint64_t *dims);
+	int (*wants)(void *ctx, const char *name, int layer);
 	void *ctx;
 };
 
@@ -81,6 +89,8 @@ struct at_cu_block_acts {
 	float *xmid;                     // [B*T,C] x_in + attention
 	void *fc, *gelu;                 // [B*T,F]
 	float *buf3;                     // 3 x [B*T,C] scratch
+	float *result;                   // [B,H,T,C] the heads' shares of y,
+					 // where the hook wants them
 	const at_cu_fc_fused *fused;     // NULL: none
 	const at_cu_hook *hook;          // NULL: nothing reported
 	int layer;

@@ -18,7 +18,9 @@ const char *const capture_names[] = {
 static const char *const per_head[] = {"q",    "k",   "v",     "scores",
 				       "attn", "out", "result"};
 static const char *const of_the_model[] = {"embed", "lnf", "logits"};
-static const char *const gpu_decoding[] = {"embed", "x", "lnf", "logits"};
+static const char *const gpu_decoding[] = {"embed", "ln1", "y",   "xmid",
+					   "ln2",   "fc",  "gelu", "mlp",
+					   "x",     "lnf", "logits"};
 
 static int among(const char *name, const char *const *set, size_t n)
 {
@@ -618,9 +620,10 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 					"(0..%d)", capture_names[s->name], k, H, H - 1);
 		if (on_gpu && c->decoding &&
 		    !AMONG(capture_names[s->name], gpu_decoding))
-			cli_die("--capture %s: the GPU's decoding steps report only "
-				"embed, x, lnf and logits in this version: use "
-				"--device cpu", capture_names[s->name]);
+			cli_die("--capture %s: the GPU engine reports q, k, v, "
+				"scores, attn, out and result of whole passes, not "
+				"of generation's, in this version: use --device "
+				"cpu", capture_names[s->name]);
 	}
 	c->L = L, c->H = H, c->D = D;
 	c->hook = (at_hook){.fn = on_activation, .wants = capture_wants, .ctx = c};
