@@ -185,6 +185,7 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_filter_drain(f);
 		if (!b->hooked) {
 			const at_config *cfg = &b->model.cfg;
+			b->cap.blocks_only = 1;
 			at_fwd_set_hook(e, capture_start(&b->cap, cfg->n_layer,
 							 cfg->n_head,
 							 C / cfg->n_head, e));
@@ -220,11 +221,6 @@ int main(int argc, char **argv)
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (b.n_ranges == 0)
 		b.ranges[b.n_ranges++] = (range){0, 0};
-	/* auto keeps interventions where they work: the CPU engine changes
-	 * the activations its hook is given */
-	if ((b.cap.n_ablate || b.cap.n_patch) &&
-	    (!c.device || strcmp(c.device, "auto") == 0))
-		c.device = "cpu";
 	/* a bad --device or --precision fails before any input */
 	stage_check_device(&c, b.precision);
 	stage_open_model(&c, &b.model);

@@ -618,6 +618,10 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 			if (s->head[k])
 				cli_die("--capture %s: head %d: the model has %d heads "
 					"(0..%d)", capture_names[s->name], k, H, H - 1);
+		if (c->blocks_only && AMONG(capture_names[s->name], of_the_model))
+			cli_die("--capture %s: andrea-block runs no embedding or "
+				"head (capture it in andrea-generate)",
+				capture_names[s->name]);
 		if (on_gpu && c->decoding &&
 		    !AMONG(capture_names[s->name], gpu_decoding))
 			cli_die("--capture %s: the GPU engine reports q, k, v, "

@@ -73,6 +73,7 @@ typedef struct {
 	int patch_first[CAPTURE_MAX], n_patch_files;
 	capture_positions patch_pos[CAPTURE_MAX];
 	int decoding;                  /* set by the caller: the engine decodes */
+	int blocks_only;               /* ... it runs no embedding or head */
 	at_attrs tag;                  /* added to every record (step, row) */
 	/* set by capture_start */
 	at_writer *w;
