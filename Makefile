@@ -22,6 +22,8 @@
 #                      tokenizers (BENCH_ARGS='--mb 4 --vocab 8192')
 #   make bench-attention  andrea-attention vs the four stages and NumPy (CPU)
 #                      and, where PyTorch sees a GPU, its kernel vs SDPA
+#   make bench-analysis   andrea-patch's layer x head sweep vs the same sweep
+#                      with hooks in NumPy (CPU) and PyTorch (GPU; BENCH_ARGS=cuda)
 #   make bench-stages     each CPU stage vs NumPy, the pipeline at T = 1024,
 #                      then at T = 4096 and 16384, B = 1 and 4, with peak
 #                      memory (BENCH_ARGS='4096 1' picks rows; ~10 min)
@@ -188,6 +190,9 @@ experiments: all
 bench-attention: all $(KCHECKS)
 	PYTHON=$(GPU_PYTHON) $(GPU_PYTHON) bench/attention.py $(BENCH_ARGS)
 
+bench-analysis: all
+	$(GPU_PYTHON) bench/analysis.py $(BENCH_ARGS)
+
 # bench/run-NAME.sh runs one benchmark against its in-run reference
 bench-%: all
 	sh bench/run-$*.sh $(BENCH_ARGS)
@@ -219,6 +224,6 @@ clean:
 include fuzz/fuzz.mk
 
 .PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
-	bench-forward bench-tokenize bench-attention experiments help kernels demo install clean
+	bench-forward bench-tokenize bench-attention bench-analysis experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
