@@ -188,7 +188,7 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 			b->cap.blocks_only = 1;
 			at_fwd_set_hook(e, capture_start(&b->cap, cfg->n_layer,
 							 cfg->n_head,
-							 C / cfg->n_head, e));
+							 C / cfg->n_head, e, NULL));
 			b->hooked = 1;
 		}
 		capture_to(&b->cap, w);

@@ -458,7 +458,7 @@ int main(int argc, char **argv)
 		at_fwd_set_hook(g.engine, capture_start(&g.cap, cfg->n_layer,
 							cfg->n_head,
 							cfg->d_model / cfg->n_head,
-							g.engine));
+							g.engine, NULL));
 		if (at_writer_open(&g.cw, g.capture_path, &c.wopts) < 0)
 			cli_fail(g.cw.err);
 		capture_to(&g.cap, &g.cw);

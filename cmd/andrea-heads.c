@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/capture.h"
 #include "cli/cli.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
@@ -74,6 +75,22 @@ static void random_tokens(at_tensor *t, const at_tokenizer *tok, int V, int n,
 		}
 	}
 	at_attr_setf(&t->attrs, "repeat", "%d", n);
+}
+
+/* n where every row of tok [B,T] is a sequence of n tokens written twice
+ * (after BOS, where it begins with one), as --random makes them; else 0. */
+static int repeated_length(const int32_t *tok, int B, int T, int bos)
+{
+	int lead = T > 0 && tok[0] == bos, n = (T - lead) / 2;
+	if (n < 1 || lead + 2 * n != T)
+		return 0;
+	for (int b = 0; b < B; b++) {
+		const int32_t *r = tok + (size_t)b * T;
+		if ((r[0] == bos) != lead ||
+		    memcmp(r + lead, r + lead + n, (size_t)n * sizeof *r) != 0)
+			return 0;
+	}
+	return n;
 }
 
 /* The mean cross-entropy (nats) of the second repetition: each position
@@ -142,6 +159,7 @@ int main(int argc, char **argv)
 	int text = 0, table = 0, n_random = 0, B = 4;
 	long seq_seed = 1;
 	const char *list = NULL;
+	static capture cap; /* --ablate, --patch */
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_COMMON | CLI_USE_DEVICE | CLI_USE_MODEL),
 		CLI_INT("random", 0, &n_random, 1, 1 << 20),
@@ -150,6 +168,8 @@ int main(int argc, char **argv)
 		CLI_FLAG("text", 0, &text),
 		CLI_STRING("tokens", 0, &list),
 		CLI_FLAG("table", 0, &table),
+		CLI_CALL_ARG("ablate", 0, ablate_opt, &cap),
+		CLI_CALL_ARG("patch", 0, patch_opt, &cap),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if ((text != 0) + (list != NULL) + (n_random > 0) > 1)
@@ -195,13 +215,14 @@ int main(int argc, char **argv)
 		cli_die("out of memory");
 	scoring s = {acc, t.data, B, T, H, L};
 	at_hook hook = {.fn = take_attn, .wants = wanted, .ctx = &s};
-	at_fwd_set_hook(e, &hook);
+	at_fwd_set_hook(e, capture_wanted(&cap) ?
+			capture_start(&cap, L, H, cfg->d_model / H, e, &hook) : &hook);
 	if (at_fwd_logits(e, logits, t.data, B, T, err, sizeof err) != 0)
 		cli_die("%s", err);
 	for (int i = 0; i < L * H; i++)
 		hd_scores(&acc[i], score + (size_t)i * HD_SCORES);
-	double loss = random ? second_half_loss(logits, t.data, B, T, V, n_random)
-			     : NAN;
+	int n = repeated_length(t.data, B, T, at_tok_bos(tok));
+	double loss = n ? second_half_loss(logits, t.data, B, T, V, n) : NAN;
 	if (table) {
 		print_table(score, L, H, loss);
 		cli_finish_text();
@@ -215,6 +236,7 @@ int main(int argc, char **argv)
 	at_weights_free(&wts);
 	at_tensor_free(&t);
 	at_tok_free(tok);
+	capture_free(&cap);
 	at_model_close(&model);
 	return 0;
 }

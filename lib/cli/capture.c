@@ -533,6 +533,8 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	return rc;
 }
 
+static int own_wants(capture *c, const char *name, int layer);
+
 /* Whether patch record p is for activation name of layer. */
 static int patch_for(const at_tensor *p, const char *name, int layer)
 {
@@ -547,6 +549,14 @@ static int patch_for(const at_tensor *p, const char *name, int layer)
 static int capture_wants(void *ctx, const char *name, int layer)
 {
 	capture *c = ctx;
+	int next = at_hook_wants(c->next, name, layer), own = own_wants(c, name,
+									layer);
+	return next > own ? next : own;
+}
+
+/* What the options need of an activation. */
+static int own_wants(capture *c, const char *name, int layer)
+{
 	name = hook_name(name, layer);
 	if (layer >= CAPTURE_INDICES)
 		return AT_HOOK_SKIP;
@@ -570,10 +580,6 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 	name = hook_name(name, layer);
 	if (layer >= CAPTURE_INDICES || (layer < 0 && !AMONG(name, of_the_model)))
 		return 0;
-	for (int i = 0; i < c->n_patch; i++)
-		if (patch_for(&c->patch[i], name, layer))
-			patch_in(&c->patch[i], patch_selection(c, i), data, rank,
-				 dims);
 	if (strcmp(name, "out") == 0)
 		for (int i = 0; i < c->n_ablate; i++)
 			if (c->ablate[i].layer == layer) {
@@ -588,6 +594,10 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 					  c->ablate[i].mean, c->ablate[i].ref,
 					  &c->ablate[i].pos);
 			}
+	for (int i = 0; i < c->n_patch; i++) /* after: a patch restores */
+		if (patch_for(&c->patch[i], name, layer))
+			patch_in(&c->patch[i], patch_selection(c, i), data, rank,
+				 dims);
 	for (int i = 0; i < c->n_spec; i++) {
 		const capture_spec *s = &c->spec[i];
 		if (strcmp(capture_names[s->name], name) == 0 &&
@@ -597,10 +607,13 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 				return rc;
 		}
 	}
+	if (c->next && at_hook_wants(c->next, name, layer) != AT_HOOK_SKIP)
+		return c->next->fn(c->next->ctx, name, layer, data, rank, dims);
 	return 0;
 }
 
-const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
+const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
+			     const at_hook *next)
 {
 	int on_gpu = at_fwd_device(e) == AT_DEV_CUDA;
 	for (int i = 0; i < c->n_ablate; i++)
@@ -630,6 +643,7 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e)
 				"cpu", capture_names[s->name]);
 	}
 	c->L = L, c->H = H, c->D = D;
+	c->next = next;
 	c->hook = (at_hook){.fn = on_activation, .wants = capture_wants, .ctx = c};
 	return &c->hook;
 }

@@ -21,7 +21,8 @@
  * --capture of another run) replaces that activation of its layer (and
  * head, and positions, where it has them) in this run, as soon as it is
  * computed: a clean run's head output into a corrupted run; @POSITIONS
- * puts back only those.  Shapes must agree.
+ * puts back only those.  Shapes must agree.  Patches come after the
+ * ablations, so a head both ablated and patched is the patch's.
  * The hook's wants (capture_wants) asks the engine for only what these
  * need, and on the GPU copies back what --ablate and --patch change.
  */
@@ -79,6 +80,7 @@ typedef struct {
 	at_writer *w;
 	int L, H, D;
 	at_hook hook;
+	const at_hook *next;           /* the caller's own, after these */
 } capture;
 
 /* The option callbacks: ctx is the capture. */
@@ -91,9 +93,12 @@ void capture_free(capture *c);
 int capture_wanted(const capture *c);
 /* Checks the options against a model of L layers and H heads of width D
  * and the engine e that will run them (on the GPU's decoding steps, that
- * it reports what they name), ending the program on a mismatch; then the hook that writes to w
- * (set later with capture_to). */
-const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e);
+ * it reports what they name), ending the program on a mismatch; then the
+ * hook that writes to w (set later with capture_to) and, once the options
+ * are done with an activation, hands it to next (NULL: none), the tool's
+ * own hook: what next sees is ablated and patched. */
+const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
+			     const at_hook *next);
 void capture_to(capture *c, at_writer *w);
 /* Sets attribute key of every record captured from now on (value NULL:
  * drops it): andrea-generate's step and row. */
