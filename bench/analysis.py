@@ -17,15 +17,22 @@ Rows:
   NumPy float32 (the reference where PyTorch is not installed; PyTorch on
   the CPU where it is).  The goal is under 10 s on the 2-core machine.
 
-andrea's figure is the whole process (start, model loading, device
-set-up, the 2 + L*H passes, the record written), the median of 3; the
-reference's is its sweep alone, in its process after a warm-up pass
-(model loading and the import not counted), the median of 3.  ratio =
-reference / andrea.  A check compares the two [L,H] effect tables (within
-1e-3 of the largest effect).
+Figures, each the median of 3:
+- wall: andrea-patch as a process (start, model loading, device set-up,
+  the sweep, the record written), against the reference as a process of
+  its own (the interpreter's start, the import, the weights' loading from
+  an uncompressed pickle of the arrays, the device's set-up, a warm-up pass, the sweep):
+  what a user would run instead.
+- sweep: the sweep alone.  The reference's is timed in its process after
+  the warm-up pass; andrea's is its wall less the wall of the same command
+  over T = 1 (the start, the loading and the set-up, with next to no
+  work), an estimate.
+ratio = reference / andrea, on each.  A check compares the two [L,H]
+effect tables (within 1e-3 of the largest effect).
 """
 import contextlib
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -119,7 +126,7 @@ def sweep(model, clean, corrupt, sync):
     return effect
 
 
-def reference(w, cfg, dev, clean, corrupt):
+def reference(w, cfg, dev, clean, corrupt, runs=3):
     """(seconds, effect) of the hooks sweep: PyTorch on dev where it is
     installed (required for cuda), else NumPy on the CPU."""
     try:
@@ -143,11 +150,40 @@ def reference(w, cfg, dev, clean, corrupt):
     with ctx:
         model.forward(tensors[1], lambda l, z: z)  # warm-up
         sync()
-        for _ in range(3):
+        for _ in range(runs):
             t0 = time.perf_counter()
             effect = sweep(model, *tensors, sync)
             times.append(time.perf_counter() - t0)
     return name, median(times), effect
+
+
+def reference_process(tmp, dev, cfg):
+    """The wall seconds of the reference as a process of its own."""
+    with open(os.path.join(tmp, "tokens.pickle"), "wb") as f:
+        pickle.dump({"clean": CLEAN[0], "corrupt": CLEAN[1]}, f)
+    cmd = [sys.executable, os.path.abspath(__file__), "--reference", tmp, dev,
+           str(cfg["n_layer"]), str(cfg["n_head"])]
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if p.returncode:
+            sys.exit(f"bench-analysis: the reference process: {p.stderr.strip()}")
+    return median(times)
+
+
+def reference_main(tmp, dev, L, H):
+    """The reference process: weights from weights.pickle, one sweep."""
+    with open(os.path.join(tmp, "weights.pickle"), "rb") as f:
+        w = pickle.load(f)
+    with open(os.path.join(tmp, "tokens.pickle"), "rb") as f:
+        tok = pickle.load(f)
+    reference(w, {"n_layer": int(L), "n_head": int(H)}, dev, tok["clean"],
+              tok["corrupt"], runs=1)
+
+
+CLEAN = [None, None]  # the row's clean and corrupted tokens
 
 
 def andrea(model, dev, tmp, clean, corrupt):
@@ -173,24 +209,36 @@ def andrea(model, dev, tmp, clean, corrupt):
 
 
 def main(argv):
+    if argv[:1] == ["--reference"]:
+        return reference_main(*argv[1:])
     rows = [a for a in argv if a in ("cpu", "cuda")] or ["cpu", "cuda"]
     if len(rows) != len(argv) and argv:
         sys.exit(USAGE)
-    print(f"{'row':>28} {'andrea s':>9} {'reference':>30} {'ref s':>8} {'ratio':>6}  check")
+    print(f"T = {T}, B = 1; seconds, median of 3")
+    print(f"{'row':>26} {'reference':>30} | {'andrea':>7} {'ref':>7} {'ratio':>6} "
+          f"| {'andrea':>7} {'ref':>7} {'ratio':>6} | check")
+    print(f"{'':>26} {'':>30} | {'wall':^22} | {'sweep':^22} |")
     with tempfile.TemporaryDirectory() as tmp:
         for dev in rows:
             config = "andrea-120m" if dev == "cuda" else "tiny"
             path, w, cfg = make_model(tmp, config, no_bos=False)
+            with open(os.path.join(tmp, "weights.pickle"), "wb") as f:
+                pickle.dump(w, f)
             rng = np.random.default_rng(1)
             clean = rng.integers(0, 256, (1, T)).astype(np.int64)
             corrupt = clean.copy()
             corrupt[0, T // 2] = (corrupt[0, T // 2] + 1) % 256
-            a_s, a_eff = andrea(path, dev, tmp, clean, corrupt)
-            name, r_s, r_eff = reference(w, cfg, dev, clean, corrupt)
+            CLEAN[:] = clean, corrupt
+            a_wall, a_eff = andrea(path, dev, tmp, clean, corrupt)
+            a_start, _ = andrea(path, dev, tmp, clean[:, :1], corrupt[:, :1])
+            a_sweep = max(a_wall - a_start, 1e-6)
+            name, r_sweep, r_eff = reference(w, cfg, dev, clean, corrupt)
+            r_wall = reference_process(tmp, dev, cfg)
             err = np.abs(a_eff - r_eff).max() / max(np.abs(r_eff).max(), 1e-30)
             label = f"{config} {dev} L{cfg['n_layer']}xH{cfg['n_head']}"
-            print(f"{label:>28} "
-                  f"{a_s:9.3f} {name:>30} {r_s:8.3f} {r_s / a_s:5.2f}x  "
+            print(f"{label:>26} {name:>30} | {a_wall:7.3f} {r_wall:7.3f} "
+                  f"{r_wall / a_wall:5.2f}x | {a_sweep:7.3f} {r_sweep:7.3f} "
+                  f"{r_sweep / a_sweep:5.2f}x | "
                   f"{'ok' if err <= 1e-3 else 'DIFFERS'} ({err:.1e})")
 
 

@@ -3,8 +3,9 @@
 static const char usage[] =
 	"usage: andrea-heads [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N]\n"
 	"                    [--random N] [--batch B] [--sequence-seed S]\n"
-	"                    [--text | --tokens LIST] [--table] [--device DEV] [-z LEVEL]\n"
-	"                    [--threads N] [FILE]\n"
+	"                    [--text | --tokens LIST] [--table] [--ablate L.H ...]\n"
+	"                    [--patch FILE ...] [--device DEV] [-z LEVEL] [--threads N]\n"
+	"                    [FILE]\n"
 	"\n"
 	"options (see the man page for more):\n"
 	"  --random N            Score on a random sequence of N tokens repeated twice\n"
@@ -14,6 +15,11 @@ static const char usage[] =
 	"  --text                The input is text, through the model's tokenizer.\n"
 	"  --tokens LIST         The tokens, comma-separated.\n"
 	"  --table               Print the table instead of writing the stream.\n"
+	"  --ablate L.H[@POSITIONS][:mean[=FILE]]\n"
+	"                        Knock out head H of layer L (see andrea-block(1)).\n"
+	"  --patch FILE[@POSITIONS]\n"
+	"                        Put back the activations captured in FILE (see andrea-\n"
+	"                        block(1)).\n"
 	"  --device DEV          auto, cpu or cuda.\n"
 	"  -o FILE, -f, -z LEVEL, --threads N\n"
 	"                        As in every andrea tool (andrea(7)).\n";

@@ -17,5 +17,4 @@ static const char usage[] =
 	"  --table               Print the table instead of writing the record.\n"
 	"  -o FILE, -f, -z LEVEL, --threads N\n"
 	"                        As in every andrea tool (andrea(7)).\n"
-	"  --device DEV          auto or cpu: the sweep computes on the CPU (DEVICES in\n"
-	"                        andrea(7)); cuda is refused in this version.\n";
+	"  --device DEV          auto, cpu or cuda: where the sweep computes.\n";
