@@ -23,6 +23,8 @@ def test_tools_that_never_compress_ignore_a_bad_zlevel(tmp_path):
 
 
 def test_a_bad_andrea_device_is_named_as_the_variable(tmp_path):
+    p = run("qkv", input=b"", env={"ANDREA_DEVICE": ""}, check=1)  # empty: unset
+    assert "empty input" in p.stderr.decode()
     r = run("qkv", input=b"", env={"ANDREA_DEVICE": "gpu"}, check=2)
     assert one_line_error(r, "qkv") == \
         "andrea-qkv: ANDREA_DEVICE='gpu': expected auto, cpu or cuda"

@@ -99,6 +99,8 @@ void cli_init(const char *prog, cli_common *c)
 	c->ropts.threads = c->wopts.threads = (int)threads;
 	auto_min_work();
 	c->device = getenv("ANDREA_DEVICE");
+	if (c->device && !*c->device)
+		c->device = NULL; /* empty: unset, as ANDREA_MODEL */
 	c->model = getenv("ANDREA_MODEL");
 	if (c->model && !*c->model)
 		c->model = NULL;
