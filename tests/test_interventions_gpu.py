@@ -6,12 +6,13 @@ andrea-patch's sweeps on both.  Run by `make test-gpu`
 Tolerances (relative, oracle.rel_err): fp32 1e-5 (a sweep's effects,
 ratios of logit differences, 1e-4); bf16 records 5e-2."""
 import os
+import sys
 
 import numpy as np
 import pytest
 
 import oracle
-from conftest import run, one_line_error
+from conftest import ROOT, run, one_line_error
 from stagekit import pack, unpack
 from test_model_filters import full_model
 from test_train import records
@@ -124,3 +125,31 @@ def test_generate_on_the_gpu_captures_what_it_reports(tmp_path):
     p = run("generate", "-m", model, "--prompt", "abc", "-n", 1, "--capture", "q",
             "--capture-file", tmp_path / "q.ats", "--device", "cuda", check=1)
     assert "--capture q: the GPU engine reports q, k, v" in one_line_error(p, "generate")
+
+
+def test_patch_sweep_matches_pytorch_forward_hooks(tmp_path):
+    """andrea-patch's layer x head sweep against the same sweep written
+    with PyTorch forward hooks (bench/analysis.py's Hooked model: one pass
+    a head, its z replaced from the clean run's cache), fp32, TF32 off."""
+    torch = pytest.importorskip("torch")
+    sys.path.append(os.path.join(ROOT, "bench"))  # after the stdlib: bench/tokenize.py
+    import analysis
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = np.random.default_rng(12)
+    L, H, C, V, T = 3, 4, 32, 60, 13
+    model, p = full_model(tmp_path, rng, L, H, C, V, 16)
+    clean = rng.integers(0, V, (2, T)).astype(np.int32)
+    corrupt = clean.copy()
+    corrupt[:, 5] = (corrupt[:, 5] + 11) % V
+    (tmp_path / "c.ats").write_bytes(pack(tmp_path, [("tokens", clean)]))
+    (tmp_path / "k.ats").write_bytes(pack(tmp_path, [("tokens", corrupt)]))
+    ours = unpack(tmp_path, run(
+        "patch", "-m", model, "--clean", tmp_path / "c.ats", "--corrupted",
+        tmp_path / "k.ats", "--answer", analysis.ANSWER % V, "--wrong",
+        analysis.WRONG % V, "--device", "cuda", check=0).stdout)["effect"]
+    analysis.ANSWER, analysis.WRONG = analysis.ANSWER % V, analysis.WRONG % V
+    hooked = analysis.Hooked(p, {"n_layer": L, "n_head": H}, torch, "cuda")
+    tok = [torch.tensor(t, device="cuda", dtype=torch.long) for t in (clean, corrupt)]
+    with torch.inference_mode():
+        theirs = analysis.sweep(hooked, *tok, torch.cuda.synchronize)
+    assert oracle.rel_err(ours, theirs) <= 1e-4
