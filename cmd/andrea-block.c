@@ -193,9 +193,12 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 		}
 		capture_to(&b->cap, w);
 	}
-	if (at_fwd_blocks_begin(e, x->data, B, T, b->order, b->n_blocks, err,
-				sizeof err) < 0)
+	int rc = at_fwd_blocks_begin(e, x->data, B, T, b->order, b->n_blocks,
+				     err, sizeof err);
+	if (rc < 0)
 		at_filter_die(f, 0, "%s", err);
+	if (rc > 0) /* the capture's writer failed */
+		cli_fail(w->err);
 	at_filter_drain(f);
 	b->pending = *x;
 	b->pending.data = NULL;

@@ -454,7 +454,7 @@ int main(int argc, char **argv)
 	}
 	if (g.capture_path) {
 		const at_config *cfg = &g.model.cfg;
-		g.cap.decoding = 1;
+		g.cap.decoding = !g.no_cache;
 		at_fwd_set_hook(g.engine, capture_start(&g.cap, cfg->n_layer,
 							cfg->n_head,
 							cfg->d_model / cfg->n_head,

@@ -38,7 +38,7 @@ typedef struct {
 	int L, H, B, T, D, C;
 	float **out;   /* the clean run's out of each layer, [B,H,T,D] */
 	float **pre[2]; /* the clean [0] and corrupted [1] runs' x entering
-			 * each layer, [B,T,C] */
+			 * each layer, [B,T,C], and [L] leaving the last */
 	int run;       /* which run keeps its activations: 0, 1, or -1 for
 			* a batch of patched heads */
 	int layer, first; /* a batch: the layer, its first head */
@@ -56,10 +56,12 @@ static int hook_fn(void *ctx, const char *name, int layer, float *data,
 	if (s->run >= 0) {
 		if (strcmp(name, "out") == 0 && s->run == 0)
 			memcpy(s->out[layer], data, BTC * sizeof *data);
-		if (strcmp(name, "x") == 0 && enters < s->L)
+		if (strcmp(name, "x") == 0 && enters <= s->L)
 			memcpy(s->pre[s->run][enters], data, BTC * sizeof *data);
 		return 0;
 	}
+	if (strcmp(name, "out") != 0 || layer != s->layer)
+		return 0;
 	size_t rows = dims[0];
 	for (size_t r = 0; r < rows; r++) {
 		size_t b = r % s->B, h = (size_t)s->first + r / s->B;
@@ -117,29 +119,35 @@ static void row_metrics(at_fwd *e, const float *x, float *last, float *metric,
 static void run_from(at_fwd *e, float *x, int l, int L, int N, int T)
 {
 	char err[600];
-	int layers[4096];
+	int *layers = malloc((size_t)L * sizeof *layers + 1);
+	if (!layers)
+		cli_die("out of memory");
 	for (int i = l; i < L; i++)
 		layers[i - l] = i;
 	int rc = at_fwd_blocks(e, x, N, T, layers, L - l, err, sizeof err);
+	free(layers);
 	if (rc)
 		cli_die("%s", rc < 0 ? err : "the sweep's hook stopped the pass");
 }
 
 /* A whole run of tokens [B,T], keeping its activations (run 0 clean, 1
- * corrupted); its metric. */
-static double keep_run(at_fwd *e, sweep_ctx *s, int run, const int32_t *tok,
-		       float *logits, int V, int answer, int wrong)
+ * corrupted). */
+static void keep_run(at_fwd *e, sweep_ctx *s, int run, const int32_t *tok,
+		     float *logits)
 {
 	char err[600];
 	s->run = run;
 	if (at_fwd_logits(e, logits, tok, s->B, s->T, err, sizeof err) != 0)
 		cli_die("%s", err);
-	double sum = 0.0;
-	for (int b = 0; b < s->B; b++) {
-		const float *z = logits + ((size_t)b * s->T + s->T - 1) * V;
-		sum += (double)z[answer] - z[wrong];
-	}
-	return sum / s->B;
+}
+
+/* The mean over the g-th B rows of metric. */
+static double mean_of(const float *metric, int g, int B)
+{
+	double m = 0.0;
+	for (int b = 0; b < B; b++)
+		m += metric[(size_t)g * B + b];
+	return m / B;
 }
 
 static int token_id(const char *arg, const char *what, int V)
@@ -216,9 +224,9 @@ int main(int argc, char **argv)
 	sweep_ctx s = {.L = L, .H = H, .B = B, .T = T, .D = C / H, .C = C};
 	float ***bufs[3] = {&s.out, &s.pre[0], &s.pre[1]};
 	for (int i = 0; i < 3; i++) {
-		if (!(*bufs[i] = calloc((size_t)L, sizeof **bufs[i])))
+		if (!(*bufs[i] = calloc((size_t)L + 1, sizeof **bufs[i])))
 			cli_die("out of memory");
-		for (int l = 0; l < L; l++)
+		for (int l = 0; l <= L; l++)
 			(*bufs[i])[l] = alloc_floats(BTC);
 	}
 	float *logits = alloc_floats(BT * V);
@@ -227,10 +235,15 @@ int main(int argc, char **argv)
 	float *effect = alloc_floats((size_t)L * W);
 	at_hook hook = {.fn = hook_fn, .wants = hook_wants, .ctx = &s};
 	at_fwd_set_hook(e, &hook);
-	double m_clean = keep_run(e, &s, 0, clean.data, logits, V, answer, wrong);
-	double m_corrupt = keep_run(e, &s, 1, corrupt.data, logits, V, answer,
-				    wrong);
-	double span = m_clean - m_corrupt;
+	keep_run(e, &s, 0, clean.data, logits);
+	keep_run(e, &s, 1, corrupt.data, logits);
+	/* the two metrics through the head as the patched runs' go */
+	double m[2];
+	for (int run = 0; run < 2; run++) {
+		row_metrics(e, s.pre[run][L], last, metric, B, T, C, V, answer, wrong);
+		m[run] = mean_of(metric, 0, B);
+	}
+	double m_clean = m[0], m_corrupt = m[1], span = m_clean - m_corrupt;
 	s.run = -1;
 	for (int l = 0; l < L; l++)
 		for (int first = 0; first < W; first += G) {
@@ -248,14 +261,10 @@ int main(int argc, char **argv)
 			run_from(e, batch, l, L, g_n * B, T);
 			row_metrics(e, batch, last, metric, g_n * B, T, C, V,
 				    answer, wrong);
-			for (int g = 0; g < g_n; g++) {
-				double m = 0.0;
-				for (int b = 0; b < B; b++)
-					m += metric[(size_t)g * B + b];
-				m /= B;
+			for (int g = 0; g < g_n; g++)
 				effect[(size_t)l * W + first + g] = span != 0.0 ?
-					(float)((m - m_corrupt) / span) : NAN;
-			}
+					(float)((mean_of(metric, g, B) - m_corrupt) /
+						span) : NAN;
 		}
 	if (table) {
 		printf("# logit difference: clean %.6g, corrupted %.6g\n", m_clean,
@@ -283,7 +292,7 @@ int main(int argc, char **argv)
 		cli_finish_output(&w);
 	}
 	for (int i = 0; i < 3; i++) {
-		for (int l = 0; l < L; l++)
+		for (int l = 0; l <= L; l++)
 			free((*bufs[i])[l]);
 		free(*bufs[i]);
 	}

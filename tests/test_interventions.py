@@ -58,7 +58,7 @@ def test_capturing_result_changes_nothing_downstream(tmp_path):
                                         "--capture", "result:1:0", input=s,
                                         check=0).stdout)
     assert with_result[0][1]["head"] == "0" and with_result[0][2].shape == (2, 1, 6, 8)
-    assert oracle.rel_err(with_result[-1][2], plain) <= 1e-6
+    assert np.array_equal(with_result[-1][2], plain)  # looking changes no bit
 
 
 def test_positions_select_along_t(tmp_path):
@@ -140,6 +140,40 @@ def test_patching_at_positions(tmp_path):
         "[2,3,8]" in one_line_error(e, "block")
 
 
+def test_a_patch_file_named_with_an_at_sign(tmp_path):
+    """FILE@P is FILE at positions P, unless a file of the whole name is
+    there."""
+    rng = np.random.default_rng(17)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 30, 16)
+    x = pack(tmp_path, [("x", (0.5 * rng.standard_normal((1, 4, 8))).astype(np.float32))])
+    y = pack(tmp_path, [("x", (0.5 * rng.standard_normal((1, 4, 8))).astype(np.float32))])
+    odd = tmp_path / "run@3"
+    odd.write_bytes(run("block", "-m", model, *CPU, "--capture", "out", input=x,
+                        check=0).stdout)
+    whole = recs_of(tmp_path, run("block", "-m", model, *CPU, "--patch", odd, input=y,
+                                  check=0).stdout)[-1][2]
+    plain = tmp_path / "plain.ats"
+    plain.write_bytes(odd.read_bytes())
+    want = recs_of(tmp_path, run("block", "-m", model, *CPU, "--patch", plain, input=y,
+                                 check=0).stdout)[-1][2]
+    at3 = recs_of(tmp_path, run("block", "-m", model, *CPU, "--patch", f"{plain}@3",
+                                input=y, check=0).stdout)[-1][2]
+    assert np.array_equal(whole, want)  # every position: the file run@3
+    assert not np.array_equal(at3, want)
+    p = run("block", "-m", model, *CPU, "--patch", tmp_path / "gone@3", input=y, check=1)
+    assert "gone" in one_line_error(p, "block")
+
+
+def test_generate_refuses_positions_in_decoding_steps(tmp_path):
+    rng = np.random.default_rng(18)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 257, 16)
+    p = run("generate", "-m", model, "--prompt", "a", "-n", 1, "--capture", "x@2",
+            "--capture-file", tmp_path / "c.ats", *CPU, check=1)
+    assert "positions count within a pass" in one_line_error(p, "generate")
+    run("generate", "-m", model, "--prompt", "ab", "-n", 1, "--no-cache", "--capture",
+        "x@2", "--capture-file", tmp_path / "c.ats", *CPU, check=0)
+
+
 def test_the_models_own_hook_points_in_generate(tmp_path):
     """embed of the prompt's pass (all but its last token, which the first
     decoding step takes), and embed, lnf and logits of that step, against
@@ -177,6 +211,7 @@ def test_the_models_own_hook_points_in_generate(tmp_path):
     (["--ablate", "0.1@2:median"], 2, "expected LAYER.HEAD[@POSITIONS]"),
     (["--capture", "lnf"], 1, "andrea-block runs no embedding or head"),
     (["--capture", "result:0:3"], 1, "--capture result: head 3: the model has 2 heads"),
+    (["--capture", "x@" + ",".join(str(i) for i in range(40))], 2, "at most 32 ranges"),
 ])
 def test_bad_selectors(tmp_path, args, code, says):
     rng = np.random.default_rng(16)

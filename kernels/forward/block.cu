@@ -286,34 +286,37 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
 }
 
-// ---- with a hook: each sublayer's output on its own, so that the hook
-// may change it before the residual stream takes it ----
+// ---- with a hook: each head's share of y, and y and the MLP's output on
+// their own where the hook may change them ----
 
-// result[b,h,t,c] = sum over d of out[b,h,t,d] wo[h*D + d, c].
+// result[b,h,t,c] = sum over d of merged[b,t,h*D + d] wo[h*D + d, c]: from
+// the heads' merged outputs, as the product of y reads them.
 template <typename W>
-__global__ static void head_result_kernel(float *result, const float *out,
+__global__ static void head_result_kernel(float *result, const W *merged,
 					  const W *wo, size_t n, int H, int T,
 					  int D, int C)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
-		size_t c = i % C, bht = i / C, h = (bht / T) % H;
-		const float *z = out + bht * D;
+		size_t c = i % C, t = (i / C) % T, h = (i / ((size_t)C * T)) % H,
+		       b = i / ((size_t)C * T * H);
+		const W *z = merged + (b * T + t) * C + h * D;
 		const W *wc = wo + h * D * (size_t)C + c;
 		float sum = 0.0f;
 		for (int d = 0; d < D; d++)
-			sum += z[d] * (float)wc[(size_t)d * C];
+			sum += (float)z[d] * (float)wc[(size_t)d * C];
 		result[i] = sum;
 	}
 }
 
 template <typename W>
-static int head_result(const W *wo, float *result, const float *out, int B,
-		       int T, int H, int D)
+static int head_result(const W *wo, float *result, const void *merged_mm,
+		       int B, int T, int H, int D)
 {
+	const W *merged = (const W *)merged_mm;
 	size_t n = (size_t)B * H * T * H * D;
 	head_result_kernel<W><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
-		result, out, wo, n, H, T, D, H * D);
+		result, merged, wo, n, H, T, D, H * D);
 	CU_LAUNCHED("the heads' results kernel");
 	return 0;
 }
@@ -348,33 +351,49 @@ static int add(float *out, const float *x, const float *y, size_t n)
 	return 0;
 }
 
-// y = the heads' output (out in buf3, or merged when decoding) . Wo + bo,
-// reported, then xmid = x_in + y; where the hook wants result, y is the
-// sum of the heads' shares.
+// y = merged . Wo + bo into y, without the residual.
+static int y_alone(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		   const at_cu_block_acts *a, float *y, int BT, int C)
+{
+	float beta;
+	TRY(bias_fill(y, NULL, w->bo, BT, C, 1, &beta));
+	return at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, beta,
+			  y, 0, 1, "the output projection");
+}
+
+// xmid = x_in + y with result and y reported.  Where the hook may change
+// them, y is computed on its own (the sum of the heads' shares where it
+// may change those) and then added; where it only reads them, xmid is the
+// plain block's (the residual in the product's beta), so that a hook that
+// only looks changes no number, and they are computed beside it.
 static int hooked_attention_out(const at_cu_gemm_mode *g,
 				const at_cu_block_w *w,
 				const at_cu_block_acts *a, const float *x_in,
-				int decoding, int B, int T, int C, int H)
+				int B, int T, int C, int H)
 {
 	int p = g->prec, BT = B * T, D = C / H;
 	size_t BTC = (size_t)BT * C;
 	float *y = a->buf3 + BTC, beta;
-	if (!decoding && a->result && wants(a, "result") != AT_HOOK_SKIP) {
-		TRY(MM_CALL(p, head_result, w->wo, a->result, a->buf3, B, T, H, D));
+	int result = a->result ? wants(a, "result") : AT_HOOK_SKIP;
+	if (result != AT_HOOK_SKIP) {
+		TRY(MM_CALL(p, head_result, w->wo, a->result, a->merged, B, T, H, D));
 		TRY(report(a, "result", a->result, 0, 4, B, H, T, C));
+	}
+	if (result == AT_HOOK_WRITE) {
 		sum_heads_kernel<<<at_cu_blocks(BTC, 256), 256, 0, at_cu_stream>>>(
 			y, a->result, w->bo, BTC, H, T, C);
 		CU_LAUNCHED("the heads' sum kernel");
-	} else {
-		if (!decoding)
-			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T,
-				    H, D));
-		TRY(bias_fill(y, NULL, w->bo, BT, C, 1, &beta));
-		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
-			       beta, y, 0, 1, "the output projection"));
+	} else if (wants(a, "y") != AT_HOOK_SKIP) {
+		TRY(y_alone(g, w, a, y, BT, C));
 	}
 	TRY(report(a, "y", y, 0, 3, B, T, C, 0));
-	TRY(add(a->xmid, x_in, y, BTC));
+	if (result == AT_HOOK_WRITE || wants(a, "y") == AT_HOOK_WRITE) {
+		TRY(add(a->xmid, x_in, y, BTC));
+	} else {
+		TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
+		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
+			       1.0f, a->xmid, 0, 1, "the output projection"));
+	}
 	return report(a, "xmid", a->xmid, 0, 3, B, T, C, 0);
 }
 
@@ -418,12 +437,10 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 				TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
 		}
 		TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
-		if (!a->hook)
-			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T,
-				    H, D));
+		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
 	}
 	if (a->hook) {
-		TRY(hooked_attention_out(g, w, a, x_in, kv && kv->pos, B, T, C, H));
+		TRY(hooked_attention_out(g, w, a, x_in, B, T, C, H));
 	} else { // xmid = x_in + bo + merged . Wo, the residual in beta
 		TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
 		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
@@ -444,15 +461,19 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 			    (size_t)BT * F));
 	}
 	TRY(report(a, "gelu", a->gelu, bf, 3, B, T, F, 0));
-	if (!a->hook) { // x_out = xmid + bproj + gelu . proj
-		TRY(bias_fill(x_out, a->xmid, w->bproj, BT, C, 1, &beta));
+	// mlp on its own where the hook looks at it (buf3 is free by now);
+	// added from there only where it may change it
+	int mlp = wants(a, "mlp");
+	if (mlp != AT_HOOK_SKIP) {
+		TRY(bias_fill(a->buf3, NULL, w->bproj, BT, C, 1, &beta));
 		TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0,
-			       1.0f, x_out, 0, 1, "the MLP's second product"));
-		return 0;
+			       beta, a->buf3, 0, 1, "the MLP's second product"));
+		TRY(report(a, "mlp", a->buf3, 0, 3, B, T, C, 0));
 	}
-	TRY(bias_fill(a->buf3, NULL, w->bproj, BT, C, 1, &beta));
-	TRY(at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, beta,
-		       a->buf3, 0, 1, "the MLP's second product"));
-	TRY(report(a, "mlp", a->buf3, 0, 3, B, T, C, 0));
-	return add(x_out, a->xmid, a->buf3, BTC);
+	if (mlp == AT_HOOK_WRITE)
+		return add(x_out, a->xmid, a->buf3, BTC);
+	// x_out = xmid + bproj + gelu . proj
+	TRY(bias_fill(x_out, a->xmid, w->bproj, BT, C, 1, &beta));
+	return at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, 1.0f,
+			  x_out, 0, 1, "the MLP's second product");
 }

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "ops/forward.h"
@@ -18,9 +19,9 @@ const char *const capture_names[] = {
 static const char *const per_head[] = {"q",    "k",   "v",     "scores",
 				       "attn", "out", "result"};
 static const char *const of_the_model[] = {"embed", "lnf", "logits"};
-static const char *const gpu_decoding[] = {"embed", "ln1", "y",   "xmid",
-					   "ln2",   "fc",  "gelu", "mlp",
-					   "x",     "lnf", "logits"};
+static const char *const gpu_decoding[] = {
+	"embed", "ln1", "result", "y",  "xmid", "ln2",   "fc",
+	"gelu",  "mlp", "x",      "lnf", "logits"};
 
 static int among(const char *name, const char *const *set, size_t n)
 {
@@ -43,6 +44,37 @@ static size_t list_len(const char *s)
 	return strcspn(s, ":@");
 }
 
+/* A list of s[0..len) as ranges ("3", "0-2,5"), each end at most max;
+ * -1 for bad syntax, too many ranges, or a list too long for a record's
+ * attribute (positions=). */
+static int parse_positions(const char *s, size_t len, long max,
+			   capture_positions *ps)
+{
+	const char *p = s, *end = s + len;
+	ps->n = 0;
+	if (len > 100)
+		return -1;
+	while (p < end) {
+		char *q;
+		long lo = strtol(p, &q, 10), hi = lo;
+		if (q == p || lo < 0 || lo > max || ps->n == CAPTURE_RANGES)
+			return -1;
+		if (q < end && *q == '-') {
+			p = q + 1;
+			hi = strtol(p, &q, 10);
+			if (q == p || hi < lo || hi > max)
+				return -1;
+		}
+		ps->lo[ps->n] = (int)lo, ps->hi[ps->n] = (int)hi, ps->n++;
+		if (q < end && *q != ',')
+			return -1;
+		p = q + (q < end);
+		if (q < end && p == end)
+			return -1; /* a trailing comma */
+	}
+	return ps->n ? 0 : -1;
+}
+
 /* "3", "0-2,5", "all" of s[0..len) into the set (all: every index); 1
  * for a list of indices, 0 for all, -1 for bad syntax. */
 static int parse_list(const char *s, size_t len, unsigned char *set)
@@ -51,55 +83,12 @@ static int parse_list(const char *s, size_t len, unsigned char *set)
 		memset(set, 1, CAPTURE_INDICES);
 		return 0;
 	}
-	const char *p = s, *end = s + len;
-	while (p < end) {
-		char *q;
-		long lo = strtol(p, &q, 10), hi = lo;
-		if (q == p || lo < 0 || lo >= CAPTURE_INDICES)
-			return -1;
-		if (q < end && *q == '-') {
-			p = q + 1;
-			hi = strtol(p, &q, 10);
-			if (q == p || hi < lo || hi >= CAPTURE_INDICES)
-				return -1;
-		}
-		for (long i = lo; i <= hi; i++)
-			set[i] = 1;
-		if (q < end && *q != ',')
-			return -1;
-		p = q + (q < end);
-		if (q < end && p == end)
-			return -1; /* a trailing comma */
-	}
-	return len ? 1 : -1;
-}
-
-/* The same syntax for positions, as ranges (no "all"); -1 for bad
- * syntax or too many ranges. */
-static int parse_positions(const char *s, size_t len, capture_positions *ps)
-{
-	const char *p = s, *end = s + len;
-	ps->n = 0;
-	while (p < end) {
-		char *q;
-		long lo = strtol(p, &q, 10), hi = lo;
-		if (q == p || lo < 0 || lo > CAPTURE_MAX_POSITION ||
-		    ps->n == CAPTURE_RANGES)
-			return -1;
-		if (q < end && *q == '-') {
-			p = q + 1;
-			hi = strtol(p, &q, 10);
-			if (q == p || hi < lo || hi > CAPTURE_MAX_POSITION)
-				return -1;
-		}
-		ps->lo[ps->n] = (int)lo, ps->hi[ps->n] = (int)hi, ps->n++;
-		if (q < end && *q != ',')
-			return -1;
-		p = q + (q < end);
-		if (q < end && p == end)
-			return -1;
-	}
-	return ps->n ? 0 : -1;
+	capture_positions ps;
+	if (parse_positions(s, len, CAPTURE_INDICES - 1, &ps) < 0)
+		return -1;
+	for (int r = 0; r < ps.n; r++)
+		memset(set + ps.lo[r], 1, (size_t)(ps.hi[r] - ps.lo[r] + 1));
+	return 1;
 }
 
 static int has_position(const capture_positions *ps, size_t t)
@@ -120,9 +109,10 @@ static const char *positions_opt(const char *s, capture_positions *ps,
 	if (*s != '@')
 		return s;
 	size_t len = list_len(s + 1);
-	if (parse_positions(s + 1, len, ps) < 0)
+	if (parse_positions(s + 1, len, CAPTURE_MAX_POSITION, ps) < 0)
 		cli_usage_error("%s '%s': expected @POSITIONS like @5, @0-3,7 (at "
-				"most %d ranges)", what, arg, CAPTURE_RANGES);
+				"most %d ranges, 100 characters)", what, arg,
+				CAPTURE_RANGES);
 	return s + 1 + len;
 }
 
@@ -240,7 +230,9 @@ void patch_opt(void *ctx, const char *arg, const char *what)
 	char *path = strdup(arg);
 	if (!path)
 		cli_die("out of memory");
-	if (at && at[1] && parse_positions(at + 1, strlen(at + 1), &sel) == 0)
+	/* a file of that whole name is that file */
+	if (at && at[1] && access(arg, F_OK) != 0 &&
+	    parse_positions(at + 1, strlen(at + 1), CAPTURE_MAX_POSITION, &sel) == 0)
 		path[at - arg] = '\0';
 	else
 		sel.n = 0;
@@ -367,7 +359,7 @@ static size_t *record_positions(const at_tensor *p, size_t T_rec)
 	if (!attr)
 		return NULL;
 	capture_positions ps;
-	if (parse_positions(attr, strlen(attr), &ps) < 0)
+	if (parse_positions(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
 		cli_die("--patch: '%s' of layer %s: bad positions attribute '%s'",
 			p->name, at_attr_get(&p->attrs, "layer"), attr);
 	size_t *pos = malloc((T_rec + 1) * sizeof *pos), n = 0;
@@ -533,8 +525,6 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	return rc;
 }
 
-static int own_wants(capture *c, const char *name, int layer);
-
 /* Whether patch record p is for activation name of layer. */
 static int patch_for(const at_tensor *p, const char *name, int layer)
 {
@@ -544,14 +534,6 @@ static int patch_for(const at_tensor *p, const char *name, int layer)
 	if (AMONG(name, of_the_model))
 		return 1;
 	return at_attr_long(&p->attrs, "layer", &l) == 0 && l == layer;
-}
-
-static int capture_wants(void *ctx, const char *name, int layer)
-{
-	capture *c = ctx;
-	int next = at_hook_wants(c->next, name, layer), own = own_wants(c, name,
-									layer);
-	return next > own ? next : own;
 }
 
 /* What the options need of an activation. */
@@ -573,11 +555,18 @@ static int own_wants(capture *c, const char *name, int layer)
 	return AT_HOOK_SKIP;
 }
 
-static int on_activation(void *ctx, const char *name, int layer, float *data,
-			 int rank, const uint64_t *dims)
+static int capture_wants(void *ctx, const char *name, int layer)
 {
 	capture *c = ctx;
-	name = hook_name(name, layer);
+	int next = at_hook_wants(c->next, name, layer), own = own_wants(c, name,
+									layer);
+	return next > own ? next : own;
+}
+
+/* The options' work on one activation (its hook name). */
+static int intervene(capture *c, const char *name, int layer, float *data,
+		     int rank, const uint64_t *dims)
+{
 	if (layer >= CAPTURE_INDICES || (layer < 0 && !AMONG(name, of_the_model)))
 		return 0;
 	if (strcmp(name, "out") == 0)
@@ -607,9 +596,18 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 				return rc;
 		}
 	}
-	if (c->next && at_hook_wants(c->next, name, layer) != AT_HOOK_SKIP)
-		return c->next->fn(c->next->ctx, name, layer, data, rank, dims);
 	return 0;
+}
+
+/* The options' work, then the tool's own hook, under the engine's name. */
+static int on_activation(void *ctx, const char *name, int layer, float *data,
+			 int rank, const uint64_t *dims)
+{
+	capture *c = ctx;
+	int rc = intervene(c, hook_name(name, layer), layer, data, rank, dims);
+	if (rc || !c->next || at_hook_wants(c->next, name, layer) == AT_HOOK_SKIP)
+		return rc;
+	return c->next->fn(c->next->ctx, name, layer, data, rank, dims);
 }
 
 const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
@@ -635,12 +633,17 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 			cli_die("--capture %s: andrea-block runs no embedding or "
 				"head (capture it in andrea-generate)",
 				capture_names[s->name]);
+		if (c->decoding && s->pos.n)
+			cli_die("--capture %s@...: positions count within a pass, "
+				"and a decoding step is a pass of one; capture "
+				"every position and cut the records apart",
+				capture_names[s->name]);
 		if (on_gpu && c->decoding &&
 		    !AMONG(capture_names[s->name], gpu_decoding))
 			cli_die("--capture %s: the GPU engine reports q, k, v, "
-				"scores, attn, out and result of whole passes, not "
-				"of generation's, in this version: use --device "
-				"cpu", capture_names[s->name]);
+				"scores, attn and out of whole passes, not of "
+				"generation's, in this version: use --device cpu",
+				capture_names[s->name]);
 	}
 	c->L = L, c->H = H, c->D = D;
 	c->next = next;

@@ -407,7 +407,7 @@ void at_fwd_activation_attrs(at_attrs *a, const char *name, int layer, int H,
 			     int D)
 {
 	static const char *const head[] = {"q", "k", "v", "scores", "attn",
-					   "out", "y"};
+					   "out", "y", "result"};
 	int at = -1;
 	for (int i = 0; i < (int)(sizeof head / sizeof *head); i++)
 		if (strcmp(name, head[i]) == 0)

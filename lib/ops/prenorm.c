@@ -36,12 +36,13 @@ static int report(const at_block_acts *a, const char *name, float *data,
 	return a->hook->fn(a->hook->ctx, name, a->layer, data, rank, dims);
 }
 
-#define REPORT(...)                                        \
-	do {                                               \
-		int rc_ = report(__VA_ARGS__);             \
-		if (rc_)                                   \
-			return rc_;                        \
+#define TRY(call)                          \
+	do {                               \
+		int rc_ = (call);          \
+		if (rc_)                   \
+			return rc_;        \
 	} while (0)
+#define REPORT(...) TRY(report(__VA_ARGS__))
 
 /* The whole square causal attention of B rows of T positions: a->out. */
 static int attend_square(const at_block_acts *a, int B, int T, int H, int D,
@@ -92,17 +93,12 @@ static int attend_cached(const at_block_acts *a, const at_kv *kv, int B,
 	return 0;
 }
 
-#define TRY(call)                          \
-	do {                               \
-		int rc_ = (call);          \
-		if (rc_)                   \
-			return rc_;        \
-	} while (0)
-
 /* a->result [B,H,T,C]: each head's out times its D rows of Wo, reported;
- * then a->y their sum over the heads (without bo). */
+ * then, where the hook may have changed them, a->y their sum over the
+ * heads (without bo), else y as the block computes it without a hook (so
+ * that looking changes no number).  1 where y is done. */
 static int heads_result(const at_block_w *w, const at_block_acts *a, int B,
-			int T, int C, int H)
+			int T, int C, int H, int *y_done)
 {
 	int D = C / H;
 	size_t TD = (size_t)T * D, TC = (size_t)T * C;
@@ -110,6 +106,8 @@ static int heads_result(const at_block_w *w, const at_block_acts *a, int B,
 		at_gemm(0, 0, T, C, D, 1.0f, a->out + bh * TD, D,
 			w->wo + (bh % H) * D * C, C, 0.0f, a->result + bh * TC, C);
 	REPORT(a, "result", a->result, 4, B, H, T, C);
+	if (!(*y_done = at_hook_wants(a->hook, "result", a->layer) == AT_HOOK_WRITE))
+		return 0;
 	for (int b = 0; b < B; b++) {
 		float *y = a->y + b * TC;
 		memcpy(y, a->result + (size_t)b * H * TC, TC * sizeof *y);
@@ -148,9 +146,10 @@ static int attention(const at_block_w *w, const at_block_acts *a,
 	if (rc)
 		return rc;
 	REPORT(a, "out", a->out, 4, B, H, T, D);
-	if (a->result) {
-		TRY(heads_result(w, a, B, T, C, H));
-	} else {
+	int y_done = 0;
+	if (a->result)
+		TRY(heads_result(w, a, B, T, C, H, &y_done));
+	if (!y_done) {
 		at_merge_heads(a->tmp, a->out, B, T, H, D);
 		at_gemm(0, 0, BT, C, C, 1.0f, a->tmp, C, w->wo, C, 0.0f, a->y, C);
 	}

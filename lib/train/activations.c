@@ -14,19 +14,23 @@ typedef struct {
 	int H, D;
 } sink;
 
+/* The records of activations.h: the stages' names only. */
+static int kept(void *ctx, const char *name, int layer)
+{
+	static const char *const names[] = {"x", "q", "k", "v", "scores", "attn",
+					    "out", "y", "logits"};
+	(void)ctx, (void)layer;
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strcmp(name, names[i]) == 0)
+			return AT_HOOK_READ;
+	return AT_HOOK_SKIP;
+}
+
 /* Writes one activation as the stages would (at_fwd_activation_attrs). */
 static int put(void *ctx, const char *name, int layer, float *data,
 	       int rank, const uint64_t *dims)
 {
 	sink *s = ctx;
-	/* the records of activations.h: the stages' names only */
-	static const char *const kept[] = {"x", "q", "k", "v", "scores", "attn",
-					   "out", "y", "logits"};
-	int keep = 0;
-	for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
-		keep |= strcmp(name, kept[i]) == 0;
-	if (!keep)
-		return 0;
 	at_tensor t;
 	memset(&t, 0, sizeof t);
 	t.dtype = AT_F32;
@@ -64,7 +68,7 @@ int tr_activations_run(const tr_model *m, const at_tensor *tok, at_device dev,
 	if (at_fwd_new(&e, &wts, dev, precision, 0, err, errlen) < 0)
 		goto done;
 	sink s = {.w = w, .H = m->cfg.n_head, .D = m->cfg.d_model / m->cfg.n_head};
-	at_hook hook = {.fn = put, .ctx = &s};
+	at_hook hook = {.fn = put, .wants = kept, .ctx = &s};
 	at_fwd_set_hook(e, &hook);
 	if (at_write_tensor(w, tok) < 0 ||
 	    at_fwd_logits(e, logits, id, (int)B, (int)T, err, errlen) != 0) {
