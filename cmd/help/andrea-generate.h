@@ -33,7 +33,7 @@ static const char usage[] =
 	"  --logits FILE         Also write the logits of every step to FILE as a stream\n"
 	"                        (see andrea-stream(5)).\n"
 	"  --capture NAME[:LAYERS[:HEADS]][@POSITIONS]\n"
-	"                        Write  that activation of every pass to the --capture-\n"
+	"                        Write  that  activation  of every pass to the --capture-\n"
 	"                        file stream as it is computed, as andrea-block(1) does\n"
 	"                        (the names, the selection and the attributes...\n"
 	"  --capture-file FILE   Where the captures go (not standard output, which\n"
