@@ -1,246 +1,22 @@
-/* capture.c - --capture, --ablate and --patch (capture.h). */
+/* capture.c - the hook of capture.h: captures written, heads knocked out
+ * and activations patched as the engine computes them. */
 #include "cli/capture.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "ops/forward.h"
 
-const char *const capture_names[] = {
-	"embed", "ln1",  "q",   "k",    "v",   "scores", "attn", "out",
-	"result", "y",   "xmid", "ln2", "fc",  "gelu",   "mlp",  "x",
-	"lnf",   "logits", NULL};
-
-/* The names of [B,H,T,*] tensors, which --capture may cut by head; those
- * of the model rather than of a layer; those the GPU engine reports in a
- * decoding step. */
-static const char *const per_head[] = {"q",    "k",   "v",     "scores",
-				       "attn", "out", "result"};
-static const char *const of_the_model[] = {"embed", "lnf", "logits"};
+/* What the GPU engine reports in a decoding step. */
 static const char *const gpu_decoding[] = {
 	"embed", "ln1", "result", "y",  "xmid", "ln2",   "fc",
 	"gelu",  "mlp", "x",      "lnf", "logits"};
-
-static int among(const char *name, const char *const *set, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(name, set[i]) == 0)
-			return 1;
-	return 0;
-}
-#define AMONG(name, set) among(name, set, sizeof set / sizeof *set)
 
 /* The hook's name for an activation: x of layer -1 is the embedding. */
 static const char *hook_name(const char *name, int layer)
 {
 	return layer < 0 && strcmp(name, "x") == 0 ? "embed" : name;
-}
-
-/* Where a list of n items ends: at its first ':' or '@' (or the end). */
-static size_t list_len(const char *s)
-{
-	return strcspn(s, ":@");
-}
-
-/* A list of s[0..len) as ranges ("3", "0-2,5"), each end at most max;
- * -1 for bad syntax, too many ranges, or a list too long for a record's
- * attribute (positions=). */
-static int parse_positions(const char *s, size_t len, long max,
-			   capture_positions *ps)
-{
-	const char *p = s, *end = s + len;
-	ps->n = 0;
-	if (len > 100)
-		return -1;
-	while (p < end) {
-		char *q;
-		long lo = strtol(p, &q, 10), hi = lo;
-		if (q == p || lo < 0 || lo > max || ps->n == CAPTURE_RANGES)
-			return -1;
-		if (q < end && *q == '-') {
-			p = q + 1;
-			hi = strtol(p, &q, 10);
-			if (q == p || hi < lo || hi > max)
-				return -1;
-		}
-		ps->lo[ps->n] = (int)lo, ps->hi[ps->n] = (int)hi, ps->n++;
-		if (q < end && *q != ',')
-			return -1;
-		p = q + (q < end);
-		if (q < end && p == end)
-			return -1; /* a trailing comma */
-	}
-	return ps->n ? 0 : -1;
-}
-
-/* "3", "0-2,5", "all" of s[0..len) into the set (all: every index); 1
- * for a list of indices, 0 for all, -1 for bad syntax. */
-static int parse_list(const char *s, size_t len, unsigned char *set)
-{
-	if (len == 3 && strncmp(s, "all", 3) == 0) {
-		memset(set, 1, CAPTURE_INDICES);
-		return 0;
-	}
-	capture_positions ps;
-	if (parse_positions(s, len, CAPTURE_INDICES - 1, &ps) < 0)
-		return -1;
-	for (int r = 0; r < ps.n; r++)
-		memset(set + ps.lo[r], 1, (size_t)(ps.hi[r] - ps.lo[r] + 1));
-	return 1;
-}
-
-static int has_position(const capture_positions *ps, size_t t)
-{
-	if (!ps->n)
-		return 1;
-	for (int i = 0; i < ps->n; i++)
-		if ((size_t)ps->lo[i] <= t && t <= (size_t)ps->hi[i])
-			return 1;
-	return 0;
-}
-
-/* "@POSITIONS" at s (or nothing) into ps: the rest of s after it. */
-static const char *positions_opt(const char *s, capture_positions *ps,
-				 const char *what, const char *arg)
-{
-	ps->n = 0;
-	if (*s != '@')
-		return s;
-	size_t len = list_len(s + 1);
-	if (parse_positions(s + 1, len, CAPTURE_MAX_POSITION, ps) < 0)
-		cli_usage_error("%s '%s': expected @POSITIONS like @5, @0-3,7 (at "
-				"most %d ranges, 100 characters)", what, arg,
-				CAPTURE_RANGES);
-	return s + 1 + len;
-}
-
-void capture_opt(void *ctx, const char *arg, const char *what)
-{
-	capture *c = ctx;
-	if (c->n_spec == CAPTURE_MAX)
-		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
-	capture_spec *s = &c->spec[c->n_spec];
-	memset(s, 0, sizeof *s);
-	size_t nlen = list_len(arg);
-	s->name = -1;
-	for (int i = 0; capture_names[i]; i++)
-		if (strlen(capture_names[i]) == nlen &&
-		    strncmp(arg, capture_names[i], nlen) == 0)
-			s->name = i;
-	if (s->name < 0)
-		cli_usage_error("%s '%s': no activation of that name (embed, ln1, "
-				"q, k, v, scores, attn, out, result, y, xmid, ln2, "
-				"fc, gelu, mlp, x, lnf, logits)", what, arg);
-	const char *name = capture_names[s->name], *p = arg + nlen;
-	parse_list("all", 3, s->layer);
-	if (*p == ':') { /* LAYERS */
-		size_t len = list_len(p + 1);
-		if (AMONG(name, of_the_model))
-			cli_usage_error("%s '%s': %s is the model's, not a layer's: "
-					"give no layers", what, arg, name);
-		memset(s->layer, 0, sizeof s->layer);
-		if ((s->listed_layers = parse_list(p + 1, len, s->layer)) < 0)
-			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]]"
-					"[@POSITIONS], each list like 3, 0-2,5 "
-					"or all", what, arg);
-		p += 1 + len;
-	}
-	if (*p == ':') { /* HEADS */
-		size_t len = list_len(p + 1);
-		if (!AMONG(name, per_head))
-			cli_usage_error("%s '%s': %s has no heads to pick (only q, "
-					"k, v, scores, attn, out and result have)",
-					what, arg, name);
-		if ((s->listed_heads = parse_list(p + 1, len, s->head)) < 0)
-			cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]]"
-					"[@POSITIONS], each list like 3, 0-2,5 "
-					"or all", what, arg);
-		s->heads_given = 1;
-		p += 1 + len;
-	}
-	p = positions_opt(p, &s->pos, what, arg);
-	if (*p)
-		cli_usage_error("%s '%s': expected NAME[:LAYERS[:HEADS]][@POSITIONS]",
-				what, arg);
-	c->n_spec++;
-}
-
-/* The index of name in capture_names, or -1. */
-static int name_index(const char *name)
-{
-	for (int i = 0; capture_names[i]; i++)
-		if (strcmp(name, capture_names[i]) == 0)
-			return i;
-	return -1;
-}
-
-/* Appends the captured records (captured=1, with a layer where the name
- * is a layer's) of the file at path to *list; how many. */
-static int read_captures(const char *path, const char *what, at_tensor **list,
-			 int *n)
-{
-	if (strcmp(path, "-") == 0)
-		cli_usage_error("%s -: standard input carries the stream to run; "
-				"give the captures as a file", what);
-	cli_common none = {0};
-	at_read_opts_default(&none.ropts);
-	at_reader r;
-	cli_open_input(&none, &r, path);
-	at_header h;
-	int rc, kept = 0;
-	while ((rc = at_read_header(&r, &h)) == 1) {
-		long layer;
-		const char *captured = at_attr_get(&h.attrs, "captured");
-		if (name_index(h.name) < 0 || h.dtype != AT_F32 || !captured ||
-		    strcmp(captured, "1") != 0 ||
-		    (!AMONG(h.name, of_the_model) &&
-		     at_attr_long(&h.attrs, "layer", &layer) != 0)) {
-			if (at_skip_payload(&r, &h) < 0)
-				cli_fail(r.err);
-			continue; /* the tokens, the output x: not captures */
-		}
-		at_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
-		if (!grown)
-			cli_die("out of memory");
-		*list = grown;
-		if (at_read_payload(&r, &h, &grown[*n]) < 0)
-			cli_fail(r.err);
-		(*n)++;
-		kept++;
-	}
-	if (rc < 0)
-		cli_fail(r.err);
-	at_reader_close(&r);
-	if (!kept)
-		cli_die("%s %s: no captured activations (records of --capture) in "
-			"it", what, path);
-	return kept;
-}
-
-void patch_opt(void *ctx, const char *arg, const char *what)
-{
-	capture *c = ctx;
-	if (c->n_patch_files == CAPTURE_MAX)
-		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
-	/* FILE[@POSITIONS]: the last '@' that starts a list of positions */
-	const char *at = strrchr(arg, '@');
-	capture_positions sel = {0};
-	char *path = strdup(arg);
-	if (!path)
-		cli_die("out of memory");
-	/* a file of that whole name is that file */
-	if (at && at[1] && access(arg, F_OK) != 0 &&
-	    parse_positions(at + 1, strlen(at + 1), CAPTURE_MAX_POSITION, &sel) == 0)
-		path[at - arg] = '\0';
-	else
-		sel.n = 0;
-	int first = c->n_patch;
-	read_captures(path, what, &c->patch, &c->n_patch);
-	free(path);
-	c->patch_pos[c->n_patch_files] = sel;
-	c->patch_first[c->n_patch_files++] = first;
 }
 
 /* The positions --patch FILE@POSITIONS gave record i, or NULL. */
@@ -250,93 +26,6 @@ static const capture_positions *patch_selection(const capture *c, int i)
 		if (i >= c->patch_first[f])
 			return c->patch_pos[f].n ? &c->patch_pos[f] : NULL;
 	return NULL;
-}
-
-/* --ablate L.H:mean=FILE: the mean over the batch of head h's out in
- * layer l of the captures of path, [T,D], into ablation a. */
-static void reference_mean(capture *c, int a, const char *path,
-			   const char *what)
-{
-	at_tensor *list = NULL;
-	int n = 0, l = c->ablate[a].layer, h = c->ablate[a].head;
-	read_captures(path, what, &list, &n);
-	const at_tensor *t = NULL;
-	uint64_t hh = 0;
-	for (int i = 0; i < n && !t; i++) {
-		long layer, head = -1;
-		at_attr_long(&list[i].attrs, "layer", &layer);
-		at_attr_long(&list[i].attrs, "head", &head);
-		if (strcmp(list[i].name, "out") != 0 || layer != l ||
-		    list[i].rank != 4 || at_attr_get(&list[i].attrs, "positions") ||
-		    (head >= 0 ? head != h : list[i].dims[1] <= (uint64_t)h))
-			continue;
-		t = &list[i];
-		hh = head >= 0 ? 0 : (uint64_t)h;
-	}
-	if (!t)
-		cli_die("%s %d.%d:mean=%s: no capture of out for layer %d head %d "
-			"at every position in it", what, l, h, path, l, h);
-	uint64_t B = t->dims[0], H = t->dims[1], TD = t->dims[2] * t->dims[3];
-	float *ref = malloc(TD * sizeof *ref + 1);
-	if (!ref)
-		cli_die("out of memory");
-	for (uint64_t i = 0; i < TD; i++) {
-		double sum = 0.0;
-		for (uint64_t b = 0; b < B; b++)
-			sum += ((const float *)t->data)[(b * H + hh) * TD + i];
-		ref[i] = (float)(sum / (double)B);
-	}
-	c->ablate[a].ref = ref;
-	c->ablate[a].ref_T = t->dims[2];
-	c->ablate[a].ref_D = t->dims[3];
-	for (int i = 0; i < n; i++)
-		at_tensor_free(&list[i]);
-	free(list);
-}
-
-void ablate_opt(void *ctx, const char *arg, const char *what)
-{
-	capture *c = ctx;
-	if (c->n_ablate == CAPTURE_MAX)
-		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
-	int a = c->n_ablate;
-	char *p, *q;
-	long l = strtol(arg, &p, 10), h = -1;
-	if (p != arg && *p == '.')
-		h = strtol(p + 1, &q, 10);
-	else
-		q = p;
-	int bad = p == arg || l < 0 || h < 0 || q == p + 1 ||
-		l >= CAPTURE_INDICES || h >= CAPTURE_INDICES;
-	const char *rest = bad ? q : positions_opt(q, &c->ablate[a].pos, what, arg);
-	int mean = strcmp(rest, ":mean") == 0, from = strncmp(rest, ":mean=", 6) == 0;
-	if (bad || (*rest && !mean && !(from && rest[6])))
-		cli_usage_error("%s '%s': expected LAYER.HEAD[@POSITIONS], "
-				"optionally followed by :mean or :mean=FILE",
-				what, arg);
-	c->n_ablate++;
-	c->ablate[a].layer = (int)l;
-	c->ablate[a].head = (int)h;
-	c->ablate[a].mean = mean || from;
-	c->ablate[a].ref = NULL;
-	if (from)
-		reference_mean(c, a, rest + 6, what);
-}
-
-void capture_free(capture *c)
-{
-	for (int i = 0; i < c->n_ablate; i++)
-		free(c->ablate[i].ref);
-	for (int i = 0; i < c->n_patch; i++)
-		at_tensor_free(&c->patch[i]);
-	free(c->patch);
-	c->patch = NULL;
-	c->n_patch = 0;
-}
-
-int capture_wanted(const capture *c)
-{
-	return c->n_spec || c->n_ablate || c->n_patch;
 }
 
 /* An activation as rows of X floats: [B,H,T,X] (H = 1 for [B,T,X]). */
@@ -359,7 +48,7 @@ static size_t *record_positions(const at_tensor *p, size_t T_rec)
 	if (!attr)
 		return NULL;
 	capture_positions ps;
-	if (parse_positions(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
+	if (capture_parse_positions(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
 		cli_die("--patch: '%s' of layer %s: bad positions attribute '%s'",
 			p->name, at_attr_get(&p->attrs, "layer"), attr);
 	size_t *pos = malloc((T_rec + 1) * sizeof *pos), n = 0;
@@ -415,7 +104,7 @@ static void patch_in(const at_tensor *p, const capture_positions *sel,
 			float *dst = data + (b * run.H + to_h) * run.T * run.X;
 			for (size_t r = 0; r < rec.T; r++) {
 				size_t t = pos ? pos[r] : r;
-				if (!sel || has_position(sel, t))
+				if (!sel || capture_has_position(sel, t))
 					memcpy(dst + t * run.X, src + r * rec.X,
 					       rec.X * sizeof *dst);
 			}
@@ -430,7 +119,7 @@ static void knock_out(float *data, const uint64_t *dims, int h, int mean,
 {
 	size_t B = dims[0], H = dims[1], T = dims[2], X = dims[3];
 	for (size_t t = 0; t < T; t++) {
-		if (!has_position(sel, t))
+		if (!capture_has_position(sel, t))
 			continue;
 		for (size_t i = t * X; i < (t + 1) * X; i++) {
 			double sum = 0.0;
@@ -450,10 +139,10 @@ static size_t positions_attr(const capture_positions *sel, size_t T,
 	size_t n = 0, at = 0;
 	buf[0] = '\0';
 	for (size_t t = 0; t < T; t++) {
-		if (!has_position(sel, t))
+		if (!capture_has_position(sel, t))
 			continue;
 		size_t end = t;
-		while (end + 1 < T && has_position(sel, end + 1))
+		while (end + 1 < T && capture_has_position(sel, end + 1))
 			end++;
 		int w = end > t ? snprintf(buf + at, len - at, "%s%zu-%zu",
 					   at ? "," : "", t, end)
@@ -512,7 +201,7 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 		for (size_t b = 0; b < a.B; b++)
 			for (size_t h = h0; h < h0 + heads; h++)
 				for (size_t tt = 0; tt < a.T; tt++)
-					if (has_position(&s->pos, tt)) {
+					if (capture_has_position(&s->pos, tt)) {
 						memcpy(to, data + ((b * a.H + h) * a.T + tt) * a.X,
 						       a.X * sizeof *to);
 						to += a.X;
@@ -531,7 +220,7 @@ static int patch_for(const at_tensor *p, const char *name, int layer)
 	long l;
 	if (strcmp(p->name, name) != 0)
 		return 0;
-	if (AMONG(name, of_the_model))
+	if (capture_of_the_model(name))
 		return 1;
 	return at_attr_long(&p->attrs, "layer", &l) == 0 && l == layer;
 }
@@ -567,7 +256,7 @@ static int capture_wants(void *ctx, const char *name, int layer)
 static int intervene(capture *c, const char *name, int layer, float *data,
 		     int rank, const uint64_t *dims)
 {
-	if (layer >= CAPTURE_INDICES || (layer < 0 && !AMONG(name, of_the_model)))
+	if (layer >= CAPTURE_INDICES || (layer < 0 && !capture_of_the_model(name)))
 		return 0;
 	if (strcmp(name, "out") == 0)
 		for (int i = 0; i < c->n_ablate; i++)
@@ -629,7 +318,7 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 			if (s->head[k])
 				cli_die("--capture %s: head %d: the model has %d heads "
 					"(0..%d)", capture_names[s->name], k, H, H - 1);
-		if (c->blocks_only && AMONG(capture_names[s->name], of_the_model))
+		if (c->blocks_only && capture_of_the_model(capture_names[s->name]))
 			cli_die("--capture %s: andrea-block runs no embedding or "
 				"head (capture it in andrea-generate)",
 				capture_names[s->name]);
@@ -639,7 +328,7 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 				"every position and cut the records apart",
 				capture_names[s->name]);
 		if (on_gpu && c->decoding &&
-		    !AMONG(capture_names[s->name], gpu_decoding))
+		    !CAPTURE_AMONG(capture_names[s->name], gpu_decoding))
 			cli_die("--capture %s: the GPU engine reports q, k, v, "
 				"scores, attn and out of whole passes, not of "
 				"generation's, in this version: use --device cpu",

@@ -83,7 +83,20 @@ typedef struct {
 	const at_hook *next;           /* the caller's own, after these */
 } capture;
 
-/* The option callbacks: ctx is the capture. */
+/* Positions of a list ("3", "0-2,5") of s[0..len), each end at most max;
+ * -1 for bad syntax, more than CAPTURE_RANGES ranges or over 100
+ * characters. */
+int capture_parse_positions(const char *s, size_t len, long max,
+			    capture_positions *ps);
+/* Whether ps (n = 0: every position) holds t. */
+int capture_has_position(const capture_positions *ps, size_t t);
+/* Whether name is among the n of set; CAPTURE_AMONG for an array. */
+int capture_among(const char *name, const char *const *set, size_t n);
+#define CAPTURE_AMONG(name, set) capture_among(name, set, sizeof set / sizeof *set)
+/* Whether name is the model's (embed, lnf, logits), not a layer's. */
+int capture_of_the_model(const char *name);
+
+/* The option callbacks (capture_opts.c): ctx is the capture. */
 void capture_opt(void *ctx, const char *arg, const char *what);
 void ablate_opt(void *ctx, const char *arg, const char *what);
 void patch_opt(void *ctx, const char *arg, const char *what);
