@@ -3,7 +3,8 @@
 // at_softmax_rows, at_attend_forward) for out, and against a double
 // log-sum-exp for lse: causal and not, every head width bucket of the
 // kernel (D = 1 .. 256), T = 1 and T not a multiple of the tile; then
-// timings at B = 8, H = 12, D = 64.
+// timings at B = 8, H = 12, D = 64.  The backward
+// (at_cuda_attention_backward) against the explicit gradients in double.
 #include "harness.cuh"
 
 // out and lse of the four stages on the CPU (lse in double).
@@ -52,6 +53,74 @@ static void check(int BH, int T, int D, int causal, float scale = 0)
 		H_CUDA(cudaFree(p));
 }
 
+// dq, dk, dv of out = softmax(scale q.k^T, causal) v, in double.
+static void reference_bwd(std::vector<float> &gq, std::vector<float> &gk,
+			  std::vector<float> &gv, const std::vector<float> &q,
+			  const std::vector<float> &k, const std::vector<float> &v,
+			  const std::vector<float> &dout, int BH, int T, int D,
+			  float scale, int causal)
+{
+	std::vector<double> p(T), dp(T);
+	for (int h = 0; h < BH; h++) {
+		size_t o = (size_t)h * T * D;
+		for (int i = 0; i < T; i++) {
+			int n = causal ? i + 1 : T;
+			double mx = -INFINITY, sum = 0, delta = 0;
+			for (int j = 0; j < n; j++) {
+				double s = 0;
+				for (int d = 0; d < D; d++)
+					s += (double)q[o + i * D + d] * k[o + j * D + d];
+				p[j] = s * scale;
+				mx = p[j] > mx ? p[j] : mx;
+			}
+			for (int j = 0; j < n; j++)
+				sum += (p[j] = exp(p[j] - mx));
+			for (int j = 0; j < n; j++) {
+				p[j] /= sum;
+				dp[j] = 0;
+				for (int d = 0; d < D; d++)
+					dp[j] += (double)dout[o + i * D + d] * v[o + j * D + d];
+				delta += p[j] * dp[j];
+			}
+			for (int j = 0; j < n; j++) {
+				double ds = p[j] * (dp[j] - delta) * scale;
+				for (int d = 0; d < D; d++) {
+					gq[o + i * D + d] += (float)(ds * k[o + j * D + d]);
+					gk[o + j * D + d] += (float)(ds * q[o + i * D + d]);
+					gv[o + j * D + d] += (float)(p[j] * dout[o + i * D + d]);
+				}
+			}
+		}
+	}
+}
+
+static void check_bwd(int BH, int T, int D, int causal)
+{
+	float scale = 1.0f / sqrtf((float)D);
+	size_t n = (size_t)BH * T * D, rows = (size_t)BH * T;
+	std::vector<float> q = h_randn(n), k = h_randn(n), v = h_randn(n),
+			   g = h_randn(n), gq(n), gk(n), gv(n);
+	reference_bwd(gq, gk, gv, q, k, v, g, BH, T, D, scale, causal);
+	float *dq = h_upload(q), *dk = h_upload(k), *dv = h_upload(v),
+	      *dg = h_upload(g), *dout = h_dev(n), *dlse = h_dev(rows),
+	      *delta = h_dev(rows), *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
+	H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, BH, T, D, scale,
+				       causal));
+	H_OP(at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, dlse, dg,
+					delta, BH, T, D, scale, causal));
+	const char *names[3] = {"dq", "dk", "dv"};
+	float *got[3] = {rq, rk, rv};
+	const std::vector<float> *want[3] = {&gq, &gk, &gv};
+	for (int i = 0; i < 3; i++) {
+		char what[160];
+		snprintf(what, sizeof what, "attention backward %s BH=%d T=%d D=%d %s",
+			 causal ? "causal" : "full", BH, T, D, names[i]);
+		h_compare(what, got[i], want[i]->data(), n, 1e-5);
+	}
+	for (float *p : {dq, dk, dv, dg, dout, dlse, delta, rq, rk, rv})
+		H_CUDA(cudaFree(p));
+}
+
 static void timing(int T)
 {
 	const int BH = 8 * 12, D = 64;
@@ -67,8 +136,19 @@ static void timing(int T)
 	double flops = 4.0 * BH * T * (T + 1) / 2.0 * D;
 	printf("time %s: %.4f ms, %.1f TFLOP/s\n", what, ms,
 	       flops / ms / 1e9);
+	size_t rows = (size_t)BH * T;
+	float *lse = h_dev(rows), *delta = h_dev(rows), *dg = h_upload(h_randn(n)),
+	      *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
+	at_cuda_attention_forward(dout, lse, dq, dk, dv, BH, T, D, 0.125f, 1);
+	float bms = h_time_ms([&] {
+		at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, lse, dg,
+					   delta, BH, T, D, 0.125f, 1);
+	}, 10);
+	printf("time attention backward causal B=8 H=12 T=%d D=64: %.4f ms, "
+	       "%.1f TFLOP/s (forward + backward %.4f ms)\n", T, bms,
+	       2.5 * flops / bms / 1e9, ms + bms);
 	fflush(stdout);
-	for (float *p : {dq, dk, dv, dout})
+	for (float *p : {dq, dk, dv, dout, lse, delta, dg, rq, rk, rv})
 		H_CUDA(cudaFree(p));
 }
 
@@ -84,6 +164,13 @@ int main(int argc, char **argv)
 		for (int causal = 1; causal >= 0; causal--)
 			check(s[0], s[1], s[2], causal);
 	check(2, 50, 24, 1, 1.0f); // --no-scale
+	static const int bwd_shapes[][3] = {
+		{1, 1, 1},   {2, 7, 15},  {2, 33, 32}, {1, 64, 64},
+		{2, 77, 64}, {1, 50, 128}, {1, 40, 256},
+	};
+	for (auto &s : bwd_shapes)
+		for (int causal = 1; causal >= 0; causal--)
+			check_bwd(s[0], s[1], s[2], causal);
 	if (h_full) {
 		check(4, 1000, 64, 1);
 		for (int T : {1024, 4096, 16384})

@@ -79,6 +79,14 @@ int at_cuda_softmax_host(float *p, const float *s, size_t rows, int n);
 int at_cuda_attend_host(float *out, const float *attn, const float *v,
 			int B, int H, int T, int D, int merge, const float *wo,
 			int tf32);
+/* kernels/ops/attention_bwd.cu: the gradients dq, dk, dv [BH,T,D] of
+ * at_cuda_attention_forward's out (device memory) from q, k, v, its out and
+ * lse, and dout; delta [BH,T] is scratch.  fp32, D <= 256; deterministic. */
+int at_cuda_attention_backward(float *dq, float *dk, float *dv,
+			       const float *q, const float *k, const float *v,
+			       const float *out, const float *lse,
+			       const float *dout, float *delta, int BH, int T,
+			       int D, float scale, int causal);
 /* andrea-attention: out [BH,T,D] and lse [BH,T] (if not NULL) from q, k,
  * v [BH,T,D] through at_cuda_attention_forward. */
 int at_cuda_attention_host(float *out, float *lse, const float *q,
