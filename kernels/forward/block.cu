@@ -351,6 +351,17 @@ static int add(float *out, const float *x, const float *y, size_t n)
 	return 0;
 }
 
+// xmid = x_in + bo + merged . Wo, the residual in the product's beta.
+static int xmid_fused(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		      const at_cu_block_acts *a, const float *x_in, int BT,
+		      int C)
+{
+	float beta;
+	TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
+	return at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, 1.0f,
+			  a->xmid, 0, 1, "the output projection");
+}
+
 // y = merged . Wo + bo into y, without the residual.
 static int y_alone(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		   const at_cu_block_acts *a, float *y, int BT, int C)
@@ -373,7 +384,7 @@ static int hooked_attention_out(const at_cu_gemm_mode *g,
 {
 	int p = g->prec, BT = B * T, D = C / H;
 	size_t BTC = (size_t)BT * C;
-	float *y = a->buf3 + BTC, beta;
+	float *y = a->buf3 + BTC;
 	int result = a->result ? wants(a, "result") : AT_HOOK_SKIP;
 	if (result != AT_HOOK_SKIP) {
 		TRY(MM_CALL(p, head_result, w->wo, a->result, a->merged, B, T, H, D));
@@ -387,13 +398,10 @@ static int hooked_attention_out(const at_cu_gemm_mode *g,
 		TRY(y_alone(g, w, a, y, BT, C));
 	}
 	TRY(report(a, "y", y, 0, 3, B, T, C, 0));
-	if (result == AT_HOOK_WRITE || wants(a, "y") == AT_HOOK_WRITE) {
+	if (result == AT_HOOK_WRITE || wants(a, "y") == AT_HOOK_WRITE)
 		TRY(add(a->xmid, x_in, y, BTC));
-	} else {
-		TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
-		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
-			       1.0f, a->xmid, 0, 1, "the output projection"));
-	}
+	else
+		TRY(xmid_fused(g, w, a, x_in, BT, C));
 	return report(a, "xmid", a->xmid, 0, 3, B, T, C, 0);
 }
 
@@ -439,13 +447,10 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
 		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
 	}
-	if (a->hook) {
+	if (a->hook)
 		TRY(hooked_attention_out(g, w, a, x_in, B, T, C, H));
-	} else { // xmid = x_in + bo + merged . Wo, the residual in beta
-		TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
-		TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0,
-			       1.0f, a->xmid, 0, 1, "the output projection"));
-	}
+	else
+		TRY(xmid_fused(g, w, a, x_in, BT, C));
 
 	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln2, a->ln2_mean, a->ln2_rstd,
 		    a->xmid, w->ln2w, w->ln2b, BT, C, AT_LN_EPS));
