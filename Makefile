@@ -54,6 +54,11 @@ PCRE      ?= $(if $(wildcard /usr/include/pcre2.h /usr/include/*/pcre2.h),1,0)
 # glibc's vector math (libmvec) draws the default model four lanes at a time
 MVEC      ?= $(if $(wildcard /usr/lib/*/libmvec.so /lib/*/libmvec.so /usr/lib64/libmvec.so),1,0)
 SAN       ?= 0
+# cuDNN's headers (the bf16 fused attention; the library is loaded at run
+# time): the toolkit's, or CUDNN_INC= a folder holding cudnn_graph.h (on a
+# machine with PyTorch: its nvidia/cudnn/include)
+CUDNN_INC ?= $(patsubst %/cudnn_graph.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/cudnn_graph.h /usr/include/cudnn_graph.h /usr/include/*/cudnn_graph.h)))
+CUDNN     ?= $(if $(CUDNN_INC),1,0)
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -fno-trapping-math -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp-simd -Ilib -MMD -MP
@@ -97,6 +102,9 @@ ifeq ($(CUDA),1)
 CFLAGS  += -DANDREA_CUDA
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
 NVFLAGS += -DANDREA_CUDA -Ilib -Ikernels -MMD -MP
+ifeq ($(CUDNN),1)
+NVFLAGS += -DANDREA_CUDNN -I$(CUDNN_INC)
+endif
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
 endif
 
@@ -105,7 +113,7 @@ endif
 # key holds every switch and a digest of the compilers' flags, so that
 # `make MVEC=0` or another CFLAGS after `make` never reuses stale objects.
 FLAGS_KEY := $(shell printf '%s' '$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS)' | cksum | cut -d' ' -f1)
-CONFIG   := cuda$(CUDA)-$(BLAS)-png$(PNG)-json$(JSON)-pcre$(PCRE)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
+CONFIG   := cuda$(CUDA)-cudnn$(CUDNN)-$(BLAS)-png$(PNG)-json$(JSON)-pcre$(PCRE)-mvec$(MVEC)-san$(SAN)-$(FLAGS_KEY)
 BUILD    := build/$(CONFIG)
 $(shell mkdir -p build; [ "$$(cat build/config 2>/dev/null)" = "$(CONFIG)" ] || echo "$(CONFIG)" > build/config)
 

@@ -8,12 +8,14 @@ float32 doing the same causal attention head by head.  Wall seconds of the
 whole command (median of 3; one run at T = 8192) and the peak resident
 memory of the largest process (ru_maxrss).
 
-GPU (where PyTorch sees one and the build has CUDA): the kernel's times
-from build/kernels/attention-check (CUDA events, median of 20, B = 8, H =
-12, D = 64, causal, fp32) against F.scaled_dot_product_attention(
-is_causal=True) in fp32 (TF32 off) and in bf16, timed with CUDA events as
-bench/gpu.py times (median of 50 after 5 warm-up runs); the
-ratio is PyTorch's time over andrea's (above 1: andrea is faster).
+GPU (where PyTorch sees one and the build has CUDA): the forward and the
+forward + backward, B = 8, H = 12, D = 64, causal: in fp32 andrea's own
+kernels (build/kernels/attention-check's timings), in bf16 cuDNN's fused
+attention as andrea builds it (build/kernels/sdpa-check's), both CUDA
+events, median of 10 or 20; against F.scaled_dot_product_attention(
+is_causal=True) in the same precision (TF32 off), timed with CUDA events as
+bench/gpu.py times (median of 50 after 5 warm-up runs).  The ratio is
+PyTorch's time over andrea's (above 1: andrea is faster).
 
 Arguments: cpu or gpu runs one part.
 """
@@ -97,36 +99,67 @@ def cpu_part():
                   f"{ratio} {npt / fused[0]:11.2f}x")
 
 
+def harness_times(name, pattern):
+    """{(T, part): ms} from a kernel harness's timing lines."""
+    out = subprocess.run([os.path.join(ROOT, "build", "kernels", name)],
+                         capture_output=True, text=True, check=True).stdout
+    times = {}
+    for m in re.finditer(pattern, out):
+        T = int(m.group(1))
+        times[(T, "fwd")] = float(m.group(2))
+        times[(T, "fwd+bwd")] = float(m.group(3))
+    return times
+
+
 def gpu_part():
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from gpu import median_ms  # bench/gpu.py's timing: events, median
-    check = os.path.join(ROOT, "build", "kernels", "attention-check")
-    if not torch.cuda.is_available() or not os.path.exists(check):
+    if not torch.cuda.is_available() or not os.path.exists(
+            os.path.join(ROOT, "build", "kernels", "attention-check")):
         print("GPU: skipped (no CUDA device for PyTorch, or no CUDA build)")
         return
-    out = subprocess.run([check], capture_output=True, text=True, check=True)
-    ours = {int(m.group(1)): float(m.group(2)) for m in re.finditer(
-        r"time attention causal B=8 H=12 T=(\d+) D=64: ([\d.]+) ms", out.stdout)}
+    ours = {"fp32": harness_times(
+        "attention-check",
+        r"time attention causal B=8 H=12 T=(\d+) D=64: ([\d.]+) ms"
+        r"(?s:.*?)forward \+ backward ([\d.]+) ms")}
+    ours["bf16"] = harness_times(
+        "sdpa-check",
+        r"time cudnn attention bf16 causal B=8 H=12 T=(\d+) D=64: forward "
+        r"([\d.]+) ms.*forward \+ backward ([\d.]+) ms")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
-    print("GPU: causal attention forward, B = 8, H = 12, D = 64 (ms)")
-    print(f"{'T':>6} {'andrea fp32':>12} {'SDPA fp32':>10} {'ratio':>7} "
-          f"{'SDPA bf16':>10} {'ratio':>7}")
-    for T, ms in sorted(ours.items()):
-        row = [f"{T:>6} {ms:12.3f}"]
-        for dt in (torch.float32, torch.bfloat16):
-            q, k, v = (torch.randn(8, H, T, D, device="cuda", dtype=dt)
-                       for _ in range(3))
-            ref = median_ms(lambda: F.scaled_dot_product_attention(
-                q, k, v, is_causal=True), 0)
-            row.append(f"{ref:10.3f} {ref / ms:6.2f}x")
-            del q, k, v
-        print(" ".join(row))
-    print("(bf16: andrea's fused stage computes in fp32 only; the ratio is "
-          "against its fp32 time)")
+    print("GPU: causal attention, B = 8, H = 12, D = 64 (ms; ratio = SDPA's "
+          "time over andrea's)")
+    print(f"{'T':>6} {'prec':>5} {'part':>8} {'andrea':>9} {'SDPA':>9} "
+          f"{'ratio':>7}")
+    Ts = sorted({T for t in ours.values() for T, _ in t})
+    for T in Ts:
+        for prec, dt in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+            q, k, v = (torch.randn(8, H, T, D, device="cuda", dtype=dt,
+                                   requires_grad=True) for _ in range(3))
+            g = torch.randn_like(q)
+
+            def fwd():
+                with torch.no_grad():
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+            def fwd_bwd():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                o.backward(g)
+            for part, fn in (("fwd", fwd), ("fwd+bwd", fwd_bwd)):
+                ms = ours[prec].get((T, part))
+                if ms is None or (T > 4096 and prec == "fp32" and
+                                  part == "fwd+bwd"):
+                    continue
+                ref = median_ms(fn, 0)
+                print(f"{T:>6} {prec:>5} {part:>8} {ms:9.3f} {ref:9.3f} "
+                      f"{ref / ms:6.2f}x")
+            del q, k, v, g
+    print("(fp32: andrea's own kernels; bf16: cuDNN's fused attention "
+          "through andrea's graph, kernels/ops/attention_cudnn.cu)")
 
 
 if __name__ == "__main__":

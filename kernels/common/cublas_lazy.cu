@@ -11,13 +11,7 @@ at_cublaslt_api at_cublaslt;
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
-struct sym {
-	void **slot;
-	const char *name;
-};
-
-// Opens lib and fills every slot of syms[n]; 0, or -1 with the reason.
-static int load(const char *lib, const sym *syms, int n)
+int at_lazy_load(const char *lib, const at_lazy_sym *syms, int n)
 {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
@@ -35,7 +29,7 @@ int at_cublas_load(void)
 	static int loaded;
 	if (loaded)
 		return 0;
-	const sym syms[] = {
+	const at_lazy_sym syms[] = {
 		{(void **)&at_cublas.create, "cublasCreate_v2"},
 		{(void **)&at_cublas.destroy, "cublasDestroy_v2"},
 		{(void **)&at_cublas.set_math_mode, "cublasSetMathMode"},
@@ -48,7 +42,7 @@ int at_cublas_load(void)
 		{(void **)&at_cublas.gemm_strided_batched_ex,
 		 "cublasGemmStridedBatchedEx"},
 	};
-	if (load("libcublas.so." STR(CUBLAS_VER_MAJOR), syms,
+	if (at_lazy_load("libcublas.so." STR(CUBLAS_VER_MAJOR), syms,
 		 sizeof syms / sizeof *syms) < 0)
 		return -1;
 	loaded = 1;
@@ -60,7 +54,7 @@ int at_cublaslt_load(void)
 	static int loaded;
 	if (loaded)
 		return 0;
-	const sym syms[] = {
+	const at_lazy_sym syms[] = {
 		{(void **)&at_cublaslt.create, "cublasLtCreate"},
 		{(void **)&at_cublaslt.destroy, "cublasLtDestroy"},
 		{(void **)&at_cublaslt.desc_create, "cublasLtMatmulDescCreate"},
@@ -75,7 +69,7 @@ int at_cublaslt_load(void)
 		{(void **)&at_cublaslt.heuristic, "cublasLtMatmulAlgoGetHeuristic"},
 		{(void **)&at_cublaslt.matmul, "cublasLtMatmul"},
 	};
-	if (load("libcublasLt.so." STR(CUBLAS_VER_MAJOR), syms,
+	if (at_lazy_load("libcublasLt.so." STR(CUBLAS_VER_MAJOR), syms,
 		 sizeof syms / sizeof *syms) < 0)
 		return -1;
 	loaded = 1;

@@ -58,6 +58,16 @@ struct at_cublaslt_api {
 extern at_cublas_api at_cublas;
 extern at_cublaslt_api at_cublaslt;
 
+// One function a library is asked for: its name and where its address goes.
+struct at_lazy_sym {
+	void **slot;
+	const char *name;
+};
+
+// Opens lib and fills every slot of syms[n]; 0, or -1 with the reason
+// (cuDNN is resolved the same way: cudnn_lazy.cu).
+int at_lazy_load(const char *lib, const at_lazy_sym *syms, int n);
+
 // Load libcublas (libcublasLt) once.  Return 0, or -1 with a one-line
 // reason for at_cuda_error().
 int at_cublas_load(void);

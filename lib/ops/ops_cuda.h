@@ -87,6 +87,32 @@ int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 			       const float *out, const float *lse,
 			       const float *dout, float *delta, int BH, int T,
 			       int D, float scale, int causal);
+/* kernels/ops/attention_cudnn.cu: the fused attention in bf16 through
+ * cuDNN (loaded at run time).  q, k, v, out and the gradients dq, dk, dv,
+ * dout are bf16 [B,H,T,D] views in device memory, each given by its
+ * element strides of b, h and t (d contiguous; 16-byte aligned); lse
+ * [B,H,T] float, the forward's row log-sum-exp of the scaled scores.  _supported says whether cuDNN is there and makes a plan for the
+ * shape (D a multiple of 8, at most 128); the others return -1 with the
+ * reason where it does not. */
+typedef struct {
+	int B, H, T, D, causal;
+	float scale;
+	long long q[3], k[3], v[3], o[3];         /* strides of b, h, t */
+	long long dq[3], dk[3], dv[3], dout[3];
+} at_sdpa_shape;
+int at_cudnn_sdpa_supported(const at_sdpa_shape *s, int backward);
+int at_cudnn_sdpa_forward(const at_sdpa_shape *s, void *out, float *lse,
+			  const void *q, const void *k, const void *v);
+int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq, void *dk,
+			   void *dv, const void *q, const void *k,
+			   const void *v, const void *out, const void *dout,
+			   const float *lse);
+/* A shape for the calls above with every view contiguous [B,H,T,D];
+ * at_sdpa_strides sets one view's strides to the heads of [B,T,H*D] at
+ * channel stride C (a product's rows, the heads side by side). */
+at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D, float scale,
+				 int causal);
+void at_sdpa_heads_of_rows(long long strides[3], int T, int D, long long C);
 /* andrea-attention: out [BH,T,D] and lse [BH,T] (if not NULL) from q, k,
  * v [BH,T,D] through at_cuda_attention_forward. */
 int at_cuda_attention_host(float *out, float *lse, const float *q,

@@ -1,0 +1,373 @@
+// attention_cudnn.cu - the fused attention in bf16 through cuDNN's flash
+// attention (ops_cuda.h: at_cudnn_sdpa_*): softmax(scale q.k^T [causal]) . v
+// with the row log-sum-exp, and its backward, never storing T x T.
+//
+// cuDNN recognises its fused attention as a graph of primitive operations
+// (the pattern cuDNN's frontend builds for it): two products with a masked,
+// scaled softmax between them in the forward; the softmax recomputed from
+// the log-sum-exp ("stats") and five products' worth of gradient in the
+// backward.  The plans are made once per shape and kept.
+#include <math.h>
+#include <string.h>
+
+#include "common/cuda_util.cuh"
+#include "common/cudnn_graph.cuh"
+extern "C" {
+#include "ops/ops_cuda.h"
+}
+
+#ifdef ANDREA_CUDNN
+
+// The tensors' ids in the variant packs.
+enum {
+	ID_Q = 1, ID_K, ID_V, ID_O, ID_STATS, ID_SCALE, ID_NEG_INF, ID_ONE,
+	ID_DO, ID_DQ, ID_DK, ID_DV, ID_DQ_ACCUM,
+};
+
+// A [B,H,T,D] view with the given strides of b, h, t (d is contiguous).
+static void view(const at_sdpa_shape *s, const long long st[3], int64_t d[4],
+		 int64_t str[4])
+{
+	d[0] = s->B, d[1] = s->H, d[2] = s->T, d[3] = s->D;
+	str[0] = st[0], str[1] = st[1], str[2] = st[2], str[3] = 1;
+}
+
+// The same view with its last two dimensions swapped ([B,H,D,T]).
+static void view_t(const at_sdpa_shape *s, const long long st[3], int64_t d[4],
+		   int64_t str[4])
+{
+	view(s, st, d, str);
+	int64_t t = d[2];
+	d[2] = d[3], d[3] = t;
+	t = str[2];
+	str[2] = str[3], str[3] = t;
+}
+
+struct sdpa_dims {
+	int64_t tt[4], tt_s[4];          // [B,H,T,T]
+	int64_t ttT_s[4];                // its transpose's strides
+	int64_t row[4], row_s[4];        // [B,H,T,1]
+};
+
+static sdpa_dims dims_of(const at_sdpa_shape *s)
+{
+	int64_t B = s->B, H = s->H, T = s->T;
+	sdpa_dims d = {{B, H, T, T}, {H * T * T, T * T, T, 1},
+		       {H * T * T, T * T, 1, T}, {B, H, T, 1},
+		       {H * T, T, 1, 1}};
+	return d;
+}
+
+// The masked, scaled scores of q and k^T (virtual, float): the start the
+// forward and the backward share.  mask_prec is the index type.
+static dnn_t scores(dnn_graph *g, const at_sdpa_shape *s, const sdpa_dims *d,
+		    dnn_t q, dnn_t kt, cudnnDataType_t index_type)
+{
+	const int V = DNN_VIRTUAL;
+	cudnnDataType_t F = CUDNN_DATA_FLOAT;
+	dnn_t raw = dnn_tensor(g, F, d->tt, d->tt_s, 0, V);
+	dnn_matmul(g, q, kt, raw);
+	dnn_t scaled = dnn_tensor(g, F, d->tt, d->tt_s, 0, V);
+	dnn_pointwise(g, CUDNN_POINTWISE_MUL, F, raw, dnn_scalar(g, ID_SCALE),
+		      NULL, scaled, -1);
+	if (!s->causal)
+		return scaled;
+	dnn_t row = dnn_tensor(g, index_type, d->tt, d->tt_s, 0, V);
+	dnn_t col = dnn_tensor(g, index_type, d->tt, d->tt_s, 0, V);
+	dnn_t keep = dnn_tensor(g, CUDNN_DATA_BOOLEAN, d->tt, d->tt_s, 0, V);
+	dnn_t masked = dnn_tensor(g, F, d->tt, d->tt_s, 0, V);
+	dnn_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, index_type, scaled, NULL,
+		      NULL, row, 2);
+	dnn_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, index_type, scaled, NULL,
+		      NULL, col, 3);
+	dnn_pointwise(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col,
+		      NULL, keep, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, F, scaled,
+		      dnn_scalar(g, ID_NEG_INF), keep, masked, -1);
+	return masked;
+}
+
+static void build_forward(dnn_graph *g, const at_sdpa_shape *s)
+{
+	const int V = DNN_VIRTUAL;
+	cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
+	sdpa_dims d = dims_of(s);
+	int64_t dim[4], str[4];
+	view(s, s->q, dim, str);
+	dnn_t q = dnn_tensor(g, BF, dim, str, ID_Q, 0);
+	view_t(s, s->k, dim, str);
+	dnn_t kt = dnn_tensor(g, BF, dim, str, ID_K, 0);
+	view(s, s->v, dim, str);
+	dnn_t v = dnn_tensor(g, BF, dim, str, ID_V, 0);
+	view(s, s->o, dim, str);
+	dnn_t o = dnn_tensor(g, BF, dim, str, ID_O, 0);
+
+	dnn_t x = scores(g, s, &d, q, kt, F);
+	// softmax, keeping max + log(sum) as the stats
+	dnn_t m = dnn_tensor(g, F, d.row, d.row_s, 0, V);
+	dnn_t xm = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t e = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t z = dnn_tensor(g, F, d.row, d.row_s, 0, V);
+	dnn_t logz = dnn_tensor(g, F, d.row, d.row_s, 0, V);
+	dnn_t stats = dnn_tensor(g, F, d.row, d.row_s, ID_STATS, 0);
+	dnn_t p = dnn_tensor(g, BF, d.tt, d.tt_s, 0, V);
+	dnn_reduce(g, CUDNN_REDUCE_TENSOR_MAX, x, m);
+	dnn_pointwise(g, CUDNN_POINTWISE_SUB, F, x, m, NULL, xm, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_EXP, F, xm, NULL, NULL, e, -1);
+	dnn_reduce(g, CUDNN_REDUCE_TENSOR_ADD, e, z);
+	dnn_pointwise(g, CUDNN_POINTWISE_LOG, F, z, NULL, NULL, logz, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_ADD, F, m, logz, NULL, stats, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_DIV, F, e, z, NULL, p, -1);
+	dnn_matmul(g, p, v, o);
+}
+
+// dq either straight from the product (cuDNN then keeps a dP workspace of
+// B*H*T*T bf16) or through a float accumulator [B,H,T,D] of ours, as
+// cuDNN's frontend chooses: the workspace up to 256 MB.
+static int uses_accumulator(const at_sdpa_shape *s)
+{
+	int64_t t64 = (s->T + 63) / 64 * 64;
+	return (int64_t)s->B * s->H * t64 * t64 * 2 > (256ll << 20);
+}
+
+static void build_backward(dnn_graph *g, const at_sdpa_shape *s)
+{
+	const int V = DNN_VIRTUAL;
+	cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
+	int64_t B = s->B, H = s->H, T = s->T, D = s->D;
+	sdpa_dims d = dims_of(s);
+	int64_t dim[4], str[4];
+	view(s, s->q, dim, str);
+	dnn_t q = dnn_tensor(g, BF, dim, str, ID_Q, 0);
+	view(s, s->dq, dim, str);
+	dnn_t dq = dnn_tensor(g, BF, dim, str, ID_DQ, 0);
+	view_t(s, s->k, dim, str);
+	dnn_t kt = dnn_tensor(g, BF, dim, str, ID_K, 0);
+	view(s, s->dk, dim, str);
+	dnn_t dk = dnn_tensor(g, BF, dim, str, ID_DK, 0);
+	view_t(s, s->v, dim, str);
+	dnn_t vt = dnn_tensor(g, BF, dim, str, ID_V, 0);
+	view(s, s->dv, dim, str);
+	dnn_t dv = dnn_tensor(g, BF, dim, str, ID_DV, 0);
+	view(s, s->o, dim, str);
+	dnn_t o = dnn_tensor(g, BF, dim, str, ID_O, 0);
+	view(s, s->dout, dim, str);
+	dnn_t dout = dnn_tensor(g, BF, dim, str, ID_DO, 0);
+	dnn_t stats = dnn_tensor(g, F, d.row, d.row_s, ID_STATS, 0);
+	dnn_t one = dnn_scalar(g, ID_ONE);
+
+	// delta = sum over d of dO * O (the frontend's own strides)
+	int64_t od[4] = {B, H, T, D}, od_s[4] = {H * T * D, T * D, H * D, 1};
+	dnn_t dxo = dnn_tensor(g, F, od, od_s, 0, V);
+	dnn_t dsum = dnn_tensor(g, F, d.row, d.row_s, 0, V);
+	dnn_t delta = dnn_tensor(g, F, d.row, d.row_s, 0, V);
+	dnn_pointwise(g, CUDNN_POINTWISE_MUL, F, dout, o, NULL, dxo, -1);
+	dnn_reduce(g, CUDNN_REDUCE_TENSOR_ADD, dxo, dsum);
+	dnn_pointwise(g, CUDNN_POINTWISE_MUL, F, dsum, one, NULL, delta, -1);
+
+	// P = exp(scores - stats); dV = P^T dO
+	dnn_t x = scores(g, s, &d, q, kt, CUDNN_DATA_INT32);
+	dnn_t xs = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t p = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t pt = dnn_tensor(g, BF, d.tt, d.ttT_s, 0, V);
+	dnn_pointwise(g, CUDNN_POINTWISE_SUB, F, x, stats, NULL, xs, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_EXP, F, xs, NULL, NULL, p, -1);
+	dnn_reshape(g, p, pt);
+	dnn_matmul(g, pt, dout, dv);
+
+	// dS = scale * P * (dO V^T - delta); dK = dS^T Q; dQ = dS K
+	dnn_t dp = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t dp1 = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t dp2 = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t dp3 = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t ds = dnn_tensor(g, F, d.tt, d.tt_s, 0, V);
+	dnn_t dst = dnn_tensor(g, BF, d.tt, d.ttT_s, 0, V);
+	dnn_matmul(g, dout, vt, dp);
+	dnn_pointwise(g, CUDNN_POINTWISE_MUL, F, dp, one, NULL, dp1, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_SUB, F, dp1, delta, NULL, dp2, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_MUL, F, dp2, p, NULL, dp3, -1);
+	dnn_pointwise(g, CUDNN_POINTWISE_MUL, F, dp3, dnn_scalar(g, ID_SCALE),
+		      NULL, ds, -1);
+	dnn_reshape(g, ds, dst);
+	dnn_matmul(g, dst, q, dk);
+	view(s, s->k, dim, str);
+	dnn_t k = dnn_tensor(g, BF, dim, str, 0, V);
+	dnn_reshape(g, kt, k);
+	if (uses_accumulator(s)) {
+		int64_t ad[4] = {B, H, T, D}, as[4] = {H * T * D, T * D, D, 1};
+		dnn_t acc = dnn_tensor(g, F, ad, as, ID_DQ_ACCUM, DNN_F16x16);
+		dnn_matmul(g, ds, k, acc);
+		dnn_pointwise(g, CUDNN_POINTWISE_IDENTITY, F, acc, NULL, NULL,
+			      dq, -1);
+	} else {
+		dnn_matmul(g, ds, k, dq);
+	}
+}
+
+// ---- the plans, one per shape and direction ----
+
+#define MAX_PLANS 16
+
+struct plan {
+	at_sdpa_shape shape;
+	int backward;
+	int ok;                          // 1 made, -1 refused
+	dnn_graph g;
+};
+
+static plan plans[MAX_PLANS];
+static int nplans;
+static void *workspace;
+static size_t workspace_bytes;
+
+// The plan of s in that direction, made on first use; NULL with the
+// reason (at_cuda_error) where cuDNN is missing or refuses the shape.
+static plan *plan_for(const at_sdpa_shape *s, int backward)
+{
+	for (int i = 0; i < nplans; i++)
+		if (plans[i].backward == backward &&
+		    !memcmp(&plans[i].shape, s, sizeof *s)) {
+			if (plans[i].ok > 0)
+				return &plans[i];
+			at_cu_failf("cuDNN: %s", plans[i].g.why);
+			return NULL;
+		}
+	cudnnHandle_t h;
+	if (at_cudnn_load(&h) < 0)
+		return NULL;
+	plan *p = nplans < MAX_PLANS ? &plans[nplans++] : &plans[MAX_PLANS - 1];
+	if (p->g.nmade)
+		dnn_free(&p->g); // the oldest beyond MAX_PLANS goes
+	p->shape = *s;
+	p->backward = backward;
+	dnn_init(&p->g, h);
+	if (backward)
+		build_backward(&p->g, s);
+	else
+		build_forward(&p->g, s);
+	p->ok = dnn_plan(&p->g) == 0 ? 1 : -1;
+	if (p->ok < 0) {
+		at_cu_failf("cuDNN: %s", p->g.why);
+		return NULL;
+	}
+	return p;
+}
+
+// At least bytes of workspace, grown as needed.
+static int workspace_at_least(size_t bytes, void **ws)
+{
+	if (bytes > workspace_bytes) {
+		if (workspace)
+			cudaFree(workspace);
+		workspace = NULL;
+		workspace_bytes = 0;
+		TRY(at_cu_alloc(&workspace, bytes, "cuDNN's attention workspace"));
+		workspace_bytes = bytes;
+	}
+	*ws = workspace;
+	return 0;
+}
+
+extern "C" int at_cudnn_sdpa_supported(const at_sdpa_shape *s, int backward)
+{
+	if (s->D % 8 || s->D > 128 || s->T < 1)
+		return 0;
+	return plan_for(s, backward) != NULL;
+}
+
+extern "C" int at_cudnn_sdpa_forward(const at_sdpa_shape *s, void *o,
+				     float *lse, const void *q, const void *k,
+				     const void *v)
+{
+	plan *p = plan_for(s, 0);
+	if (!p)
+		return -1;
+	void *ws = NULL;
+	TRY(workspace_at_least(p->g.workspace, &ws));
+	float scale = s->scale, neg_inf = -INFINITY;
+	int64_t uids[] = {ID_Q, ID_K, ID_V, ID_O, ID_STATS, ID_SCALE, ID_NEG_INF};
+	void *ptrs[] = {(void *)q, (void *)k, (void *)v, o, lse, &scale,
+			&neg_inf};
+	int n = s->causal ? 7 : 6;
+	return dnn_execute(&p->g, n, uids, ptrs, ws);
+}
+
+extern "C" int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq,
+				      void *dk, void *dv, const void *q,
+				      const void *k, const void *v,
+				      const void *o, const void *dout,
+				      const float *lse)
+{
+	plan *p = plan_for(s, 1);
+	if (!p)
+		return -1;
+	size_t ws_bytes = (p->g.workspace + 255) / 256 * 256;
+	size_t accum = uses_accumulator(s)
+			       ? (size_t)s->B * s->H * s->T * s->D * sizeof(float)
+			       : 0;
+	void *ws = NULL;
+	TRY(workspace_at_least(ws_bytes + accum, &ws));
+	void *acc = (char *)ws + ws_bytes;
+	if (accum)
+		CU_CHECK(cudaMemsetAsync(acc, 0, accum, at_cu_stream),
+			 "zeroing the dq accumulator");
+	float scale = s->scale, neg_inf = -INFINITY, one = 1.0f;
+	int64_t uids[] = {ID_Q, ID_K, ID_V, ID_O, ID_DO, ID_STATS, ID_DQ,
+			  ID_DK, ID_DV, ID_SCALE, ID_ONE, ID_NEG_INF,
+			  ID_DQ_ACCUM};
+	void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o,
+			(void *)dout, (void *)lse, dq, dk, dv, &scale, &one,
+			&neg_inf, acc};
+	int n = 11 + (s->causal ? 1 : 0);
+	if (accum) { // the accumulator's pair goes where it is counted
+		uids[n] = ID_DQ_ACCUM;
+		ptrs[n] = acc;
+		n++;
+	}
+	return dnn_execute(&p->g, n, uids, ptrs, ws);
+}
+
+#else // built without cuDNN's headers
+
+extern "C" int at_cudnn_sdpa_supported(const at_sdpa_shape *s, int backward)
+{
+	return 0;
+}
+
+extern "C" int at_cudnn_sdpa_forward(const at_sdpa_shape *s, void *o,
+				     float *lse, const void *q, const void *k,
+				     const void *v)
+{
+	return at_cu_failf("built without cuDNN (CUDNN=0)");
+}
+
+extern "C" int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq,
+				      void *dk, void *dv, const void *q,
+				      const void *k, const void *v,
+				      const void *o, const void *dout,
+				      const float *lse)
+{
+	return at_cu_failf("built without cuDNN (CUDNN=0)");
+}
+#endif
+
+extern "C" at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D,
+					    float scale, int causal)
+{
+	at_sdpa_shape s;
+	memset(&s, 0, sizeof s); // the plans compare shapes bytewise
+	s.B = B, s.H = H, s.T = T, s.D = D, s.causal = causal, s.scale = scale;
+	long long st[3] = {(long long)H * T * D, (long long)T * D, D};
+	long long *views[] = {s.q, s.k, s.v, s.o, s.dq, s.dk, s.dv, s.dout};
+	for (long long *p : views)
+		memcpy(p, st, sizeof st);
+	return s;
+}
+
+extern "C" void at_sdpa_heads_of_rows(long long strides[3], int T, int D,
+				      long long C)
+{
+	strides[0] = (long long)T * C;
+	strides[1] = D;
+	strides[2] = C;
+}
