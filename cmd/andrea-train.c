@@ -39,6 +39,7 @@ typedef struct {
 	long steps, stop_at, eval_every, eval_batches, save_every;
 	int batch, seq, resume, progress, forward, text;
 	int precision;      /* AT_PREC_FP32, AT_PREC_TF32, AT_PREC_BF16 (GPU only) */
+	int attention;      /* TR_ATTN_AUTO, _FUSED, _EXPLICIT */
 	double val_fraction;
 	tr_hparams h;
 } options;
@@ -74,6 +75,18 @@ static void fraction_opt(void *to, const char *arg, const char *what)
 		cli_usage_error("%s '%s': expected a number in [0, 1)", what, arg);
 }
 
+/* --attention: auto, fused or explicit into the int at `to`. */
+static void attention_opt(void *to, const char *arg, const char *what)
+{
+	static const char *const names[] = {"auto", "fused", "explicit"};
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(arg, names[i])) {
+			*(int *)to = i; /* TR_ATTN_AUTO, _FUSED, _EXPLICIT */
+			return;
+		}
+	cli_usage_error("%s '%s': expected auto, fused or explicit", what, arg);
+}
+
 /* Options that belong to one mode only are misuse in the other, and so
  * are operands but one FILE with --forward (none with --tokens). */
 static void check_mode(const options *o, cli_operands operand)
@@ -82,7 +95,7 @@ static void check_mode(const options *o, cli_operands operand)
 		"data", "steps", "batch", "seq", "lr", "min-lr", "warmup",
 		"weight-decay", "clip", "val-fraction", "eval-every",
 		"eval-batches", "save-every", "checkpoint", "resume", "stop-at",
-		"log", "progress", "dump-grads", "tokenizer"};
+		"log", "progress", "dump-grads", "tokenizer", "attention"};
 	if (o->forward) {
 		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
 			if (given(o, train_only[i]))
@@ -508,7 +521,8 @@ static int train_main(options *o, at_device device)
 			tr.ckpt, st->step, st->h.steps);
 	engine_check(&tr, tr_engine_new(&tr.eng, &tr.m, tr.mom1, tr.mom2,
 					&tr.data, st->batch, st->seq, device,
-					o->precision, tr.err, sizeof tr.err));
+					o->precision, o->attention, tr.err,
+					sizeof tr.err));
 	FILE *log = NULL;
 	if (o->log && !(log = fopen(o->log, o->resume ? "a" : "w")))
 		cli_die("%s: %s", o->log, strerror(errno));
@@ -606,6 +620,7 @@ int main(int argc, char **argv)
 		CLI_FLAG("text", 0, &o.text),
 		CLI_STRING("tokens", 0, &o.tokens),
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &o.precision),
+		CLI_CALL_ARG("attention", 0, attention_opt, &o.attention),
 		CLI_END};
 	o.opts = opts;
 	cli_operands operand = cli_parse(&o.c, opts, usage, CLI_ANY, argc, argv);

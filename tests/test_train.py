@@ -499,6 +499,8 @@ def test_sigterm_saves_and_exits_143(tmp_path):
     ["--val-fraction", "1", "--data", "d", "-o", "m.ats"],
     ["--resume", "-m", "x.ats", "--data", "d", "-o", "m.ats"],
     ["--d-model", "10", "--heads", "3", "--steps", "0", "-o", "m.ats"],
+    ["--attention", "flash", "--data", "d", "-o", "m.ats"],
+    ["--forward", "--attention", "fused"],
 ])
 def test_bad_options_exit_2(tmp_path, args):
     p = run("train", *args, cwd=tmp_path)
@@ -517,6 +519,18 @@ def test_bad_data_fails_with_one_line(tmp_path):
             tmp_path / "m.ats", check=1)
     assert "too few" in one_line_error(p, "train")
     assert not os.path.exists(tmp_path / "m.ats")
+
+
+def test_the_fused_attention_needs_the_gpu(tmp_path):
+    data = tokens_file(tmp_path, list(range(200)) * 5)
+    p = run("train", "--config", "tiny", "--data", data, "--seq", 8,
+            "--steps", 1, "--device", "cpu", "--attention", "fused",
+            "-o", tmp_path / "m.ats", check=1)
+    assert "fused attention" in one_line_error(p, "train")
+    assert not os.path.exists(tmp_path / "m.ats")
+    run("train", "--config", "tiny", "--data", data, "--seq", 8, "--steps",
+        1, "--device", "cpu", "--attention", "explicit", "-o",
+        tmp_path / "m.ats", check=0)
 
 
 def test_a_run_says_what_it_did_and_keeps_its_checkpoint(tmp_path):

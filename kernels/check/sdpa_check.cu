@@ -2,7 +2,8 @@
 // (at_cudnn_sdpa_forward, _backward) against softmax attention in double
 // on the same bf16-rounded inputs: out, lse, dq, dk, dv, causal and full,
 // T = 1 and T not a multiple of any tile, D = 32, 64, 128, contiguous and
-// with out and the gradients in a product's row layout [B,T,H*D]; then at
+// in the model block's layout (at_sdpa_block: out and dq, dk, dv in rows
+// [B,T,H*D]); then at
 // B = 4, H = 12, T = 2048 (the float dq accumulator's path) against the
 // fp32 kernels; then timings at B = 8, H = 12, D = 64.  Without cuDNN it
 // says so and checks nothing.
@@ -114,10 +115,8 @@ static void check(int B, int H, int T, int D, int causal, int rows_layout)
 {
 	float scale = 1.0f / sqrtf((float)D);
 	size_t n = (size_t)B * H * T * D, nr = (size_t)B * H * T;
-	at_sdpa_shape s = at_sdpa_contiguous(B, H, T, D, scale, causal);
-	if (rows_layout)
-		for (long long *st : {s.o, s.dq, s.dk, s.dv, s.dout})
-			at_sdpa_heads_of_rows(st, T, D, (long long)H * D);
+	at_sdpa_shape s = rows_layout ? at_sdpa_block(B, H, T, D)
+				      : at_sdpa_contiguous(B, H, T, D, scale, causal);
 	char what[160];
 	snprintf(what, sizeof what, "cudnn attention %s B=%d H=%d T=%d D=%d%s",
 		 causal ? "causal" : "full", B, H, T, D,
@@ -131,17 +130,7 @@ static void check(int B, int H, int T, int D, int causal, int rows_layout)
 	std::vector<float> r[5] = {std::vector<float>(n), std::vector<float>(nr),
 				   std::vector<float>(n), std::vector<float>(n),
 				   std::vector<float>(n)};
-	// dout is read in its layout: the reference takes it as [B,H,T,D]
-	std::vector<float> gref = g.host;
-	if (rows_layout) { // g.host is [B,T,H,D]: bring it to [B,H,T,D]
-		for (int b = 0; b < B; b++)
-			for (int h = 0; h < H; h++)
-				for (int t = 0; t < T; t++)
-					for (int d = 0; d < D; d++)
-						gref[(((size_t)b * H + h) * T + t) * D + d] =
-							g.host[(((size_t)b * T + t) * H + h) * D + d];
-	}
-	reference(r, q.host, k.host, v.host, gref, B * H, T, D, scale, causal);
+	reference(r, q.host, k.host, v.host, g.host, B * H, T, D, scale, causal);
 	bf16 *o, *dq, *dk, *dv;
 	for (bf16 **p : {&o, &dq, &dk, &dv})
 		H_CUDA(cudaMalloc(p, n * sizeof(bf16)));
@@ -268,8 +257,8 @@ int main(int argc, char **argv)
 	for (auto &sh : shapes)
 		for (int causal = 1; causal >= 0; causal--)
 			check(sh[0], sh[1], sh[2], sh[3], causal, 0);
-	check(2, 3, 65, 64, 1, 1);
-	check(1, 4, 33, 32, 0, 1);
+	check(2, 3, 65, 64, 1, 1); // the model block's layout
+	check(1, 4, 33, 32, 1, 1);
 	check_large(4, 12, 2048, 64);
 	if (h_full)
 		for (int T : {1024, 4096, 16384})

@@ -286,6 +286,23 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
 }
 
+// The fused attention (training without the T x T weights: a->lse set):
+// cuDNN's in bf16, writing the heads straight into merged's rows; the
+// fp32 kernel otherwise, out [B,H,T,D] in buf3, merged as usual.
+static int attend_fused(int prec, const at_cu_block_acts *a, int B, int T,
+			int H, int D, float scale)
+{
+	if (prec == AT_PREC_BF16) {
+		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
+		return at_cudnn_sdpa_forward(&s, a->merged, a->lse, a->q, a->k,
+					     a->v);
+	}
+	TRY(at_cuda_attention_forward(a->buf3, a->lse, (const float *)a->q,
+				      (const float *)a->k, (const float *)a->v,
+				      B * H, T, D, scale, 1));
+	return MM_CALL(prec, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D);
+}
+
 // ---- with a hook: each head's share of y, and y and the MLP's output on
 // their own where the hook may change them ----
 
@@ -444,8 +461,13 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 			for (int i = 0; i < 3; i++)
 				TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
 		}
-		TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
-		TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D));
+		if (a->lse) {
+			TRY(attend_fused(p, a, B, T, H, D, scale));
+		} else {
+			TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
+			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B,
+				    T, H, D));
+		}
 	}
 	if (a->hook)
 		TRY(hooked_attention_out(g, w, a, x_in, B, T, C, H));

@@ -85,6 +85,8 @@ struct at_cu_block_acts {
 	void *q, *k, *v;
 	float *att;                      // [B,H,T,n] weights (n keys)
 	bf16 *att16;
+	float *lse;                      // [B,H,T]: the attention is fused
+					 // (no att; not with a hook or cache)
 	void *merged;                    // [B*T,C] mm, heads . before Wo
 	float *xmid;                     // [B*T,C] x_in + attention
 	void *fc, *gelu;                 // [B*T,F]

@@ -364,10 +364,12 @@ extern "C" at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D,
 	return s;
 }
 
-extern "C" void at_sdpa_heads_of_rows(long long strides[3], int T, int D,
-				      long long C)
+extern "C" at_sdpa_shape at_sdpa_block(int B, int H, int T, int D)
 {
-	strides[0] = (long long)T * C;
-	strides[1] = D;
-	strides[2] = C;
+	at_sdpa_shape s = at_sdpa_contiguous(B, H, T, D,
+					     (float)(1.0 / sqrt((double)D)), 1);
+	long long C = (long long)H * D, rows[3] = {T * C, D, C};
+	for (long long *p : {s.o, s.dq, s.dk, s.dv})
+		memcpy(p, rows, sizeof rows);
+	return s;
 }

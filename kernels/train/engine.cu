@@ -51,8 +51,11 @@ struct tr_cuda {
 	void *ln1, *ln2;                 // L x [BT,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
 	void *qkv;                       // L x 3 x [B,H,T,D] mm
-	float *att;                      // L x [B,H,T,T]
+	float *att;                      // L x [B,H,T,T] (explicit attention)
 	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
+	int fused_attn;                  // else explicit (tr_cuda_new)
+	float *lse;                      // L x [B,H,T] (fused attention)
+	float *delta;                    // [B,H,T] fused fp32 backward scratch
 	void *merged;                    // L x [BT,C] mm
 	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
 	void *gelu;                      // L x [BT,F] mm
@@ -69,7 +72,7 @@ struct tr_cuda {
 	void *d_qkv;                     // 3 x [BT,C] mm
 	float *d_fc;                     // [BT,F]
 	bf16 *d_fc16;                    // [BT,F], bf16 mode
-	float *d_att;                    // [B,H,T,T]
+	float *d_att;                    // [B,H,T,T] (explicit attention)
 	bf16 *ds16;                      // [B,H,T,T], bf16 mode
 	float *ln_part;                  // 2 x LN_SPLITS x C
 	void *ones;                      // [BT] mm, for the biases' gradients
@@ -151,9 +154,16 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->ln2_mean, L * BT, f, "the LayerNorm statistics"));
 	TRY(dalloc(d, &d->ln2_rstd, L * BT, f, "the LayerNorm statistics"));
 	TRY(dalloc(d, &d->qkv, L * 3 * BTC, mm, "q, k and v"));
-	TRY(dalloc(d, &d->att, L * TT, f, "the attention weights"));
-	if (bf)
-		TRY(dalloc(d, &d->att16, L * TT, 2, "the bf16 attention weights"));
+	if (d->fused_attn) {
+		TRY(dalloc(d, &d->lse, L * B * H * T, f, "the attention's lse"));
+		if (!bf)
+			TRY(dalloc(d, &d->delta, B * H * T, f, "backward scratch"));
+	} else {
+		TRY(dalloc(d, &d->att, L * TT, f, "the attention weights"));
+		if (bf)
+			TRY(dalloc(d, &d->att16, L * TT, 2,
+				   "the bf16 attention weights"));
+	}
 	TRY(dalloc(d, &d->merged, L * BTC, mm, "the attention outputs"));
 	TRY(dalloc(d, &d->fc, L * BT * F, d->gelu_mm ? mm : f,
 		   "the MLP activations"));
@@ -177,8 +187,9 @@ static int alloc_all(tr_cuda *d)
 		TRY(dalloc(d, &d->d_fc, BT * F, f, "backward scratch"));
 	if (bf)
 		TRY(dalloc(d, &d->d_fc16, BT * F, 2, "backward scratch"));
-	TRY(dalloc(d, &d->d_att, TT, f, "the attention gradient"));
-	if (bf)
+	if (!d->fused_attn)
+		TRY(dalloc(d, &d->d_att, TT, f, "the attention gradient"));
+	if (bf && !d->fused_attn)
 		TRY(dalloc(d, &d->ds16, TT, 2, "the attention gradient"));
 	TRY(dalloc(d, &d->ln_part, 2 * LN_SPLITS * C, f, "backward scratch"));
 	if (d->biases)
@@ -300,8 +311,35 @@ extern "C" int tr_cuda_gelu_fused(const tr_cuda *d)
 	return d->gelu_mm != NULL;
 }
 
+extern "C" int tr_cuda_attention_fused(const tr_cuda *d)
+{
+	return d->fused_attn;
+}
+
+// Whether the engine fuses the attention (train.h's TR_ATTN_*): in bf16
+// where cuDNN plans the block's shape, in fp32/tf32 (own kernels) only
+// when asked; -1 with the reason where fused is asked for and impossible.
+static int attention_choice(int B, int T, int H, int D, int precision,
+			    int attention)
+{
+	if (attention == TR_ATTN_EXPLICIT)
+		return 0;
+	if (precision != AT_PREC_BF16)
+		return attention == TR_ATTN_FUSED;
+	at_sdpa_shape s = at_sdpa_block(B, H, T, D);
+	if (at_cudnn_sdpa_supported(&s, 0) && at_cudnn_sdpa_supported(&s, 1))
+		return 1;
+	if (attention == TR_ATTN_FUSED) {
+		char why[200];
+		snprintf(why, sizeof why, "%s", at_cuda_error());
+		return at_cu_failf("no fused attention in bf16 here (%s)", why);
+	}
+	return 0;
+}
+
 extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
-				const float *mom2, int B, int T, int precision)
+				const float *mom2, int B, int T, int precision,
+				int attention)
 {
 	tr_cuda *d = (tr_cuda *)calloc(1, sizeof *d);
 	if (!d) {
@@ -328,7 +366,10 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	}
 	memcpy(d->layer, m->layer, m->cfg.n_layer * sizeof *d->layer);
 	d->blas.prec = precision;
-	if (at_cublas_load() < 0) {
+	d->fused_attn = attention_choice(B, T, m->cfg.n_head,
+					 m->cfg.d_model / m->cfg.n_head,
+					 precision, attention);
+	if (d->fused_attn < 0 || at_cublas_load() < 0) {
 		tr_cuda_free(d);
 		return NULL;
 	}
@@ -438,8 +479,12 @@ static int block_forward(tr_cuda *d, int l)
 	a.q = q;
 	a.k = mm_at(d, q, BTC);
 	a.v = mm_at(d, q, 2 * BTC);
-	a.att = d->att + l * TT;
-	a.att16 = d->att16 ? d->att16 + l * TT : NULL;
+	if (d->fused_attn) {
+		a.lse = d->lse + (size_t)l * B * H * T;
+	} else {
+		a.att = d->att + l * TT;
+		a.att16 = d->att16 ? d->att16 + l * TT : NULL;
+	}
 	a.merged = mm_at(d, d->merged, l * BTC);
 	a.xmid = d->xmid + l * BTC;
 	a.fc = fc_at(d, l);
@@ -474,6 +519,50 @@ static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
 			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
 }
 
+// From dO (d_out, [B,H,T,D]) to d_qkv (3 x [B*T,C] mm) through layer
+// l's attention, q its q, k, v and merged its output's rows.
+static int attention_backward(tr_cuda *d, int l, const void *q,
+			      const void *merged)
+{
+	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
+	int D = C / H, BH = B * H, bf = d->prec == AT_PREC_BF16;
+	size_t BTC = (size_t)B * T * C, TD = (size_t)T * D, TT = (size_t)T * T;
+	const at_cu_gemm_mode *bl = &d->blas;
+	const void *k = mm_at(d, (void *)q, BTC), *v = mm_at(d, (void *)q, 2 * BTC);
+	float scale = (float)(1.0 / sqrt((double)D));
+	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
+	if (d->fused_attn && bf) { // cuDNN writes d_qkv's rows itself
+		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
+		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
+					      mm_at(d, d->d_qkv, 2 * BTC), q, k,
+					      v, merged, d->d_out,
+					      d->lse + (size_t)l * BH * T);
+	}
+	if (d->fused_attn) { // fp32: out back to [B,H,T,D] in d_merged
+		TRY(at_cu_split_heads<float>(d->d_merged, (const float *)merged,
+					     1, B, T, H, D));
+		TRY(at_cuda_attention_backward(
+			dq, dk, dv, (const float *)q, (const float *)k,
+			(const float *)v, d->d_merged, d->lse + (size_t)l * BH * T,
+			(const float *)d->d_out, d->delta, BH, T, D, scale, 1));
+	} else { // dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
+		float *att = d->att + l * BH * TT;
+		void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
+		void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
+		TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
+			       d->d_att, TT, BH, "the attention product, backward"));
+		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD,
+			       0.0f, dv, TD, BH, "the attention product, backward"));
+		TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
+			    (size_t)BH * T, T, scale));
+		TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f,
+			       dq, TD, BH, "the scores product, backward"));
+		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f,
+			       dk, TD, BH, "the scores product, backward"));
+	}
+	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
+}
+
 // Back through one block (train_backward.c's block_backward): d_resid
 // holds the gradient of the block's output on entry, of its input on
 // return.
@@ -481,24 +570,18 @@ static int block_backward(tr_cuda *d, int l)
 {
 	const tr_layer_off *o = &d->layer[l];
 	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
-	int D = C / H, F = 4 * C, BT = B * T, BH = B * H;
-	size_t BTC = (size_t)BT * C, TD = (size_t)T * D, TT = (size_t)T * T;
-	size_t CC = (size_t)C * C;
+	int D = C / H, F = 4 * C, BT = B * T;
+	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
 	const at_cu_gemm_mode *bl = &d->blas;
 	int bf = d->prec == AT_PREC_BF16, rc = 0;
 	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
-	void *q = mm_at(d, d->qkv, l * 3 * BTC), *k = mm_at(d, q, BTC);
-	void *v = mm_at(d, q, 2 * BTC);
-	float *att = d->att + l * BH * TT;
-	void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
+	void *q = mm_at(d, d->qkv, l * 3 * BTC);
 	void *merged = mm_at(d, d->merged, l * BTC);
 	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
 	size_t lr = (size_t)l * BT;
-	float scale = (float)(1.0 / sqrt((double)D));
 	float *g = d->g, *dr = d->d_resid;
 	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
-	void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
 	const void *drm = resid_grad_mm(d, &rc);
@@ -536,19 +619,7 @@ static int block_backward(tr_cuda *d, int l)
 		       d->d_merged, 0, 1, "the output projection, backward"));
 	TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
 		    H, D));
-	// dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q (scale in dS)
-	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
-	TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
-		       d->d_att, TT, BH, "the attention product, backward"));
-	TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD, 0.0f,
-		       dv, TD, BH, "the attention product, backward"));
-	TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
-		    (size_t)BH * T, T, scale));
-	TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f, dq, TD,
-		       BH, "the scores product, backward"));
-	TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f, dk, TD,
-		       BH, "the scores product, backward"));
-	TRY(MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D));
+	TRY(attention_backward(d, l, q, merged));
 	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
 		       g + o->wq, CC, 3, "the q, k, v products, backward"));
 	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));

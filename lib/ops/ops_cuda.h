@@ -107,12 +107,13 @@ int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq, void *dk,
 			   void *dv, const void *q, const void *k,
 			   const void *v, const void *out, const void *dout,
 			   const float *lse);
-/* A shape for the calls above with every view contiguous [B,H,T,D];
- * at_sdpa_strides sets one view's strides to the heads of [B,T,H*D] at
- * channel stride C (a product's rows, the heads side by side). */
+/* A shape for the calls above with every view contiguous [B,H,T,D]. */
 at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D, float scale,
 				 int causal);
-void at_sdpa_heads_of_rows(long long strides[3], int T, int D, long long C);
+/* The model block's causal attention (scale 1/sqrt(D)): q, k, v and dout
+ * contiguous [B,H,T,D], out, dq, dk, dv the heads side by side in rows
+ * [B,T,H*D] (what the products before and after read and write). */
+at_sdpa_shape at_sdpa_block(int B, int H, int T, int D);
 /* andrea-attention: out [BH,T,D] and lse [BH,T] (if not NULL) from q, k,
  * v [BH,T,D] through at_cuda_attention_forward. */
 int at_cuda_attention_host(float *out, float *lse, const float *q,

@@ -51,7 +51,7 @@ int tr_engine_precision_ok(at_device dev, int precision)
 
 int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 		  const tr_data *data, int B, int T, at_device dev,
-		  int precision, char *err, size_t errlen)
+		  int precision, int attention, char *err, size_t errlen)
 {
 	tr_engine *e;
 	size_t bt = (size_t)B * T;
@@ -61,12 +61,18 @@ int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 			 at_precision_name(precision));
 		return -1;
 	}
+	if (dev != AT_DEV_CUDA && attention == TR_ATTN_FUSED) {
+		snprintf(err, errlen, "the fused attention trains on the GPU "
+			 "only");
+		return -1;
+	}
 	if (bt > (1u << 26) || !(e = calloc(1, sizeof *e)))
 		return out_of_memory(B, T, err, errlen);
 	*e = (tr_engine){.m = m, .mom1 = mom1, .mom2 = mom2, .data = data,
 			 .B = B, .T = T, .precision = precision, .drawn = -1};
 	if (dev == AT_DEV_CUDA) {
-		if (!(e->gpu = tr_cuda_new(m, mom1, mom2, B, T, precision))) {
+		if (!(e->gpu = tr_cuda_new(m, mom1, mom2, B, T, precision,
+					   attention))) {
 			free(e);
 			return gpu_error(err, errlen);
 		}
@@ -220,7 +226,8 @@ void tr_engine_describe(const tr_engine *e, char *buf, size_t len)
 		snprintf(buf, len, "CPU (%s)", at_precision_name(e->precision));
 		return;
 	}
-	snprintf(buf, len, "%s (%s%s)", at_cuda_device_name(),
+	snprintf(buf, len, "%s (%s%s%s)", at_cuda_device_name(),
 		 at_precision_name(e->precision),
-		 tr_cuda_gelu_fused(e->gpu) ? ", GELU fused" : "");
+		 tr_cuda_gelu_fused(e->gpu) ? ", GELU fused" : "",
+		 tr_cuda_attention_fused(e->gpu) ? ", attention fused" : "");
 }

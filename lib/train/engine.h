@@ -43,13 +43,14 @@ typedef struct {
 int tr_engine_precision_ok(at_device dev, int precision);
 
 /* Makes *e, the engine for steps over batches of B rows of T positions
- * drawn from data, computing on dev in precision, from m's parameters and
+ * drawn from data, computing on dev in precision with the attention as
+ * asked (train.h's TR_ATTN_*), from m's parameters and
  * the moments mom1, mom2 (m->total floats each).  m, mom1, mom2 and data
  * must outlive the engine.  On the CPU, running out of memory reads "out
  * of memory (batch 8 x 1024 positions)". */
 int tr_engine_new(tr_engine **e, tr_model *m, float *mom1, float *mom2,
 		  const tr_data *data, int B, int T, at_device dev,
-		  int precision, char *err, size_t errlen);
+		  int precision, int attention, char *err, size_t errlen);
 void tr_engine_free(tr_engine *e);
 
 /* Step st->step of the run st: its training batch (tr_data_train_batch

@@ -18,6 +18,10 @@
 
 #define TR_NAME 64
 
+/* How the GPU engine computes the attention: fused (no T x T weights;
+ * cuDNN's flash attention in bf16) where it can, or always or never. */
+enum { TR_ATTN_AUTO, TR_ATTN_FUSED, TR_ATTN_EXPLICIT };
+
 typedef struct {
 	char name[TR_NAME];
 	int rank;

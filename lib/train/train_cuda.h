@@ -36,7 +36,7 @@ typedef struct tr_cuda tr_cuda;
  * memory reads "CUDA: out of memory allocating 9.4 GiB for attention
  * weights". */
 tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
-		     int B, int T, int precision);
+		     int B, int T, int precision, int attention);
 void tr_cuda_free(tr_cuda *d);
 
 /* The pinned host buffers of batch slot 0 or 1: inputs and targets, B*T
@@ -70,6 +70,10 @@ void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use);
 /* 1 when the MLP's first product applies the GELU in its epilogue
  * (cuBLASLt), forward and backward; 0 when a kernel apart does. */
 int tr_cuda_gelu_fused(const tr_cuda *d);
+
+/* 1 when the attention is fused (train.h's TR_ATTN_*: no T x T weights;
+ * cuDNN's in bf16, andrea's fp32 kernels otherwise); 0 when explicit. */
+int tr_cuda_attention_fused(const tr_cuda *d);
 
 
 #endif

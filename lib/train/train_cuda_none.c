@@ -5,7 +5,7 @@
 
 #ifndef ANDREA_CUDA
 tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
-		     int B, int T, int precision)
+		     int B, int T, int precision, int attention)
 {
 	return NULL;
 }
@@ -49,6 +49,11 @@ void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use)
 }
 
 int tr_cuda_gelu_fused(const tr_cuda *d)
+{
+	return 0;
+}
+
+int tr_cuda_attention_fused(const tr_cuda *d)
 {
 	return 0;
 }
