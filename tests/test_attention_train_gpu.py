@@ -33,7 +33,7 @@ def dump(tmp, model, data, device, precision, how, seq):
     args = ["-m", model, "--data", data, "--steps", 1, "--batch", 3,
             "--seq", seq, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
             "--threads", 2, "--device", device, "--dump-grads", out,
-            "-o", os.path.join(tmp, f"m-{device}.ats")]
+            "-o", os.path.join(tmp, f"m-{device}.ats"), "-f"]
     if device == "cuda":
         args += ["--precision", precision, "--attention", how]
     p = run("train", *args, check=0)
