@@ -1,88 +1,27 @@
 // engine.cu - the training engine on the GPU (lib/train/train_cuda.h): its
-// buffers, the forward and backward passes of a whole model, the update.
+// buffers, the forward pass of a whole model, the update (the backward
+// pass is backward.cu's, on the same state: engine.cuh).
 //
 // The forward runs the one GPU block (kernels/forward/block.cu) on this
-// engine's buffers, keeping what the backward pass needs; the backward
-// mirrors lib/train/backward.c op for op, on device buffers laid out as
-// the CPU engine's.  What differs from the CPU: q, k and v come from one
-// batched product with the three weights; the residual adds ride in the
-// products (beta = 1 onto a copy of the input); mask, scale and softmax
-// are one kernel, and so are its backward, and softmax, cross-entropy and
-// its gradient; the attention scale moves from the scores into the
-// softmax.  GPT-2's form: the biases' gradients are the column sums of
-// their products' output gradients, as products with a row of ones; a
-// tied head multiplies by wte transposed and adds its gradient into wte's
-// before the embedding's share.
+// engine's buffers, keeping what the backward pass needs, on device
+// buffers laid out as the CPU engine's.  What differs from the CPU: q, k
+// and v come from one batched product with the three weights; the
+// residual adds ride in the products (beta = 1 onto a copy of the input);
+// the attention is fused (cuDNN's, in bf16: no T x T weights) or mask,
+// scale and softmax are one kernel, and so are its backward; softmax,
+// cross-entropy and its gradient are one; the attention scale moves from
+// the scores into the softmax.  GPT-2's form: the biases' gradients are
+// the column sums of their products' output gradients, as products with a
+// row of ones; a tied head multiplies by wte transposed and adds its
+// gradient into wte's before the embedding's share.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cmath>
 
-#include "train/train_kernels.cuh"
 #include "common/cublas_lazy.cuh"
 #include "model/arch.h"
-
-#define MAX_BUFS 64
-#define SLOTS 3 // two for training batches, one for evaluation
-
-struct tr_cuda {
-	at_config cfg;
-	int B, T, prec;
-	size_t total;
-	tr_layer_off *layer; // host copy of the layout
-	size_t wte, wpe, lnfw, lnfb, lm_head;
-	int biases, tied;                // the model's form (train.h)
-	at_cu_gemm_mode blas;
-	tr_gelu_mm *gelu_mm;             // NULL: the GELU is a kernel apart
-	void *bufs[MAX_BUFS]; // every device allocation, for freeing
-	int nbufs;
-	size_t bytes, peak_used;
-
-	// parameters, gradients, moments; bf16 copies of the parameters
-	float *p, *g, *m1, *m2;
-	bf16 *p16;
-	tr_chunk *chunks;
-	int nchunks;
-	// the batch on the device
-	int32_t *in, *tg;
-	int *off, *pos;
-	// activations (mm: float, or bf16 in bf16 mode)
-	float *resid, *xmid;             // (L+1) x [BT,C], L x [BT,C]
-	void *ln1, *ln2;                 // L x [BT,C] mm
-	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
-	void *qkv;                       // L x 3 x [B,H,T,D] mm
-	float *att;                      // L x [B,H,T,T] (explicit attention)
-	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
-	int fused_attn;                  // else explicit (tr_cuda_new)
-	float *lse;                      // L x [B,H,T] (fused attention)
-	float *delta;                    // [B,H,T] fused fp32 backward scratch
-	void *merged;                    // L x [BT,C] mm
-	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
-	void *gelu;                      // L x [BT,F] mm
-	void *lnf;                       // [BT,C] mm
-	float *lnf_mean, *lnf_rstd;      // [BT]
-	float *logits;                   // [BT,V]; the gradient in fp32 mode
-	bf16 *dlogits16;                 // [BT,V], bf16 mode
-	float *losses;                   // [BT]
-	// backward scratch
-	float *buf3;                     // 3 x [BT,C]
-	float *d_resid, *d_ln, *d_merged; // [BT,C]
-	bf16 *dr16;                      // [BT,C], bf16 mode
-	void *d_out;                     // [BT,C] mm
-	void *d_qkv;                     // 3 x [BT,C] mm
-	float *d_fc;                     // [BT,F]
-	bf16 *d_fc16;                    // [BT,F], bf16 mode
-	float *d_att;                    // [B,H,T,T] (explicit attention)
-	bf16 *ds16;                      // [B,H,T,T], bf16 mode
-	float *ln_part;                  // 2 x LN_SPLITS x C
-	void *ones;                      // [BT] mm, for the biases' gradients
-	double *res;                     // loss, squared norm
-	double *norm_part;               // NORM_BLOCKS
-	// pinned host memory
-	int32_t *h_in[SLOTS], *h_tg[SLOTS];
-	int *h_off[SLOTS], *h_pos[SLOTS], *h_cursor;
-	double *h_res;
-};
+#include "train/engine.cuh"
 
 // A device buffer of n elements of size es, counted and remembered.
 static int dalloc(tr_cuda *d, void *pp, size_t n, size_t es, const char *what)
@@ -102,30 +41,6 @@ static int halloc(void *pp, size_t bytes, const char *what)
 	return 0;
 }
 
-// The element at offset i of an mm buffer.
-static inline void *mm_at(const tr_cuda *d, void *base, size_t i)
-{
-	return (char *)base + i * (d->prec == AT_PREC_BF16 ? 2 : 4);
-}
-
-// Parameter off as a product operand: the bf16 copy in bf16 mode.
-static inline const void *W(const tr_cuda *d, size_t off)
-{
-	return d->prec == AT_PREC_BF16 ? (const void *)(d->p16 + off)
-				  : (const void *)(d->p + off);
-}
-
-// Layer l's slice of the MLP's pre-activations.
-static inline void *fc_at(const tr_cuda *d, int l)
-{
-	size_t i = (size_t)l * d->B * d->T * 4 * d->cfg.d_model;
-	return d->gelu_mm ? mm_at(d, d->fc, i) : (void *)((float *)d->fc + i);
-}
-
-// Calls fn<bf16> or fn<float> on the mm buffer ptr.
-#define MM_CALL(d, fn, ptr, ...)                                        \
-	((d)->prec == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
-			      : fn<float>((float *)(ptr), __VA_ARGS__))
 
 static int alloc_all(tr_cuda *d)
 {
@@ -496,179 +411,6 @@ static int block_forward(tr_cuda *d, int l)
 			       d->resid + (l + 1) * BTC, B, T, C, H);
 }
 
-// d->dr16 = bf16(d_resid) in bf16 mode; the operand to use either way.
-static const void *resid_grad_mm(tr_cuda *d, int *rc)
-{
-	size_t n = (size_t)d->B * d->T * d->cfg.d_model;
-	if (d->prec != AT_PREC_BF16)
-		return d->d_resid;
-	*rc = at_cu_to_bf16(d->dr16, d->d_resid, n);
-	return d->dr16;
-}
-
-// The gradient of `groups` biases of n (at g + off, one after the other):
-// the column sums of dy, groups x [B*T,n] mm, as ones . dy; none without
-// biases.
-static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
-		     int groups, const char *what)
-{
-	if (!d->biases)
-		return 0;
-	size_t BT = (size_t)d->B * d->T;
-	return at_cu_gemm(&d->blas, 0, 0, 1, n, (int)BT, 1.0f, d->ones, 0, dy,
-			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
-}
-
-// From dO (d_out, [B,H,T,D]) to d_qkv (3 x [B*T,C] mm) through layer
-// l's attention, q its q, k, v and merged its output's rows.
-static int attention_backward(tr_cuda *d, int l, const void *q,
-			      const void *merged)
-{
-	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
-	int D = C / H, BH = B * H, bf = d->prec == AT_PREC_BF16;
-	size_t BTC = (size_t)B * T * C, TD = (size_t)T * D, TT = (size_t)T * T;
-	const at_cu_gemm_mode *bl = &d->blas;
-	const void *k = mm_at(d, (void *)q, BTC), *v = mm_at(d, (void *)q, 2 * BTC);
-	float scale = (float)(1.0 / sqrt((double)D));
-	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
-	if (d->fused_attn && bf) { // cuDNN writes d_qkv's rows itself
-		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
-		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
-					      mm_at(d, d->d_qkv, 2 * BTC), q, k,
-					      v, merged, d->d_out,
-					      d->lse + (size_t)l * BH * T);
-	}
-	if (d->fused_attn) { // fp32: out back to [B,H,T,D] in d_merged
-		TRY(at_cu_split_heads<float>(d->d_merged, (const float *)merged,
-					     1, B, T, H, D));
-		TRY(at_cuda_attention_backward(
-			dq, dk, dv, (const float *)q, (const float *)k,
-			(const float *)v, d->d_merged, d->lse + (size_t)l * BH * T,
-			(const float *)d->d_out, d->delta, BH, T, D, scale, 1));
-	} else { // dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
-		float *att = d->att + l * BH * TT;
-		void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
-		void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
-		TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
-			       d->d_att, TT, BH, "the attention product, backward"));
-		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD,
-			       0.0f, dv, TD, BH, "the attention product, backward"));
-		TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
-			    (size_t)BH * T, T, scale));
-		TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f,
-			       dq, TD, BH, "the scores product, backward"));
-		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f,
-			       dk, TD, BH, "the scores product, backward"));
-	}
-	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
-}
-
-// Back through one block (train_backward.c's block_backward): d_resid
-// holds the gradient of the block's output on entry, of its input on
-// return.
-static int block_backward(tr_cuda *d, int l)
-{
-	const tr_layer_off *o = &d->layer[l];
-	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
-	int D = C / H, F = 4 * C, BT = B * T;
-	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
-	const at_cu_gemm_mode *bl = &d->blas;
-	int bf = d->prec == AT_PREC_BF16, rc = 0;
-	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
-	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
-	void *q = mm_at(d, d->qkv, l * 3 * BTC);
-	void *merged = mm_at(d, d->merged, l * BTC);
-	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
-	size_t lr = (size_t)l * BT;
-	float *g = d->g, *dr = d->d_resid;
-	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
-
-	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
-	const void *drm = resid_grad_mm(d, &rc);
-	TRY(rc);
-	TRY(at_cu_gemm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f,
-		       g + o->proj, 0, 1,
-		       "the MLP's second product, backward"));
-	TRY(bias_grad(d, o->bproj, drm, C, 1, "the MLP's second bias, backward"));
-	if (d->gelu_mm) {
-		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
-	} else {
-		TRY(at_cu_gemm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj),
-			       0, 0.0f, d->d_fc, 0, 1,
-			       "the MLP's second product, backward"));
-		TRY(MM_CALL(d, tr_gelu_bwd, dfc_mm, (const float *)fc, d->d_fc,
-			    (size_t)BT * F));
-	}
-	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
-		       g + o->fc, 0, 1, "the MLP's first product, backward"));
-	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));
-	TRY(at_cu_gemm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
-		       0.0f, d->d_ln, 0, 1,
-		       "the MLP's first product, backward"));
-	TRY(tr_layernorm_bwd(dr, g + o->ln2w, g + o->ln2b, d->d_ln, xm,
-			     d->p + o->ln2w, d->ln2_mean + lr, d->ln2_rstd + lr,
-			     BT, C, d->ln_part));
-
-	// x_mid = x_in + concat(heads).Wo
-	drm = resid_grad_mm(d, &rc);
-	TRY(rc);
-	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
-		       g + o->wo, 0, 1, "the output projection, backward"));
-	TRY(bias_grad(d, o->bo, drm, C, 1, "the output bias, backward"));
-	TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0, 0.0f,
-		       d->d_merged, 0, 1, "the output projection, backward"));
-	TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
-		    H, D));
-	TRY(attention_backward(d, l, q, merged));
-	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
-		       g + o->wq, CC, 3, "the q, k, v products, backward"));
-	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
-	for (int i = 0; i < 3; i++)
-		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f,
-			       mm_at(d, d->d_qkv, i * BTC), 0,
-			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
-			       d->d_ln, 0, 1,
-			       "the q, k, v products, backward"));
-	TRY(tr_layernorm_bwd(dr, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
-			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
-			     BT, C, d->ln_part));
-	return 0;
-}
-
-static int backward(tr_cuda *d)
-{
-	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
-	int L = d->cfg.n_layer, BT = B * T;
-	size_t BTC = (size_t)BT * C;
-	const at_cu_gemm_mode *bl = &d->blas;
-	void *dl = d->prec == AT_PREC_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
-	float *g = d->g;
-	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
-		TRY(at_cu_gemm(bl, 1, 0, V, C, BT, 1.0f, dl, 0, d->lnf, 0, 0.0f,
-			       g + d->wte, 0, 1, "the head product, backward"));
-		TRY(at_cu_gemm(bl, 0, 0, BT, C, V, 1.0f, dl, 0, W(d, d->wte), 0,
-			       0.0f, d->d_ln, 0, 1, "the head product, backward"));
-	} else {
-		TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
-			       g + d->lm_head, 0, 1, "the head product, backward"));
-		TRY(at_cu_gemm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head),
-			       0, 0.0f, d->d_ln, 0, 1,
-			       "the head product, backward"));
-	}
-	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float)),
-		 "zeroing the residual gradient");
-	TRY(tr_layernorm_bwd(d->d_resid, g + d->lnfw, g + d->lnfb, d->d_ln,
-			     d->resid + L * BTC, d->p + d->lnfw, d->lnf_mean,
-			     d->lnf_rstd, BT, C, d->ln_part));
-	for (int l = L - 1; l >= 0; l--)
-		TRY(block_backward(d, l));
-	CU_CHECK(cudaMemsetAsync(g + d->wpe, 0,
-				 (size_t)d->cfg.ctx * C * sizeof(float)),
-		 "zeroing the position gradient");
-	TRY(tr_embed_bwd(g + d->wte, g + d->wpe, d->d_resid, d->off, d->pos, B,
-			 T, C, V, d->tied));
-	return tr_sumsq(d->res + 1, g, d->total, d->norm_part);
-}
 
 extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 {
@@ -709,7 +451,7 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 		TRY(tr_crossentropy<float>(d->logits, d->losses, d->logits,
 					   d->tg, BT, V, inv));
 	TRY(tr_mean(d->res, d->losses, BT));
-	return backward_too ? backward(d) : 0;
+	return backward_too ? tr_backward(d) : 0;
 }
 
 extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,

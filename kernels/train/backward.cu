@@ -1,0 +1,184 @@
+// backward.cu - the GPU training engine's backward pass (engine.cuh's
+// state; engine.cu runs the forward and the update).
+//
+// It mirrors lib/train/backward.c op for op.  The attention goes back
+// through cuDNN's fused backward in bf16 where the forward was fused
+// (recomputing the weights from the kept log-sum-exp), through andrea's
+// fp32 kernels in fp32 fused, and through the stored weights otherwise.
+#include <cmath>
+
+#include "train/engine.cuh"
+
+// d->dr16 = bf16(d_resid) in bf16 mode; the operand to use either way.
+static const void *resid_grad_mm(tr_cuda *d, int *rc)
+{
+	size_t n = (size_t)d->B * d->T * d->cfg.d_model;
+	if (d->prec != AT_PREC_BF16)
+		return d->d_resid;
+	*rc = at_cu_to_bf16(d->dr16, d->d_resid, n);
+	return d->dr16;
+}
+
+// The gradient of `groups` biases of n (at g + off, one after the other):
+// the column sums of dy, groups x [B*T,n] mm, as ones . dy; none without
+// biases.
+static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
+		     int groups, const char *what)
+{
+	if (!d->biases)
+		return 0;
+	size_t BT = (size_t)d->B * d->T;
+	return at_cu_gemm(&d->blas, 0, 0, 1, n, (int)BT, 1.0f, d->ones, 0, dy,
+			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
+}
+
+// From dO (d_out, [B,H,T,D]) to d_qkv (3 x [B*T,C] mm) through layer
+// l's attention, q its q, k, v and merged its output's rows.
+static int attention_backward(tr_cuda *d, int l, const void *q,
+			      const void *merged)
+{
+	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
+	int D = C / H, BH = B * H, bf = d->prec == AT_PREC_BF16;
+	size_t BTC = (size_t)B * T * C, TD = (size_t)T * D, TT = (size_t)T * T;
+	const at_cu_gemm_mode *bl = &d->blas;
+	const void *k = mm_at(d, (void *)q, BTC), *v = mm_at(d, (void *)q, 2 * BTC);
+	float scale = (float)(1.0 / sqrt((double)D));
+	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
+	if (d->fused_attn && bf) { // cuDNN writes d_qkv's rows itself
+		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
+		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
+					      mm_at(d, d->d_qkv, 2 * BTC), q, k,
+					      v, merged, d->d_out,
+					      d->lse + (size_t)l * BH * T);
+	}
+	if (d->fused_attn) { // fp32: out back to [B,H,T,D] in d_merged
+		TRY(at_cu_split_heads<float>(d->d_merged, (const float *)merged,
+					     1, B, T, H, D));
+		TRY(at_cuda_attention_backward(
+			dq, dk, dv, (const float *)q, (const float *)k,
+			(const float *)v, d->d_merged, d->lse + (size_t)l * BH * T,
+			(const float *)d->d_out, d->delta, BH, T, D, scale, 1));
+	} else { // dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
+		float *att = d->att + l * BH * TT;
+		void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
+		void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
+		TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
+			       d->d_att, TT, BH, "the attention product, backward"));
+		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD,
+			       0.0f, dv, TD, BH, "the attention product, backward"));
+		TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
+			    (size_t)BH * T, T, scale));
+		TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f,
+			       dq, TD, BH, "the scores product, backward"));
+		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f,
+			       dk, TD, BH, "the scores product, backward"));
+	}
+	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
+}
+
+// Back through one block (train_backward.c's block_backward): d_resid
+// holds the gradient of the block's output on entry, of its input on
+// return.
+static int block_backward(tr_cuda *d, int l)
+{
+	const tr_layer_off *o = &d->layer[l];
+	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
+	int D = C / H, F = 4 * C, BT = B * T;
+	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
+	const at_cu_gemm_mode *bl = &d->blas;
+	int bf = d->prec == AT_PREC_BF16, rc = 0;
+	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
+	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
+	void *q = mm_at(d, d->qkv, l * 3 * BTC);
+	void *merged = mm_at(d, d->merged, l * BTC);
+	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
+	size_t lr = (size_t)l * BT;
+	float *g = d->g, *dr = d->d_resid;
+	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
+
+	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
+	const void *drm = resid_grad_mm(d, &rc);
+	TRY(rc);
+	TRY(at_cu_gemm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f,
+		       g + o->proj, 0, 1,
+		       "the MLP's second product, backward"));
+	TRY(bias_grad(d, o->bproj, drm, C, 1, "the MLP's second bias, backward"));
+	if (d->gelu_mm) {
+		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
+	} else {
+		TRY(at_cu_gemm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj),
+			       0, 0.0f, d->d_fc, 0, 1,
+			       "the MLP's second product, backward"));
+		TRY(MM_CALL(d, tr_gelu_bwd, dfc_mm, (const float *)fc, d->d_fc,
+			    (size_t)BT * F));
+	}
+	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
+		       g + o->fc, 0, 1, "the MLP's first product, backward"));
+	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));
+	TRY(at_cu_gemm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
+		       0.0f, d->d_ln, 0, 1,
+		       "the MLP's first product, backward"));
+	TRY(tr_layernorm_bwd(dr, g + o->ln2w, g + o->ln2b, d->d_ln, xm,
+			     d->p + o->ln2w, d->ln2_mean + lr, d->ln2_rstd + lr,
+			     BT, C, d->ln_part));
+
+	// x_mid = x_in + concat(heads).Wo
+	drm = resid_grad_mm(d, &rc);
+	TRY(rc);
+	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
+		       g + o->wo, 0, 1, "the output projection, backward"));
+	TRY(bias_grad(d, o->bo, drm, C, 1, "the output bias, backward"));
+	TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0, 0.0f,
+		       d->d_merged, 0, 1, "the output projection, backward"));
+	TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
+		    H, D));
+	TRY(attention_backward(d, l, q, merged));
+	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
+		       g + o->wq, CC, 3, "the q, k, v products, backward"));
+	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
+	for (int i = 0; i < 3; i++)
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f,
+			       mm_at(d, d->d_qkv, i * BTC), 0,
+			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
+			       d->d_ln, 0, 1,
+			       "the q, k, v products, backward"));
+	TRY(tr_layernorm_bwd(dr, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
+			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
+			     BT, C, d->ln_part));
+	return 0;
+}
+
+int tr_backward(tr_cuda *d)
+{
+	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
+	int L = d->cfg.n_layer, BT = B * T;
+	size_t BTC = (size_t)BT * C;
+	const at_cu_gemm_mode *bl = &d->blas;
+	void *dl = d->prec == AT_PREC_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
+	float *g = d->g;
+	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
+		TRY(at_cu_gemm(bl, 1, 0, V, C, BT, 1.0f, dl, 0, d->lnf, 0, 0.0f,
+			       g + d->wte, 0, 1, "the head product, backward"));
+		TRY(at_cu_gemm(bl, 0, 0, BT, C, V, 1.0f, dl, 0, W(d, d->wte), 0,
+			       0.0f, d->d_ln, 0, 1, "the head product, backward"));
+	} else {
+		TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
+			       g + d->lm_head, 0, 1, "the head product, backward"));
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head),
+			       0, 0.0f, d->d_ln, 0, 1,
+			       "the head product, backward"));
+	}
+	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float)),
+		 "zeroing the residual gradient");
+	TRY(tr_layernorm_bwd(d->d_resid, g + d->lnfw, g + d->lnfb, d->d_ln,
+			     d->resid + L * BTC, d->p + d->lnfw, d->lnf_mean,
+			     d->lnf_rstd, BT, C, d->ln_part));
+	for (int l = L - 1; l >= 0; l--)
+		TRY(block_backward(d, l));
+	CU_CHECK(cudaMemsetAsync(g + d->wpe, 0,
+				 (size_t)d->cfg.ctx * C * sizeof(float)),
+		 "zeroing the position gradient");
+	TRY(tr_embed_bwd(g + d->wte, g + d->wpe, d->d_resid, d->off, d->pos, B,
+			 T, C, V, d->tied));
+	return tr_sumsq(d->res + 1, g, d->total, d->norm_part);
+}

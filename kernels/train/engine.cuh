@@ -1,0 +1,100 @@
+// engine.cuh - the GPU training engine's state, shared by engine.cu (the
+// buffers, the forward pass, the update) and backward.cu (the backward
+// pass), and the helpers both use to address it.
+#ifndef ANDREA_TRAIN_ENGINE_CUH
+#define ANDREA_TRAIN_ENGINE_CUH
+
+#include "train/train_kernels.cuh"
+
+#define MAX_BUFS 64
+#define SLOTS 3 // two for training batches, one for evaluation
+
+struct tr_cuda {
+	at_config cfg;
+	int B, T, prec;
+	size_t total;
+	tr_layer_off *layer; // host copy of the layout
+	size_t wte, wpe, lnfw, lnfb, lm_head;
+	int biases, tied;                // the model's form (train.h)
+	at_cu_gemm_mode blas;
+	tr_gelu_mm *gelu_mm;             // NULL: the GELU is a kernel apart
+	void *bufs[MAX_BUFS]; // every device allocation, for freeing
+	int nbufs;
+	size_t bytes, peak_used;
+
+	// parameters, gradients, moments; bf16 copies of the parameters
+	float *p, *g, *m1, *m2;
+	bf16 *p16;
+	tr_chunk *chunks;
+	int nchunks;
+	// the batch on the device
+	int32_t *in, *tg;
+	int *off, *pos;
+	// activations (mm: float, or bf16 in bf16 mode)
+	float *resid, *xmid;             // (L+1) x [BT,C], L x [BT,C]
+	void *ln1, *ln2;                 // L x [BT,C] mm
+	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
+	void *qkv;                       // L x 3 x [B,H,T,D] mm
+	float *att;                      // L x [B,H,T,T] (explicit attention)
+	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
+	int fused_attn;                  // else explicit (tr_cuda_new)
+	float *lse;                      // L x [B,H,T] (fused attention)
+	float *delta;                    // [B,H,T] fused fp32 backward scratch
+	void *merged;                    // L x [BT,C] mm
+	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
+	void *gelu;                      // L x [BT,F] mm
+	void *lnf;                       // [BT,C] mm
+	float *lnf_mean, *lnf_rstd;      // [BT]
+	float *logits;                   // [BT,V]; the gradient in fp32 mode
+	bf16 *dlogits16;                 // [BT,V], bf16 mode
+	float *losses;                   // [BT]
+	// backward scratch
+	float *buf3;                     // 3 x [BT,C]
+	float *d_resid, *d_ln, *d_merged; // [BT,C]
+	bf16 *dr16;                      // [BT,C], bf16 mode
+	void *d_out;                     // [BT,C] mm
+	void *d_qkv;                     // 3 x [BT,C] mm
+	float *d_fc;                     // [BT,F]
+	bf16 *d_fc16;                    // [BT,F], bf16 mode
+	float *d_att;                    // [B,H,T,T] (explicit attention)
+	bf16 *ds16;                      // [B,H,T,T], bf16 mode
+	float *ln_part;                  // 2 x LN_SPLITS x C
+	void *ones;                      // [BT] mm, for the biases' gradients
+	double *res;                     // loss, squared norm
+	double *norm_part;               // NORM_BLOCKS
+	// pinned host memory
+	int32_t *h_in[SLOTS], *h_tg[SLOTS];
+	int *h_off[SLOTS], *h_pos[SLOTS], *h_cursor;
+	double *h_res;
+};
+
+// The element at offset i of an mm buffer.
+static inline void *mm_at(const tr_cuda *d, void *base, size_t i)
+{
+	return (char *)base + i * (d->prec == AT_PREC_BF16 ? 2 : 4);
+}
+
+// Parameter off as a product operand: the bf16 copy in bf16 mode.
+static inline const void *W(const tr_cuda *d, size_t off)
+{
+	return d->prec == AT_PREC_BF16 ? (const void *)(d->p16 + off)
+				  : (const void *)(d->p + off);
+}
+
+// Layer l's slice of the MLP's pre-activations.
+static inline void *fc_at(const tr_cuda *d, int l)
+{
+	size_t i = (size_t)l * d->B * d->T * 4 * d->cfg.d_model;
+	return d->gelu_mm ? mm_at(d, d->fc, i) : (void *)((float *)d->fc + i);
+}
+
+// Calls fn<bf16> or fn<float> on the mm buffer ptr.
+#define MM_CALL(d, fn, ptr, ...)                                        \
+	((d)->prec == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
+			      : fn<float>((float *)(ptr), __VA_ARGS__))
+
+// The backward pass of the step whose forward just ran, and the gradient's
+// squared norm into d->res[1] (backward.cu).
+int tr_backward(tr_cuda *d);
+
+#endif
