@@ -8,6 +8,7 @@
 // the log-sum-exp ("stats") and five products' worth of gradient in the
 // backward.  The plans are made once per shape and kept.
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cuda_util.cuh"
@@ -123,11 +124,18 @@ static void build_forward(dnn_graph *g, const at_sdpa_shape *s)
 
 // dq either straight from the product (cuDNN then keeps a dP workspace of
 // B*H*T*T bf16) or through a float accumulator [B,H,T,D] of ours, as
-// cuDNN's frontend chooses: the workspace up to 256 MB.
+// cuDNN's frontend chooses: the workspace up to 256 MB, or up to the
+// frontend's own knob CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT (bytes; -1
+// no limit, 0 always the accumulator).
 static int uses_accumulator(const at_sdpa_shape *s)
 {
-	int64_t t64 = (s->T + 63) / 64 * 64;
-	return (int64_t)s->B * s->H * t64 * t64 * 2 > (256ll << 20);
+	int64_t t64 = (s->T + 63) / 64 * 64, limit = 256ll << 20;
+	const char *env = getenv("CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT");
+	if (env && *env)
+		limit = strtoll(env, NULL, 10);
+	if (limit < 0)
+		return 0;
+	return (int64_t)s->B * s->H * t64 * t64 * 2 > limit;
 }
 
 static void build_backward(dnn_graph *g, const at_sdpa_shape *s)
