@@ -21,8 +21,10 @@ ON_GPU = os.environ.get("ANDREA_TEST_DEVICE") == "cuda"
 pytestmark = pytest.mark.skipif(not ON_GPU, reason="ANDREA_TEST_DEVICE=cuda "
                                 "is not set (make test-gpu)")
 
-SHAPES = {  # n_head, d_model: head widths 16, 32, 128
-    "D16": dict(n_layer=2, n_head=4, d_model=64, ctx=40, vocab=67),
+SHAPES = {  # n_head, d_model: head widths 16, 32, 128; B*H*T of D16
+    # (3 rows) not a multiple of 4, so its second layer's lse starts where
+    # the engine rounds it to 16 bytes
+    "D16": dict(n_layer=2, n_head=3, d_model=48, ctx=40, vocab=67),
     "D32": dict(n_layer=1, n_head=2, d_model=64, ctx=40, vocab=67),
     "D128": dict(n_layer=1, n_head=1, d_model=128, ctx=40, vocab=67),
 }
@@ -71,16 +73,22 @@ def test_fused_gradients_match_the_cpu_and_the_explicit_path(
         assert not bad, bad
 
 
-def test_bf16_fuses_by_default_and_the_curves_agree(tmp_path):
+def test_the_explicit_bf16_curve_still_agrees(tmp_path):
+    # bf16 fuses by default (test_train_gpu.py's curves run it); the
+    # explicit path, held and evaluated the same way
     rng = np.random.default_rng(22)
     data = tokens_file(tmp_path, rng.integers(0, 257, 20000))
     cpu, _ = curve(tmp_path, data, "cpu")
-    gpu, p = curve(tmp_path, data, "cuda", "bf16")
+    gpu, p = curve(tmp_path, data, "cuda", "bf16", "--attention", "explicit")
     last = p.stderr.decode().strip().splitlines()[-1]
-    assert "attention fused" in last, last
+    assert "attention fused" not in last and "bf16" in last, last
     errs = [abs(g["loss"] - c["loss"]) / c["loss"] for g, c in zip(gpu, cpu)]
-    print(f"bf16 fused: worst per-step loss error {max(errs):.2e}")
-    assert max(errs) <= 10 * LOSS_TOL["bf16"], errs
+    verr = [abs(g["val_loss"] - c["val_loss"]) / c["val_loss"]
+            for g, c in zip(gpu, cpu) if "val_loss" in c]
+    print(f"bf16 explicit: worst per-step loss error {max(errs):.2e}, "
+          f"held-out {max(verr):.2e}")
+    tol = 10 * LOSS_TOL["bf16"]
+    assert max(errs) <= tol and verr and max(verr) <= tol, (errs, verr)
 
 
 def test_an_odd_head_width_falls_back_or_refuses(tmp_path):
@@ -97,4 +105,4 @@ def test_an_odd_head_width_falls_back_or_refuses(tmp_path):
             "--seq", 32, "--device", "cuda", "--precision", "bf16",
             "--attention", "fused", "-o", str(tmp_path / "x.ats"), check=1)
     line = one_line_error(p, "train")
-    assert "fused attention" in line, line
+    assert "fused attention" in line and "multiple of 8" in line, line

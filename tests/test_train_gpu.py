@@ -97,14 +97,14 @@ def test_odd_width_keeps_the_gelu_apart(tmp_path):
     assert not bad, bad
 
 
-def curve(tmp, data, device, precision="fp32"):
-    log = os.path.join(tmp, f"log-{device}-{precision}.jsonl")
+def curve(tmp, data, device, precision="fp32", *extra):
+    log = os.path.join(tmp, f"log-{device}-{precision}{'-'.join(extra)}.jsonl")
     p = run("train", "--config", "tiny", "--seed", 3, "--data", data,
             "--steps", 10, "--batch", 4, "--seq", 64, "--lr", 3e-3,
             "--warmup", 2, "--eval-every", 5, "--eval-batches", 2,
             "--threads", 2, "--device", device, "--precision", precision,
             "--log", log, "-o", os.path.join(tmp, f"c-{device}.ats"), "-f",
-            check=0)
+            *extra, check=0)
     return [json.loads(line) for line in open(log)], p
 
 
@@ -126,6 +126,7 @@ def test_ten_step_loss_curves_agree(tmp_path):
         last = p.stderr.decode().strip().splitlines()[-1]
         assert "tokens/s, peak device memory" in last and precision in last
         assert ("GELU fused" in last) == (precision == "bf16"), last
+        assert ("attention fused" in last) == (precision == "bf16"), last
 
 
 def test_checkpoints_move_between_cpu_and_gpu(tmp_path):

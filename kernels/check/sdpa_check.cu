@@ -111,6 +111,25 @@ static std::vector<float> to_rows(const std::vector<float> &x, int B, int H,
 	return y;
 }
 
+// cuDNN's out, lse, dq, dk, dv against want[5] (host; the same layouts).
+static void compare(const char *what, bf16 *const got[5], const float *lse,
+		    const std::vector<float> *want, size_t n, size_t nr)
+{
+	static const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+	for (int i = 0; i < 5; i++) {
+		char w[200];
+		snprintf(w, sizeof w, "%s %s", what, names[i]);
+		if (i == 1) {
+			h_compare(w, lse, want[1].data(), nr, TOL_LSE);
+			continue;
+		}
+		float *f = bf_read(got[i], n);
+		h_compare(w, f, want[i].data(), n, TOL_BF16);
+		H_CUDA(cudaFree(f));
+	}
+}
+
+// rows_layout: the model block's shape (at_sdpa_block: causal).
 static void check(int B, int H, int T, int D, int causal, int rows_layout)
 {
 	float scale = 1.0f / sqrtf((float)D);
@@ -138,21 +157,11 @@ static void check(int B, int H, int T, int D, int causal, int rows_layout)
 	H_OP(at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16));
 	H_OP(at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
 				    g.b16, lse));
-	const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+	if (rows_layout)
+		for (int i : {0, 2, 3, 4})
+			r[i] = to_rows(r[i], B, H, T, D);
 	bf16 *got[5] = {o, NULL, dq, dk, dv};
-	for (int i = 0; i < 5; i++) {
-		char w[200];
-		snprintf(w, sizeof w, "%s %s", what, names[i]);
-		if (i == 1) {
-			h_compare(w, lse, r[1].data(), nr, TOL_LSE);
-			continue;
-		}
-		std::vector<float> want = rows_layout ? to_rows(r[i], B, H, T, D)
-						      : r[i];
-		float *f = bf_read(got[i], n);
-		h_compare(w, f, want.data(), n, TOL_BF16);
-		H_CUDA(cudaFree(f));
-	}
+	compare(what, got, lse, r, n, nr);
 	for (bf16 *p : {o, dq, dk, dv})
 		H_CUDA(cudaFree(p));
 	H_CUDA(cudaFree(lse));
@@ -187,21 +196,12 @@ static void check_large(int B, int H, int T, int D)
 	H_OP(at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16));
 	H_OP(at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
 				    g.b16, lse));
-	const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
 	bf16 *got[5] = {o, NULL, dq, dk, dv};
-	float *want[5] = {o32, lse32, dq32, dk32, dv32};
-	for (int i = 0; i < 5; i++) {
-		char w[200];
-		snprintf(w, sizeof w, "%s %s", what, names[i]);
-		std::vector<float> ref = h_download(want[i], i == 1 ? nr : n);
-		if (i == 1) {
-			h_compare(w, lse, ref.data(), nr, TOL_LSE);
-			continue;
-		}
-		float *f = bf_read(got[i], n);
-		h_compare(w, f, ref.data(), n, TOL_BF16);
-		H_CUDA(cudaFree(f));
-	}
+	float *fp32[5] = {o32, lse32, dq32, dk32, dv32};
+	std::vector<float> want[5];
+	for (int i = 0; i < 5; i++)
+		want[i] = h_download(fp32[i], i == 1 ? nr : n);
+	compare(what, got, lse, want, n, nr);
 	for (float *p : {o32, lse32, delta, dq32, dk32, dv32, lse})
 		H_CUDA(cudaFree(p));
 	for (bf16 *p : {o, dq, dk, dv})
@@ -221,6 +221,9 @@ static void timing(int T)
 	for (bf16 **p : {&o, &dq, &dk, &dv})
 		H_CUDA(cudaMalloc(p, n * sizeof(bf16)));
 	float *lse = h_dev((size_t)B * H * T);
+	H_OP(at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16));
+	H_OP(at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
+				    g.b16, lse)); // then the timings' own calls
 	float fms = h_time_ms([&] {
 		at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16);
 	}, 20);

@@ -8,9 +8,6 @@
 at_cublas_api at_cublas;
 at_cublaslt_api at_cublaslt;
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
-
 int at_lazy_load(const char *lib, const at_lazy_sym *syms, int n)
 {
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);

@@ -58,6 +58,10 @@ struct at_cublaslt_api {
 extern at_cublas_api at_cublas;
 extern at_cublaslt_api at_cublaslt;
 
+// A macro's value as a string ("libcublas.so." STR(CUBLAS_VER_MAJOR)).
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
 // One function a library is asked for: its name and where its address goes.
 struct at_lazy_sym {
 	void **slot;

@@ -6,9 +6,6 @@
 
 at_cudnn_api at_cudnn;
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
-
 int at_cudnn_load(cudnnHandle_t *handle)
 {
 	static cudnnHandle_t h;

@@ -289,9 +289,12 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 // The fused attention (training without the T x T weights: a->lse set):
 // cuDNN's in bf16, writing the heads straight into merged's rows; the
 // fp32 kernel otherwise, out [B,H,T,D] in buf3, merged as usual.
-static int attend_fused(int prec, const at_cu_block_acts *a, int B, int T,
-			int H, int D, float scale)
+static int attend_fused(int prec, const at_cu_block_acts *a,
+			const at_cu_kv *kv, int B, int T, int H, int D,
+			float scale)
 {
+	if (a->hook || kv) // a hook would see no scores, attn or out
+		return at_cu_failf("the fused attention takes no hook or cache");
 	if (prec == AT_PREC_BF16) {
 		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
 		return at_cudnn_sdpa_forward(&s, a->merged, a->lse, a->q, a->k,
@@ -462,7 +465,7 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 				TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
 		}
 		if (a->lse) {
-			TRY(attend_fused(p, a, B, T, H, D, scale));
+			TRY(attend_fused(p, a, kv, B, T, H, D, scale));
 		} else {
 			TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
 			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B,

@@ -60,7 +60,8 @@ static sdpa_dims dims_of(const at_sdpa_shape *s)
 }
 
 // The masked, scaled scores of q and k^T (virtual, float): the start the
-// forward and the backward share.  mask_prec is the index type.
+// forward and the backward share, the mask's indices of index_type (as
+// cuDNN's frontend builds each).
 static dnn_t scores(dnn_graph *g, const at_sdpa_shape *s, const sdpa_dims *d,
 		    dnn_t q, dnn_t kt, cudnnDataType_t index_type)
 {
@@ -138,7 +139,7 @@ static int uses_accumulator(const at_sdpa_shape *s)
 	return (int64_t)s->B * s->H * t64 * t64 * 2 > limit;
 }
 
-static void build_backward(dnn_graph *g, const at_sdpa_shape *s)
+static void build_backward(dnn_graph *g, const at_sdpa_shape *s, int accum)
 {
 	const int V = DNN_VIRTUAL;
 	cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
@@ -164,7 +165,8 @@ static void build_backward(dnn_graph *g, const at_sdpa_shape *s)
 	dnn_t stats = dnn_tensor(g, F, d.row, d.row_s, ID_STATS, 0);
 	dnn_t one = dnn_scalar(g, ID_ONE);
 
-	// delta = sum over d of dO * O (the frontend's own strides)
+	// delta = sum over d of dO * O (virtual: its strides, the frontend's,
+	// only name an order)
 	int64_t od[4] = {B, H, T, D}, od_s[4] = {H * T * D, T * D, H * D, 1};
 	dnn_t dxo = dnn_tensor(g, F, od, od_s, 0, V);
 	dnn_t dsum = dnn_tensor(g, F, d.row, d.row_s, 0, V);
@@ -201,7 +203,7 @@ static void build_backward(dnn_graph *g, const at_sdpa_shape *s)
 	view(s, s->k, dim, str);
 	dnn_t k = dnn_tensor(g, BF, dim, str, 0, V);
 	dnn_reshape(g, kt, k);
-	if (uses_accumulator(s)) {
+	if (accum) {
 		int64_t ad[4] = {B, H, T, D}, as[4] = {H * T * D, T * D, D, 1};
 		dnn_t acc = dnn_tensor(g, F, ad, as, ID_DQ_ACCUM, DNN_F16x16);
 		dnn_matmul(g, ds, k, acc);
@@ -214,18 +216,19 @@ static void build_backward(dnn_graph *g, const at_sdpa_shape *s)
 
 // ---- the plans, one per shape and direction ----
 
-#define MAX_PLANS 16
+#define MAX_PLANS 32
 
 struct plan {
 	at_sdpa_shape shape;
 	int backward;
+	int accum;                       // the backward's dq through our floats
 	int ok;                          // 1 made, -1 refused
 	dnn_graph g;
 };
 
 static plan plans[MAX_PLANS];
-static int nplans;
-static void *workspace;
+static int nplans, oldest;           // beyond MAX_PLANS, the oldest goes
+static void *workspace;              // shared by every plan, grown as needed
 static size_t workspace_bytes;
 
 // The plan of s in that direction, made on first use; NULL with the
@@ -243,14 +246,26 @@ static plan *plan_for(const at_sdpa_shape *s, int backward)
 	cudnnHandle_t h;
 	if (at_cudnn_load(&h) < 0)
 		return NULL;
-	plan *p = nplans < MAX_PLANS ? &plans[nplans++] : &plans[MAX_PLANS - 1];
-	if (p->g.nmade)
-		dnn_free(&p->g); // the oldest beyond MAX_PLANS goes
+	plan *p;
+	if (nplans < MAX_PLANS) {
+		p = &plans[nplans++];
+	} else { // its last launch may still be queued
+		cudaError_t e = cudaStreamSynchronize(at_cu_stream);
+		if (e != cudaSuccess) {
+			at_cu_fail(e, "waiting for the attention", __FILE__,
+				   __LINE__);
+			return NULL;
+		}
+		p = &plans[oldest];
+		oldest = (oldest + 1) % MAX_PLANS;
+		dnn_free(&p->g);
+	}
 	p->shape = *s;
 	p->backward = backward;
+	p->accum = backward && uses_accumulator(s);
 	dnn_init(&p->g, h);
 	if (backward)
-		build_backward(&p->g, s);
+		build_backward(&p->g, s, p->accum);
 	else
 		build_forward(&p->g, s);
 	p->ok = dnn_plan(&p->g) == 0 ? 1 : -1;
@@ -278,8 +293,11 @@ static int workspace_at_least(size_t bytes, void **ws)
 
 extern "C" int at_cudnn_sdpa_supported(const at_sdpa_shape *s, int backward)
 {
-	if (s->D % 8 || s->D > 128 || s->T < 1)
+	if (s->D % 8 || s->D > 128 || s->T < 1) {
+		at_cu_failf("cuDNN's fused attention wants heads of a multiple "
+			    "of 8 values, at most 128 (D = %d)", s->D);
 		return 0;
+	}
 	return plan_for(s, backward) != NULL;
 }
 
@@ -293,10 +311,11 @@ extern "C" int at_cudnn_sdpa_forward(const at_sdpa_shape *s, void *o,
 	void *ws = NULL;
 	TRY(workspace_at_least(p->g.workspace, &ws));
 	float scale = s->scale, neg_inf = -INFINITY;
-	int64_t uids[] = {ID_Q, ID_K, ID_V, ID_O, ID_STATS, ID_SCALE, ID_NEG_INF};
-	void *ptrs[] = {(void *)q, (void *)k, (void *)v, o, lse, &scale,
-			&neg_inf};
-	int n = s->causal ? 7 : 6;
+	int64_t uids[7] = {ID_Q, ID_K, ID_V, ID_O, ID_STATS, ID_SCALE};
+	void *ptrs[7] = {(void *)q, (void *)k, (void *)v, o, lse, &scale};
+	int n = 6;
+	if (s->causal)
+		uids[n] = ID_NEG_INF, ptrs[n++] = &neg_inf;
 	return dnn_execute(&p->g, n, uids, ptrs, ws);
 }
 
@@ -310,9 +329,8 @@ extern "C" int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq,
 	if (!p)
 		return -1;
 	size_t ws_bytes = (p->g.workspace + 255) / 256 * 256;
-	size_t accum = uses_accumulator(s)
-			       ? (size_t)s->B * s->H * s->T * s->D * sizeof(float)
-			       : 0;
+	size_t accum = p->accum ? (size_t)s->B * s->H * s->T * s->D * sizeof(float)
+				: 0;
 	void *ws = NULL;
 	TRY(workspace_at_least(ws_bytes + accum, &ws));
 	void *acc = (char *)ws + ws_bytes;
@@ -320,18 +338,15 @@ extern "C" int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq,
 		CU_CHECK(cudaMemsetAsync(acc, 0, accum, at_cu_stream),
 			 "zeroing the dq accumulator");
 	float scale = s->scale, neg_inf = -INFINITY, one = 1.0f;
-	int64_t uids[] = {ID_Q, ID_K, ID_V, ID_O, ID_DO, ID_STATS, ID_DQ,
-			  ID_DK, ID_DV, ID_SCALE, ID_ONE, ID_NEG_INF,
-			  ID_DQ_ACCUM};
-	void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)o,
-			(void *)dout, (void *)lse, dq, dk, dv, &scale, &one,
-			&neg_inf, acc};
-	int n = 11 + (s->causal ? 1 : 0);
-	if (accum) { // the accumulator's pair goes where it is counted
-		uids[n] = ID_DQ_ACCUM;
-		ptrs[n] = acc;
-		n++;
-	}
+	int64_t uids[13] = {ID_Q, ID_K, ID_V, ID_O, ID_DO, ID_STATS, ID_DQ,
+			    ID_DK, ID_DV, ID_SCALE, ID_ONE};
+	void *ptrs[13] = {(void *)q, (void *)k, (void *)v, (void *)o,
+			  (void *)dout, (void *)lse, dq, dk, dv, &scale, &one};
+	int n = 11; // then the tensors only some graphs have
+	if (s->causal)
+		uids[n] = ID_NEG_INF, ptrs[n++] = &neg_inf;
+	if (accum)
+		uids[n] = ID_DQ_ACCUM, ptrs[n++] = acc;
 	return dnn_execute(&p->g, n, uids, ptrs, ws);
 }
 

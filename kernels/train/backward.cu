@@ -1,10 +1,10 @@
 // backward.cu - the GPU training engine's backward pass (engine.cuh's
 // state; engine.cu runs the forward and the update).
 //
-// It mirrors lib/train/backward.c op for op.  The attention goes back
-// through cuDNN's fused backward in bf16 where the forward was fused
-// (recomputing the weights from the kept log-sum-exp), through andrea's
-// fp32 kernels in fp32 fused, and through the stored weights otherwise.
+// It mirrors lib/train/backward.c op for op, except for a fused
+// attention: that goes back through cuDNN's fused backward in bf16
+// (recomputing the weights from the kept log-sum-exp) or through andrea's
+// fp32 kernels, and through the stored weights only where explicit.
 #include <cmath>
 
 #include "train/engine.cuh"
@@ -49,14 +49,14 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
 					      mm_at(d, d->d_qkv, 2 * BTC), q, k,
 					      v, merged, d->d_out,
-					      d->lse + (size_t)l * BH * T);
+					      lse_at(d, l));
 	}
 	if (d->fused_attn) { // fp32: out back to [B,H,T,D] in d_merged
 		TRY(at_cu_split_heads<float>(d->d_merged, (const float *)merged,
 					     1, B, T, H, D));
 		TRY(at_cuda_attention_backward(
 			dq, dk, dv, (const float *)q, (const float *)k,
-			(const float *)v, d->d_merged, d->lse + (size_t)l * BH * T,
+			(const float *)v, d->d_merged, lse_at(d, l),
 			(const float *)d->d_out, d->delta, BH, T, D, scale, 1));
 	} else { // dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
 		float *att = d->att + l * BH * TT;
@@ -76,7 +76,7 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
 }
 
-// Back through one block (train_backward.c's block_backward): d_resid
+// Back through one block (lib/train/backward.c's block_backward): d_resid
 // holds the gradient of the block's output on entry, of its input on
 // return.
 static int block_backward(tr_cuda *d, int l)

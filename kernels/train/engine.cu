@@ -70,7 +70,8 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->ln2_rstd, L * BT, f, "the LayerNorm statistics"));
 	TRY(dalloc(d, &d->qkv, L * 3 * BTC, mm, "q, k and v"));
 	if (d->fused_attn) {
-		TRY(dalloc(d, &d->lse, L * B * H * T, f, "the attention's lse"));
+		TRY(dalloc(d, &d->lse, L * lse_stride(d), f,
+			   "the attention's lse"));
 		if (!bf)
 			TRY(dalloc(d, &d->delta, B * H * T, f, "backward scratch"));
 	} else {
@@ -244,10 +245,12 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 	at_sdpa_shape s = at_sdpa_block(B, H, T, D);
 	if (at_cudnn_sdpa_supported(&s, 0) && at_cudnn_sdpa_supported(&s, 1))
 		return 1;
-	if (attention == TR_ATTN_FUSED) {
+	if (attention == TR_ATTN_FUSED) { // the reason, less its "CUDA: "
 		char why[200];
-		snprintf(why, sizeof why, "%s", at_cuda_error());
-		return at_cu_failf("no fused attention in bf16 here (%s)", why);
+		const char *e = at_cuda_error();
+		snprintf(why, sizeof why, "%s",
+			 strncmp(e, "CUDA: ", 6) ? e : e + 6);
+		return at_cu_failf("no fused attention in bf16 here: %s", why);
 	}
 	return 0;
 }
@@ -395,7 +398,7 @@ static int block_forward(tr_cuda *d, int l)
 	a.k = mm_at(d, q, BTC);
 	a.v = mm_at(d, q, 2 * BTC);
 	if (d->fused_attn) {
-		a.lse = d->lse + (size_t)l * B * H * T;
+		a.lse = lse_at(d, l);
 	} else {
 		a.att = d->att + l * TT;
 		a.att16 = d->att16 ? d->att16 + l * TT : NULL;

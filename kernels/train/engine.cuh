@@ -93,6 +93,18 @@ static inline void *fc_at(const tr_cuda *d, int l)
 	((d)->prec == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
 			      : fn<float>((float *)(ptr), __VA_ARGS__))
 
+// Layer l's row log-sum-exp [B,H,T] (fused attention), each layer's
+// starting 16 bytes apart from the last as cuDNN wants.
+static inline size_t lse_stride(const tr_cuda *d)
+{
+	return ((size_t)d->B * d->cfg.n_head * d->T + 3) & ~(size_t)3;
+}
+
+static inline float *lse_at(const tr_cuda *d, int l)
+{
+	return d->lse + (size_t)l * lse_stride(d);
+}
+
 // The backward pass of the step whose forward just ran, and the gradient's
 // squared norm into d->res[1] (backward.cu).
 int tr_backward(tr_cuda *d);

@@ -31,10 +31,11 @@
 typedef struct tr_cuda tr_cuda;
 
 /* Copies m's parameters (and mom1, mom2; zeros where NULL) to the device
- * and makes every buffer of a step over B rows of T positions.  NULL on
- * failure, with the reason in at_cuda_error(); running out of device
- * memory reads "CUDA: out of memory allocating 9.4 GiB for attention
- * weights". */
+ * and makes every buffer of a step over B rows of T positions, with the
+ * attention as asked (train.h's TR_ATTN_*).  NULL on failure, with the
+ * reason in at_cuda_error(): a fused attention asked for that cannot be
+ * had, or running out of device memory ("CUDA: out of memory allocating
+ * 9.4 GiB for the attention weights"). */
 tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
 		     int B, int T, int precision, int attention);
 void tr_cuda_free(tr_cuda *d);
