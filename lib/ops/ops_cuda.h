@@ -91,9 +91,12 @@ int at_cuda_attention_backward(float *dq, float *dk, float *dv,
  * cuDNN (loaded at run time).  q, k, v, out and the gradients dq, dk, dv,
  * dout are bf16 [B,H,T,D] views in device memory, each given by its
  * element strides of b, h and t (d contiguous; 16-byte aligned); lse
- * [B,H,T] float, the forward's row log-sum-exp of the scaled scores.  _supported says whether cuDNN is there and makes a plan for the
- * shape (D a multiple of 8, at most 128); the others return -1 with the
- * reason where it does not. */
+ * [B,H,T] float, the forward's row log-sum-exp of the scaled scores.
+ * _supported loads cuDNN and makes (and keeps) the plan of the shape in
+ * that direction: 1, or 0 with the reason in at_cuda_error() (no cuDNN,
+ * or D not a multiple of 8 at most 128, or a plan refused); the others
+ * return 0, or -1 with the reason.  The workspace they share is cuDNN's,
+ * grown as needed and kept. */
 typedef struct {
 	int B, H, T, D, causal;
 	float scale;
