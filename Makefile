@@ -58,7 +58,7 @@ SAN       ?= 0
 # time): the toolkit's, or CUDNN_INC= a folder holding cudnn_graph.h (on a
 # machine with PyTorch: its nvidia/cudnn/include)
 CUDNN_INC ?= $(patsubst %/cudnn_graph.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/cudnn_graph.h /usr/include/cudnn_graph.h /usr/include/*/cudnn_graph.h)))
-CUDNN     ?= $(if $(CUDNN_INC),1,0)
+CUDNN     ?= $(if $(and $(filter 1,$(CUDA)),$(CUDNN_INC)),1,0)
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -fno-trapping-math -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp-simd -Ilib -MMD -MP

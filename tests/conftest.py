@@ -80,10 +80,12 @@ def loaded_by(logdir, library):
 
 
 def build_settings():
-    """CUDA=, BLAS=, PNG=, JSON=, PCRE=, MVEC=, SAN= of the build in bin/
-    (build/config), so that the nested make installs it instead of
-    relinking another."""
-    m = re.fullmatch(r"cuda(\d)-(.+)-png(\d)-json(\d)-pcre(\d)-mvec(\d)-san(\d)-\d+",
+    """CUDA=, CUDNN=, BLAS=, PNG=, JSON=, PCRE=, MVEC=, SAN= of the build
+    in bin/ (build/config, the Makefile's CONFIG), so that the nested make
+    installs it instead of relinking another."""
+    m = re.fullmatch(r"cuda(\d)-cudnn(\d)-(.+)-png(\d)-json(\d)-pcre(\d)"
+                     r"-mvec(\d)-san(\d)-\d+",
                      open(os.path.join(ROOT, "build", "config")).read().strip())
-    return [f"CUDA={m[1]}", f"BLAS={m[2]}", f"PNG={m[3]}", f"JSON={m[4]}",
-            f"PCRE={m[5]}", f"MVEC={m[6]}", f"SAN={m[7]}"]
+    assert m, "build/config does not read as the Makefile's CONFIG"
+    return [f"CUDA={m[1]}", f"CUDNN={m[2]}", f"BLAS={m[3]}", f"PNG={m[4]}",
+            f"JSON={m[5]}", f"PCRE={m[6]}", f"MVEC={m[7]}", f"SAN={m[8]}"]
