@@ -163,13 +163,19 @@ def reference_process(tmp, dev, cfg):
         pickle.dump({"clean": CLEAN[0], "corrupt": CLEAN[1]}, f)
     cmd = [sys.executable, os.path.abspath(__file__), "--reference", tmp, dev,
            str(cfg["n_layer"]), str(cfg["n_head"])]
+    return median_wall(cmd, "the reference process")
+
+
+def median_wall(cmd, what):
+    """The median wall seconds of three runs of cmd; a failure ends the
+    benchmark, naming what ran."""
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True)
         times.append(time.perf_counter() - t0)
         if p.returncode:
-            sys.exit(f"bench-analysis: the reference process: {p.stderr.strip()}")
+            sys.exit(f"bench-analysis: {what}: {p.stderr.strip()}")
     return median(times)
 
 
@@ -197,15 +203,9 @@ def andrea(model, dev, tmp, clean, corrupt):
     cmd = [os.path.join(BIN, "andrea-patch"), "-m", model, "--clean", paths[0],
            "--corrupted", paths[1], "--answer", str(ANSWER), "--wrong", str(WRONG),
            "--device", dev, "-f", "-o", out]
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if p.returncode:
-            sys.exit(f"bench-analysis: {' '.join(cmd)}: {p.stderr.strip()}")
+    wall = median_wall(cmd, " ".join(cmd))
     rec = [r for r in atsfmt.read(open(out, "rb").read(), label=out) if r.name == "effect"][0]
-    return median(times), np.frombuffer(rec.payload, np.float32).reshape(rec.dims)
+    return wall, np.frombuffer(rec.payload, np.float32).reshape(rec.dims)
 
 
 def main(argv):

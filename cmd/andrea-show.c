@@ -367,13 +367,11 @@ static void write_png(const show_opts *o, const at_tensor *t)
 static void shade_opt(void *ctx, const char *arg, const char *what)
 {
 	show_opts *o = ctx;
+	const char *names[3];
 	for (int i = 0; i < 3; i++)
-		if (strcmp(arg, hm_shade_name((hm_shade)i)) == 0) {
-			o->shade = (hm_shade)i;
-			o->shade_set = 1;
-			return;
-		}
-	cli_usage_error("--shade '%s': expected linear, sqrt or log", arg);
+		names[i] = hm_shade_name((hm_shade)i);
+	o->shade = (hm_shade)cli_choice(arg, names, 3, what);
+	o->shade_set = 1;
 }
 
 /* --range LO,HI into the show_opts at ctx. */

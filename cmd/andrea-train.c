@@ -79,12 +79,7 @@ static void fraction_opt(void *to, const char *arg, const char *what)
 static void attention_opt(void *to, const char *arg, const char *what)
 {
 	static const char *const names[] = {"auto", "fused", "explicit"};
-	for (int i = 0; i < 3; i++)
-		if (!strcmp(arg, names[i])) {
-			*(int *)to = i; /* TR_ATTN_AUTO, _FUSED, _EXPLICIT */
-			return;
-		}
-	cli_usage_error("%s '%s': expected auto, fused or explicit", what, arg);
+	*(int *)to = cli_choice(arg, names, 3, what); /* TR_ATTN_AUTO, ... */
 }
 
 /* Options that belong to one mode only are misuse in the other, and so

@@ -15,6 +15,7 @@ import oracle
 from conftest import ROOT, run, one_line_error
 from stagekit import pack, unpack
 from test_model_filters import full_model
+from test_patch import clean_and_corrupted
 from test_train import records
 
 ON_GPU = os.environ.get("ANDREA_TEST_DEVICE") == "cuda"
@@ -93,11 +94,7 @@ def test_patch_sweeps_on_the_gpu(tmp_path, sweep):
     rng = np.random.default_rng(9)
     L, H, C, V, T = 3, 4, 32, 60, 11
     model, _ = full_model(tmp_path, rng, L, H, C, V, 16, biases=True)
-    clean = rng.integers(0, V, (2, T)).astype(np.int32)
-    corrupt = clean.copy()
-    corrupt[:, 4] = (corrupt[:, 4] + 7) % V
-    (tmp_path / "c.ats").write_bytes(pack(tmp_path, [("tokens", clean)]))
-    (tmp_path / "k.ats").write_bytes(pack(tmp_path, [("tokens", corrupt)]))
+    clean_and_corrupted(tmp_path, rng, V, T, 4, 7)
     out = {}
     for dev in ("cpu", "cuda"):
         out[dev] = unpack(tmp_path, run(
@@ -138,11 +135,7 @@ def test_patch_sweep_matches_pytorch_forward_hooks(tmp_path):
     rng = np.random.default_rng(12)
     L, H, C, V, T = 3, 4, 32, 60, 13
     model, p = full_model(tmp_path, rng, L, H, C, V, 16)
-    clean = rng.integers(0, V, (2, T)).astype(np.int32)
-    corrupt = clean.copy()
-    corrupt[:, 5] = (corrupt[:, 5] + 11) % V
-    (tmp_path / "c.ats").write_bytes(pack(tmp_path, [("tokens", clean)]))
-    (tmp_path / "k.ats").write_bytes(pack(tmp_path, [("tokens", corrupt)]))
+    clean, corrupt = clean_and_corrupted(tmp_path, rng, V, T, 5, 11)
     ours = unpack(tmp_path, run(
         "patch", "-m", model, "--clean", tmp_path / "c.ats", "--corrupted",
         tmp_path / "k.ats", "--answer", analysis.ANSWER % V, "--wrong",

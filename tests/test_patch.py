@@ -14,6 +14,17 @@ from test_model_filters import full_model
 CPU = ("--device", "cpu")
 
 
+def clean_and_corrupted(tmp, rng, V, T, pos, shift):
+    """Two rows of T random tokens below V and the same with position pos
+    shifted by shift, written as tmp/c.ats and tmp/k.ats."""
+    clean = rng.integers(0, V, (2, T)).astype(np.int32)
+    corrupt = clean.copy()
+    corrupt[:, pos] = (corrupt[:, pos] + shift) % V
+    (tmp / "c.ats").write_bytes(pack(tmp, [("tokens", clean)]))
+    (tmp / "k.ats").write_bytes(pack(tmp, [("tokens", corrupt)]))
+    return clean, corrupt
+
+
 def logits_with(tokens, p, L, H, patch=None):
     """Logits [B,T,V]; patch(l, name, array) may change the block's out
     (name 'out') or the x entering layer l (name 'pre')."""
@@ -48,11 +59,7 @@ def test_sweeps_match_numpy(tmp_path, sweep):
     rng = np.random.default_rng(1 if sweep == "heads" else 2)
     L, H, C, V, T = 2, 3, 12, 40, 7
     model, p = full_model(tmp_path, rng, L, H, C, V, 16)
-    clean = rng.integers(0, V, (2, T)).astype(np.int32)
-    corrupt = clean.copy()
-    corrupt[:, 2] = (corrupt[:, 2] + 5) % V
-    (tmp_path / "c.ats").write_bytes(pack(tmp_path, [("tokens", clean)]))
-    (tmp_path / "k.ats").write_bytes(pack(tmp_path, [("tokens", corrupt)]))
+    clean, corrupt = clean_and_corrupted(tmp_path, rng, V, T, 2, 5)
     A, W = 3, 11
     out = unpack(tmp_path, run("patch", "-m", model, "--clean", tmp_path / "c.ats",
                                "--corrupted", tmp_path / "k.ats", "--answer", A,

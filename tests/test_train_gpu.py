@@ -40,6 +40,14 @@ def rel(a, b):
     return np.linalg.norm(a - b) / den if den > 0 else np.linalg.norm(a)
 
 
+def gradient_errors(got, want, tol):
+    """Each tensor's relative error against want, the worst one's name, and
+    the tensors whose error is not within tol."""
+    errs = {k: rel(got[k], want[k]) for k in want}
+    worst = max(errs, key=errs.get)
+    return errs, worst, {k: v for k, v in errs.items() if not v <= tol}
+
+
 def grads(tmp, model, data, device, precision="fp32", tag="", env=None):
     out = os.path.join(tmp, f"g-{device}-{precision}{tag}.ats")
     p = run("train", "-m", model, "--data", data, "--steps", 1, "--batch", 3,
@@ -71,13 +79,11 @@ def test_gradients_match_the_cpu(tmp_path, precision, fusion):
     assert ("GELU fused" in err) == (fusion == "fused"), err
     assert np.array_equal(gc.pop("tokens"), gg.pop("tokens"))
     assert set(gc) == set(gg)
-    errs = {k: rel(gg[k], gc[k]) for k in gc}
-    worst = max(errs, key=errs.get)
+    errs, worst, bad = gradient_errors(gg, gc, GRAD_TOL[precision])
     print(f"{precision} {fusion}: loss cpu {lc:.8f} gpu {lg:.8f} "
           f"(rel {abs(lg - lc) / lc:.2e}); worst gradient {worst} "
           f"{errs[worst]:.2e}, median {np.median(list(errs.values())):.2e}")
     assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
-    bad = {k: v for k, v in errs.items() if not v <= GRAD_TOL[precision]}
     assert not bad, bad
 
 

@@ -6,6 +6,7 @@
 // timings at B = 8, H = 12, D = 64.  The backward
 // (at_cuda_attention_backward) against the explicit gradients in double.
 #include "harness.cuh"
+#include "attention_ref.cuh"
 
 // out and lse of the four stages on the CPU (lse in double).
 static void reference(std::vector<float> &out, std::vector<float> &lse,
@@ -53,54 +54,15 @@ static void check(int BH, int T, int D, int causal, float scale = 0)
 		H_CUDA(cudaFree(p));
 }
 
-// dq, dk, dv of out = softmax(scale q.k^T, causal) v, in double.
-static void reference_bwd(std::vector<float> &gq, std::vector<float> &gk,
-			  std::vector<float> &gv, const std::vector<float> &q,
-			  const std::vector<float> &k, const std::vector<float> &v,
-			  const std::vector<float> &dout, int BH, int T, int D,
-			  float scale, int causal)
-{
-	std::vector<double> p(T), dp(T);
-	for (int h = 0; h < BH; h++) {
-		size_t o = (size_t)h * T * D;
-		for (int i = 0; i < T; i++) {
-			int n = causal ? i + 1 : T;
-			double mx = -INFINITY, sum = 0, delta = 0;
-			for (int j = 0; j < n; j++) {
-				double s = 0;
-				for (int d = 0; d < D; d++)
-					s += (double)q[o + i * D + d] * k[o + j * D + d];
-				p[j] = s * scale;
-				mx = p[j] > mx ? p[j] : mx;
-			}
-			for (int j = 0; j < n; j++)
-				sum += (p[j] = exp(p[j] - mx));
-			for (int j = 0; j < n; j++) {
-				p[j] /= sum;
-				dp[j] = 0;
-				for (int d = 0; d < D; d++)
-					dp[j] += (double)dout[o + i * D + d] * v[o + j * D + d];
-				delta += p[j] * dp[j];
-			}
-			for (int j = 0; j < n; j++) {
-				double ds = p[j] * (dp[j] - delta) * scale;
-				for (int d = 0; d < D; d++) {
-					gq[o + i * D + d] += (float)(ds * k[o + j * D + d]);
-					gk[o + j * D + d] += (float)(ds * q[o + i * D + d]);
-					gv[o + j * D + d] += (float)(p[j] * dout[o + i * D + d]);
-				}
-			}
-		}
-	}
-}
-
 static void check_bwd(int BH, int T, int D, int causal)
 {
 	float scale = 1.0f / sqrtf((float)D);
 	size_t n = (size_t)BH * T * D, rows = (size_t)BH * T;
 	std::vector<float> q = h_randn(n), k = h_randn(n), v = h_randn(n),
-			   g = h_randn(n), gq(n), gk(n), gv(n);
-	reference_bwd(gq, gk, gv, q, k, v, g, BH, T, D, scale, causal);
+			   g = h_randn(n);
+	std::vector<float> r[5];
+	attention_reference(r, q, k, v, g, BH, T, D, scale, causal);
+	const std::vector<float> &gq = r[2], &gk = r[3], &gv = r[4];
 	float *dq = h_upload(q), *dk = h_upload(k), *dv = h_upload(v),
 	      *dg = h_upload(g), *dout = h_dev(n), *dlse = h_dev(rows),
 	      *delta = h_dev(rows), *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);

@@ -9,6 +9,7 @@
 // says so and checks nothing.
 #include "harness.cuh"
 #include "forward/forward_kernels.cuh"
+#include "attention_ref.cuh"
 
 // Tolerances: out and the gradients pass through bf16 (P, dS and the
 // results are rounded to 8 bits of mantissa); lse is float throughout.
@@ -48,55 +49,6 @@ static float *bf_read(const bf16 *p, size_t n)
 	return f;
 }
 
-// out, lse, dq, dk, dv in double, [BH,T,D] contiguous.
-static void reference(std::vector<float> *r, const std::vector<float> &q,
-		      const std::vector<float> &k, const std::vector<float> &v,
-		      const std::vector<float> &g, int BH, int T, int D,
-		      float scale, int causal)
-{
-	std::vector<float> &out = r[0], &lse = r[1], &gq = r[2], &gk = r[3],
-			   &gv = r[4];
-	std::vector<double> p(T), dp(T);
-	for (int h = 0; h < BH; h++) {
-		size_t o = (size_t)h * T * D;
-		for (int i = 0; i < T; i++) {
-			int n = causal ? i + 1 : T;
-			double mx = -INFINITY, sum = 0, delta = 0;
-			for (int j = 0; j < n; j++) {
-				double s = 0;
-				for (int d = 0; d < D; d++)
-					s += (double)q[o + i * D + d] * k[o + j * D + d];
-				p[j] = s * scale;
-				mx = p[j] > mx ? p[j] : mx;
-			}
-			for (int j = 0; j < n; j++)
-				sum += (p[j] = exp(p[j] - mx));
-			lse[(size_t)h * T + i] = (float)(mx + log(sum));
-			for (int d = 0; d < D; d++) {
-				double acc = 0;
-				for (int j = 0; j < n; j++)
-					acc += p[j] / sum * v[o + j * D + d];
-				out[o + i * D + d] = (float)acc;
-			}
-			for (int j = 0; j < n; j++) {
-				p[j] /= sum;
-				dp[j] = 0;
-				for (int d = 0; d < D; d++)
-					dp[j] += (double)g[o + i * D + d] * v[o + j * D + d];
-				delta += p[j] * dp[j];
-			}
-			for (int j = 0; j < n; j++) {
-				double ds = p[j] * (dp[j] - delta) * scale;
-				for (int d = 0; d < D; d++) {
-					gq[o + i * D + d] += (float)(ds * k[o + j * D + d]);
-					gk[o + j * D + d] += (float)(ds * q[o + i * D + d]);
-					gv[o + j * D + d] += (float)(p[j] * g[o + i * D + d]);
-				}
-			}
-		}
-	}
-}
-
 // [B,H,T,D] -> [B,T,H,D] on the host (the row layout's order).
 static std::vector<float> to_rows(const std::vector<float> &x, int B, int H,
 				  int T, int D)
@@ -111,20 +63,59 @@ static std::vector<float> to_rows(const std::vector<float> &x, int B, int H,
 	return y;
 }
 
+// One problem: random bf16 inputs q, k, v and the output gradient g
+// (n values each), and cuDNN's out, lse (nr), dq, dk, dv.
+struct problem {
+	bf_tensor q, k, v, g;
+	bf16 *o, *dq, *dk, *dv;
+	float *lse;
+	size_t n, nr;
+};
+
+static problem problem_new(size_t n, size_t nr)
+{
+	problem p;
+	p.q = bf_randn(n), p.k = bf_randn(n), p.v = bf_randn(n);
+	p.g = bf_randn(n);
+	for (bf16 **b : {&p.o, &p.dq, &p.dk, &p.dv})
+		H_CUDA(cudaMalloc(b, n * sizeof(bf16)));
+	p.lse = h_dev(nr);
+	p.n = n, p.nr = nr;
+	return p;
+}
+
+static void problem_free(problem &p)
+{
+	for (bf16 *b : {p.o, p.dq, p.dk, p.dv})
+		H_CUDA(cudaFree(b));
+	H_CUDA(cudaFree(p.lse));
+	for (bf_tensor *t : {&p.q, &p.k, &p.v, &p.g})
+		bf_free(*t);
+}
+
+// cuDNN's forward and backward of p under s.
+static int run(const at_sdpa_shape *s, problem &p)
+{
+	TRY(at_cudnn_sdpa_forward(s, p.o, p.lse, p.q.b16, p.k.b16, p.v.b16));
+	return at_cudnn_sdpa_backward(s, p.dq, p.dk, p.dv, p.q.b16, p.k.b16,
+				      p.v.b16, p.o, p.g.b16, p.lse);
+}
+
 // cuDNN's out, lse, dq, dk, dv against want[5] (host; the same layouts).
-static void compare(const char *what, bf16 *const got[5], const float *lse,
-		    const std::vector<float> *want, size_t n, size_t nr)
+static void compare(const char *what, const problem &p,
+		    const std::vector<float> *want)
 {
 	static const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+	bf16 *got[5] = {p.o, NULL, p.dq, p.dk, p.dv};
 	for (int i = 0; i < 5; i++) {
 		char w[200];
 		snprintf(w, sizeof w, "%s %s", what, names[i]);
 		if (i == 1) {
-			h_compare(w, lse, want[1].data(), nr, TOL_LSE);
+			h_compare(w, p.lse, want[1].data(), p.nr, TOL_LSE);
 			continue;
 		}
-		float *f = bf_read(got[i], n);
-		h_compare(w, f, want[i].data(), n, TOL_BF16);
+		float *f = bf_read(got[i], p.n);
+		h_compare(w, f, want[i].data(), p.n, TOL_BF16);
 		H_CUDA(cudaFree(f));
 	}
 }
@@ -133,7 +124,6 @@ static void compare(const char *what, bf16 *const got[5], const float *lse,
 static void check(int B, int H, int T, int D, int causal, int rows_layout)
 {
 	float scale = 1.0f / sqrtf((float)D);
-	size_t n = (size_t)B * H * T * D, nr = (size_t)B * H * T;
 	at_sdpa_shape s = rows_layout ? at_sdpa_block(B, H, T, D)
 				      : at_sdpa_contiguous(B, H, T, D, scale, causal);
 	char what[160];
@@ -144,29 +134,16 @@ static void check(int B, int H, int T, int D, int causal, int rows_layout)
 		h_result(false, what, at_cuda_error());
 		return;
 	}
-	bf_tensor q = bf_randn(n), k = bf_randn(n), v = bf_randn(n),
-		  g = bf_randn(n);
-	std::vector<float> r[5] = {std::vector<float>(n), std::vector<float>(nr),
-				   std::vector<float>(n), std::vector<float>(n),
-				   std::vector<float>(n)};
-	reference(r, q.host, k.host, v.host, g.host, B * H, T, D, scale, causal);
-	bf16 *o, *dq, *dk, *dv;
-	for (bf16 **p : {&o, &dq, &dk, &dv})
-		H_CUDA(cudaMalloc(p, n * sizeof(bf16)));
-	float *lse = h_dev(nr);
-	H_OP(at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16));
-	H_OP(at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
-				    g.b16, lse));
+	problem p = problem_new((size_t)B * H * T * D, (size_t)B * H * T);
+	std::vector<float> r[5];
+	attention_reference(r, p.q.host, p.k.host, p.v.host, p.g.host, B * H, T,
+			    D, scale, causal);
+	H_OP(run(&s, p));
 	if (rows_layout)
 		for (int i : {0, 2, 3, 4})
 			r[i] = to_rows(r[i], B, H, T, D);
-	bf16 *got[5] = {o, NULL, dq, dk, dv};
-	compare(what, got, lse, r, n, nr);
-	for (bf16 *p : {o, dq, dk, dv})
-		H_CUDA(cudaFree(p));
-	H_CUDA(cudaFree(lse));
-	for (bf_tensor *t : {&q, &k, &v, &g})
-		bf_free(*t);
+	compare(what, p, r);
+	problem_free(p);
 }
 
 // cuDNN against the fp32 kernels on the same rounded inputs, at a size
@@ -180,56 +157,37 @@ static void check_large(int B, int H, int T, int D)
 	char what[160];
 	snprintf(what, sizeof what, "cudnn attention causal B=%d H=%d T=%d D=%d "
 		 "vs fp32 kernels", B, H, T, D);
-	bf_tensor q = bf_randn(n), k = bf_randn(n), v = bf_randn(n),
-		  g = bf_randn(n);
+	problem p = problem_new(n, nr);
 	float *o32 = h_dev(n), *lse32 = h_dev(nr), *delta = h_dev(nr),
 	      *dq32 = h_dev(n), *dk32 = h_dev(n), *dv32 = h_dev(n);
-	H_OP(at_cuda_attention_forward(o32, lse32, q.f32, k.f32, v.f32, BH, T,
-				       D, scale, 1));
-	H_OP(at_cuda_attention_backward(dq32, dk32, dv32, q.f32, k.f32, v.f32,
-					o32, lse32, g.f32, delta, BH, T, D,
-					scale, 1));
-	bf16 *o, *dq, *dk, *dv;
-	for (bf16 **p : {&o, &dq, &dk, &dv})
-		H_CUDA(cudaMalloc(p, n * sizeof(bf16)));
-	float *lse = h_dev(nr);
-	H_OP(at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16));
-	H_OP(at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
-				    g.b16, lse));
-	bf16 *got[5] = {o, NULL, dq, dk, dv};
+	H_OP(at_cuda_attention_forward(o32, lse32, p.q.f32, p.k.f32, p.v.f32,
+				       BH, T, D, scale, 1));
+	H_OP(at_cuda_attention_backward(dq32, dk32, dv32, p.q.f32, p.k.f32,
+					p.v.f32, o32, lse32, p.g.f32, delta, BH,
+					T, D, scale, 1));
+	H_OP(run(&s, p));
 	float *fp32[5] = {o32, lse32, dq32, dk32, dv32};
 	std::vector<float> want[5];
 	for (int i = 0; i < 5; i++)
 		want[i] = h_download(fp32[i], i == 1 ? nr : n);
-	compare(what, got, lse, want, n, nr);
-	for (float *p : {o32, lse32, delta, dq32, dk32, dv32, lse})
-		H_CUDA(cudaFree(p));
-	for (bf16 *p : {o, dq, dk, dv})
-		H_CUDA(cudaFree(p));
-	for (bf_tensor *t : {&q, &k, &v, &g})
-		bf_free(*t);
+	compare(what, p, want);
+	for (float *f : {o32, lse32, delta, dq32, dk32, dv32})
+		H_CUDA(cudaFree(f));
+	problem_free(p);
 }
 
 static void timing(int T)
 {
 	const int B = 8, H = 12, D = 64;
-	size_t n = (size_t)B * H * T * D;
 	at_sdpa_shape s = at_sdpa_contiguous(B, H, T, D, 0.125f, 1);
-	bf_tensor q = bf_randn(n), k = bf_randn(n), v = bf_randn(n),
-		  g = bf_randn(n);
-	bf16 *o, *dq, *dk, *dv;
-	for (bf16 **p : {&o, &dq, &dk, &dv})
-		H_CUDA(cudaMalloc(p, n * sizeof(bf16)));
-	float *lse = h_dev((size_t)B * H * T);
-	H_OP(at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16));
-	H_OP(at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
-				    g.b16, lse)); // then the timings' own calls
+	problem p = problem_new((size_t)B * H * T * D, (size_t)B * H * T);
+	H_OP(run(&s, p)); // then the timings' own calls
 	float fms = h_time_ms([&] {
-		at_cudnn_sdpa_forward(&s, o, lse, q.b16, k.b16, v.b16);
+		at_cudnn_sdpa_forward(&s, p.o, p.lse, p.q.b16, p.k.b16, p.v.b16);
 	}, 20);
 	float bms = h_time_ms([&] {
-		at_cudnn_sdpa_backward(&s, dq, dk, dv, q.b16, k.b16, v.b16, o,
-				       g.b16, lse);
+		at_cudnn_sdpa_backward(&s, p.dq, p.dk, p.dv, p.q.b16, p.k.b16,
+				       p.v.b16, p.o, p.g.b16, p.lse);
 	}, 20);
 	double flops = 4.0 * B * H * T * (T + 1) / 2.0 * D;
 	printf("time cudnn attention bf16 causal B=8 H=12 T=%d D=64: forward "
@@ -237,11 +195,7 @@ static void timing(int T)
 	       "forward + backward %.4f ms\n", T, fms, flops / fms / 1e9, bms,
 	       2.5 * flops / bms / 1e9, fms + bms);
 	fflush(stdout);
-	for (bf16 *p : {o, dq, dk, dv})
-		H_CUDA(cudaFree(p));
-	H_CUDA(cudaFree(lse));
-	for (bf_tensor *t : {&q, &k, &v, &g})
-		bf_free(*t);
+	problem_free(p);
 }
 
 int main(int argc, char **argv)

@@ -55,6 +55,13 @@ static void set(dnn_graph *g, dnn_t d, cudnnBackendAttributeName_t name,
 		fail(g, s, "setting attribute %d", (int)name);
 }
 
+// An attribute that is one descriptor (an operation's operand, say).
+static void set_desc(dnn_graph *g, dnn_t d, cudnnBackendAttributeName_t name,
+		     dnn_t value)
+{
+	set(g, d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value);
+}
+
 static void finalize(dnn_graph *g, dnn_t d, const char *what)
 {
 	if (g->status != CUDNN_STATUS_SUCCESS)
@@ -132,18 +139,13 @@ void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode,
 		set(g, pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
 	finalize(g, pw, "a pointwise descriptor");
 	dnn_t op = make(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-	set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
-	set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
 	if (b)
-		set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-		    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+		set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
 	if (t)
-		set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
-		    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
-	set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+		set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
 	op_done(g, op, "a pointwise operation");
 }
 
@@ -156,12 +158,9 @@ void dnn_reduce(dnn_graph *g, cudnnReduceTensorOp_t op_kind, dnn_t x, dnn_t y)
 	set(g, r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
 	finalize(g, r, "a reduction descriptor");
 	dnn_t op = make(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-	set(g, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-	set(g, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-	set(g, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, r);
 	op_done(g, op, "a reduction");
 }
 
@@ -172,24 +171,18 @@ void dnn_matmul(dnn_graph *g, dnn_t a, dnn_t b, dnn_t c)
 	set(g, mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
 	finalize(g, mm, "a matmul descriptor");
 	dnn_t op = make(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-	set(g, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
-	set(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-	set(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-	set(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
 	op_done(g, op, "a matmul");
 }
 
 void dnn_reshape(dnn_graph *g, dnn_t x, dnn_t y)
 {
 	dnn_t op = make(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-	set(g, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-	set(g, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
+	set_desc(g, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
 	op_done(g, op, "a reshape");
 }
 
@@ -205,8 +198,7 @@ int dnn_plan(dnn_graph *g)
 	finalize(g, graph, "the operation graph");
 	dnn_t heur = make(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
 	cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-	set(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+	set_desc(g, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
 	set(g, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
 	finalize(g, heur, "the engine heuristics");
 	dnn_t cfg[MAX_CONFIGS];

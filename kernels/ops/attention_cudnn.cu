@@ -25,23 +25,20 @@ enum {
 	ID_DO, ID_DQ, ID_DK, ID_DV, ID_DQ_ACCUM,
 };
 
-// A [B,H,T,D] view with the given strides of b, h, t (d is contiguous).
-static void view(const at_sdpa_shape *s, const long long st[3], int64_t d[4],
-		 int64_t str[4])
+// A bf16 [B,H,T,D] view with the strides st of b, h, t (d contiguous),
+// or with its last two dimensions swapped ([B,H,D,T]) where transposed;
+// uid 0 for a virtual one.
+static dnn_t bf16_view(dnn_graph *g, const at_sdpa_shape *s,
+		       const long long st[3], int64_t uid, int transposed)
 {
-	d[0] = s->B, d[1] = s->H, d[2] = s->T, d[3] = s->D;
-	str[0] = st[0], str[1] = st[1], str[2] = st[2], str[3] = 1;
-}
-
-// The same view with its last two dimensions swapped ([B,H,D,T]).
-static void view_t(const at_sdpa_shape *s, const long long st[3], int64_t d[4],
-		   int64_t str[4])
-{
-	view(s, st, d, str);
-	int64_t t = d[2];
-	d[2] = d[3], d[3] = t;
-	t = str[2];
-	str[2] = str[3], str[3] = t;
+	int64_t d[4] = {s->B, s->H, s->T, s->D}, str[4] = {st[0], st[1], st[2], 1};
+	if (transposed) {
+		int64_t t = d[2];
+		d[2] = d[3], d[3] = t;
+		str[2] = 1, str[3] = st[2];
+	}
+	return dnn_tensor(g, CUDNN_DATA_BFLOAT16, d, str, uid,
+			  uid ? 0 : DNN_VIRTUAL);
 }
 
 struct sdpa_dims {
@@ -94,15 +91,10 @@ static void build_forward(dnn_graph *g, const at_sdpa_shape *s)
 	const int V = DNN_VIRTUAL;
 	cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
 	sdpa_dims d = dims_of(s);
-	int64_t dim[4], str[4];
-	view(s, s->q, dim, str);
-	dnn_t q = dnn_tensor(g, BF, dim, str, ID_Q, 0);
-	view_t(s, s->k, dim, str);
-	dnn_t kt = dnn_tensor(g, BF, dim, str, ID_K, 0);
-	view(s, s->v, dim, str);
-	dnn_t v = dnn_tensor(g, BF, dim, str, ID_V, 0);
-	view(s, s->o, dim, str);
-	dnn_t o = dnn_tensor(g, BF, dim, str, ID_O, 0);
+	dnn_t q = bf16_view(g, s, s->q, ID_Q, 0);
+	dnn_t kt = bf16_view(g, s, s->k, ID_K, 1);
+	dnn_t v = bf16_view(g, s, s->v, ID_V, 0);
+	dnn_t o = bf16_view(g, s, s->o, ID_O, 0);
 
 	dnn_t x = scores(g, s, &d, q, kt, F);
 	// softmax, keeping max + log(sum) as the stats
@@ -145,23 +137,14 @@ static void build_backward(dnn_graph *g, const at_sdpa_shape *s, int accum)
 	cudnnDataType_t F = CUDNN_DATA_FLOAT, BF = CUDNN_DATA_BFLOAT16;
 	int64_t B = s->B, H = s->H, T = s->T, D = s->D;
 	sdpa_dims d = dims_of(s);
-	int64_t dim[4], str[4];
-	view(s, s->q, dim, str);
-	dnn_t q = dnn_tensor(g, BF, dim, str, ID_Q, 0);
-	view(s, s->dq, dim, str);
-	dnn_t dq = dnn_tensor(g, BF, dim, str, ID_DQ, 0);
-	view_t(s, s->k, dim, str);
-	dnn_t kt = dnn_tensor(g, BF, dim, str, ID_K, 0);
-	view(s, s->dk, dim, str);
-	dnn_t dk = dnn_tensor(g, BF, dim, str, ID_DK, 0);
-	view_t(s, s->v, dim, str);
-	dnn_t vt = dnn_tensor(g, BF, dim, str, ID_V, 0);
-	view(s, s->dv, dim, str);
-	dnn_t dv = dnn_tensor(g, BF, dim, str, ID_DV, 0);
-	view(s, s->o, dim, str);
-	dnn_t o = dnn_tensor(g, BF, dim, str, ID_O, 0);
-	view(s, s->dout, dim, str);
-	dnn_t dout = dnn_tensor(g, BF, dim, str, ID_DO, 0);
+	dnn_t q = bf16_view(g, s, s->q, ID_Q, 0);
+	dnn_t dq = bf16_view(g, s, s->dq, ID_DQ, 0);
+	dnn_t kt = bf16_view(g, s, s->k, ID_K, 1);
+	dnn_t dk = bf16_view(g, s, s->dk, ID_DK, 0);
+	dnn_t vt = bf16_view(g, s, s->v, ID_V, 1);
+	dnn_t dv = bf16_view(g, s, s->dv, ID_DV, 0);
+	dnn_t o = bf16_view(g, s, s->o, ID_O, 0);
+	dnn_t dout = bf16_view(g, s, s->dout, ID_DO, 0);
 	dnn_t stats = dnn_tensor(g, F, d.row, d.row_s, ID_STATS, 0);
 	dnn_t one = dnn_scalar(g, ID_ONE);
 
@@ -200,8 +183,7 @@ static void build_backward(dnn_graph *g, const at_sdpa_shape *s, int accum)
 		      NULL, ds, -1);
 	dnn_reshape(g, ds, dst);
 	dnn_matmul(g, dst, q, dk);
-	view(s, s->k, dim, str);
-	dnn_t k = dnn_tensor(g, BF, dim, str, 0, V);
+	dnn_t k = bf16_view(g, s, s->k, 0, 0);
 	dnn_reshape(g, kt, k);
 	if (accum) {
 		int64_t ad[4] = {B, H, T, D}, as[4] = {H * T * D, T * D, D, 1};

@@ -194,6 +194,21 @@ double cli_double(const char *arg, const char *what)
 	return d;
 }
 
+int cli_choice(const char *arg, const char *const *names, int n,
+	       const char *what)
+{
+	char list[256] = "";
+	for (int i = 0; i < n; i++) {
+		if (!strcmp(arg, names[i]))
+			return i;
+		size_t len = strlen(list);
+		snprintf(list + len, sizeof list - len, "%s%s",
+			 i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+	}
+	cli_usage_error("%s '%s': expected %s", what, arg, list);
+	return -1;
+}
+
 void cli_common_opt(cli_common *c, unsigned use, const char *arg,
 		    const char *usage)
 {

@@ -61,6 +61,10 @@ _Noreturn void cli_fail(const char *err);
 /* Parses a whole decimal integer in [min, max]; a usage error otherwise. */
 long cli_long(const char *arg, long min, long max, const char *what);
 double cli_double(const char *arg, const char *what);
+/* The index of arg among the n names (an option's choices); a usage error
+ * naming them otherwise ("expected auto, fused or explicit"). */
+int cli_choice(const char *arg, const char *const *names, int n,
+	       const char *what);
 
 /* Opens the output stream: -o FILE (atomically) or stdout, refusing a
  * terminal without -f.  A later cli_die removes a partly written file. */
