@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "harness.cuh"
+#include "forward/forward_kernels.cuh"
 #include "common/cublas_lazy.cuh"
 #include "common/gemm.cuh"
 
@@ -62,23 +63,28 @@ static void *operands(std::vector<float> &v, int prec)
 
 // Every form the training engine asks for: C_i = alpha op(A_i) op(B_i) +
 // beta C_i over a batch (A reused across it when reuse_a), against a loop
-// in double.  h NULL is the stage ops' way through cuBLAS.
+// in double.  h NULL is the stage ops' way through cuBLAS.  pad > 0 lays
+// every operand out with rows pad elements longer than packed
+// (at_cu_gemm_ld; the pads of C must come back untouched), c_bf16 makes C
+// bf16.
 static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 		       int N, int K, float alpha, float beta, int batch,
-		       int reuse_a)
+		       int reuse_a, int pad = 0, int c_bf16 = 0)
 {
-	long long sA = reuse_a ? 0 : (long long)M * K, sB = (long long)K * N;
-	long long sC = (long long)M * N;
-	std::vector<float> a = h_randn((size_t)(reuse_a ? 1 : batch) * M * K);
-	std::vector<float> b = h_randn((size_t)batch * K * N);
-	std::vector<float> c = h_randn((size_t)batch * M * N), ref(c.size());
+	int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+	long long sA = reuse_a ? 0 : (long long)(ta ? K : M) * lda;
+	long long sB = (long long)(tb ? N : K) * ldb, sC = (long long)M * ldc;
+	std::vector<float> a = h_randn((size_t)(reuse_a ? 1 : batch) * (ta ? K : M) * lda);
+	std::vector<float> b = h_randn((size_t)batch * sB);
+	std::vector<float> c = h_randn((size_t)batch * sC);
 	void *da = operands(a, prec), *db = operands(b, prec);
-	float *dc = h_upload(c);
+	void *dc = c_bf16 ? operands(c, AT_PREC_BF16) : h_upload(c);
+	std::vector<float> ref(c);
 	auto A = [&](int i, int m, int k) { // op(A_i)[m,k]
-		return (double)a[i * sA + (ta ? (size_t)k * M + m : (size_t)m * K + k)];
+		return (double)a[i * sA + (ta ? (size_t)k * lda + m : (size_t)m * lda + k)];
 	};
 	auto B = [&](int i, int k, int n) { // op(B_i)[k,n]
-		return (double)b[i * sB + (tb ? (size_t)n * K + k : (size_t)k * N + n)];
+		return (double)b[i * sB + (tb ? (size_t)n * ldb + k : (size_t)k * ldb + n)];
 	};
 	for (int i = 0; i < batch; i++)
 		for (int m = 0; m < M; m++)
@@ -86,20 +92,36 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 				double s = 0;
 				for (int k = 0; k < K; k++)
 					s += A(i, m, k) * B(i, k, n);
-				size_t o = i * sC + (size_t)m * N + n;
+				size_t o = i * sC + (size_t)m * ldc + n;
 				ref[o] = (float)(alpha * s + (double)beta * c[o]);
 			}
 	at_cu_gemm_mode g = {h, prec};
-	H_OP(at_cu_gemm(&g, ta, tb, M, N, K, alpha, da, sA, db, sB, beta, dc,
-			sC, batch, "the product"));
+	if (pad || c_bf16) {
+		at_cu_gemm_layout ld = {pad ? lda : 0, pad ? ldb : 0,
+					pad ? ldc : 0, c_bf16};
+		H_OP(at_cu_gemm_ld(&g, ta, tb, M, N, K, alpha, da, sA, db, sB,
+				   beta, dc, sC, batch, &ld, "the product"));
+	} else {
+		H_OP(at_cu_gemm(&g, ta, tb, M, N, K, alpha, da, sA, db, sB, beta,
+				(float *)dc, sC, batch, "the product"));
+	}
 	char what[160];
 	snprintf(what, sizeof what,
-		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s",
+		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s%s%s",
 		 h ? "own handle " : "", prec == AT_PREC_BF16 ? "bf16" : "fp32",
 		 M, N, K, ta ? " A^T" : "", tb ? " B^T" : "", alpha, beta, batch,
-		 reuse_a ? " (one A)" : "");
-	h_compare(what, dc, ref.data(), ref.size(),
-		  prec == AT_PREC_BF16 ? 1e-4 : 1e-5);
+		 reuse_a ? " (one A)" : "", pad ? " padded rows" : "",
+		 c_bf16 ? " bf16 C" : "");
+	float *got = (float *)dc;
+	if (c_bf16) {
+		got = h_dev(ref.size());
+		H_OP(at_cu_from_bf16(got, (const __nv_bfloat16 *)dc, ref.size()));
+	}
+	// a bf16 C is rounded to 8 bits of mantissa
+	h_compare(what, got, ref.data(), ref.size(),
+		  c_bf16 ? 1e-2 : prec == AT_PREC_BF16 ? 1e-4 : 1e-5);
+	if (got != dc)
+		H_CUDA(cudaFree(got));
 	H_CUDA(cudaFree(da));
 	H_CUDA(cudaFree(db));
 	H_CUDA(cudaFree(dc));
@@ -187,7 +209,16 @@ int main(int argc, char **argv)
 		check_gemm(w.h, w.prec, 0, 0, 5, 3, 0, 1.0f, 0.0f, 2, 0); // zeros
 		// more than 65535 matrices: the batch goes in pieces
 		check_gemm(w.h, w.prec, 0, 1, 1, 2, 3, 1.0f, 0.0f, 70000, 0);
+		// rows padded to alignment (the engine's logits and head), as
+		// the four forms, one batched; K = 0 on padded rows
+		for (int t = 0; t < 4; t++)
+			check_gemm(w.h, w.prec, t & 1, t >> 1, 17, 33, 5, 1.0f,
+				   t & 1 ? 1.0f : 0.0f, t == 3 ? 3 : 1, 0, 3);
+		check_gemm(w.h, w.prec, 0, 0, 5, 3, 0, 1.0f, 0.0f, 2, 0, 2);
 	}
+	// bf16 results (q, k, v and dO in rows for cuDNN), batched and padded
+	check_gemm(own, AT_PREC_BF16, 0, 0, 33, 17, 64, 1.0f, 0.0f, 3, 0, 0, 1);
+	check_gemm(own, AT_PREC_BF16, 0, 1, 17, 33, 5, 0.5f, 0.0f, 1, 0, 5, 1);
 	at_cublas.destroy(own);
 	if (h_full) {
 		check_matmul(8192, 768, 2304, 0, 1.0f); // the fused Q|K|V product

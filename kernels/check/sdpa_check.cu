@@ -2,7 +2,7 @@
 // (at_cudnn_sdpa_forward, _backward) against softmax attention in double
 // on the same bf16-rounded inputs: out, lse, dq, dk, dv, causal and full,
 // T = 1 and T not a multiple of any tile, D = 32, 64, 128, contiguous and
-// in the model block's layout (at_sdpa_block: out and dq, dk, dv in rows
+// in the model block's layout (at_sdpa_block: every view in rows
 // [B,T,H*D]); then at
 // B = 4, H = 12, T = 2048 (the float dq accumulator's path) against the
 // fp32 kernels; then timings at B = 8, H = 12, D = 64.  Without cuDNN it
@@ -49,17 +49,22 @@ static float *bf_read(const bf16 *p, size_t n)
 	return f;
 }
 
-// [B,H,T,D] -> [B,T,H,D] on the host (the row layout's order).
+// [B,H,T,D] -> [B,T,H,D] on the host (the row layout's order), or back.
 static std::vector<float> to_rows(const std::vector<float> &x, int B, int H,
-				  int T, int D)
+				  int T, int D, bool back = false)
 {
 	std::vector<float> y(x.size());
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < H; h++)
 			for (int t = 0; t < T; t++)
-				for (int d = 0; d < D; d++)
-					y[(((size_t)b * T + t) * H + h) * D + d] =
-						x[(((size_t)b * H + h) * T + t) * D + d];
+				for (int d = 0; d < D; d++) {
+					size_t r = (((size_t)b * T + t) * H + h) * D + d,
+					       c = (((size_t)b * H + h) * T + t) * D + d;
+					if (back)
+						y[c] = x[r];
+					else
+						y[r] = x[c];
+				}
 	return y;
 }
 
@@ -135,9 +140,12 @@ static void check(int B, int H, int T, int D, int causal, int rows_layout)
 		return;
 	}
 	problem p = problem_new((size_t)B * H * T * D, (size_t)B * H * T);
-	std::vector<float> r[5];
-	attention_reference(r, p.q.host, p.k.host, p.v.host, p.g.host, B * H, T,
-			    D, scale, causal);
+	std::vector<float> r[5], in[4] = {p.q.host, p.k.host, p.v.host, p.g.host};
+	if (rows_layout) // the device holds them in rows: the oracle's order
+		for (std::vector<float> &x : in)
+			x = to_rows(x, B, H, T, D, true);
+	attention_reference(r, in[0], in[1], in[2], in[3], B * H, T, D, scale,
+			    causal);
 	H_OP(run(&s, p));
 	if (rows_layout)
 		for (int i : {0, 2, 3, 4})

@@ -7,19 +7,21 @@
 // cuBLAS grids once limited batches to 65535; larger ones go in pieces.
 #define MAX_BATCH 65535
 
-// C_i = 0 for i < batch: one memset where the matrices lie end to end.
-static int zero(float *C, int M, int N, long long sC, int batch,
-		const char *what)
+// C_i = 0 for i < batch, rows of n elements of es bytes ldc apart: one
+// memset where the matrices lie end to end.
+static int zero(void *C, int M, int N, int ldc, size_t es, long long sC,
+		int batch, const char *what)
 {
-	size_t mn = (size_t)M * N;
-	if (batch == 1 || sC == (long long)mn) {
-		CU_CHECK(cudaMemsetAsync(C, 0, (size_t)batch * mn * sizeof *C),
-			 what);
+	size_t mn = (size_t)M * ldc;
+	char *c = (char *)C;
+	if (ldc == N && (batch == 1 || sC == (long long)mn)) {
+		CU_CHECK(cudaMemsetAsync(c, 0, (size_t)batch * mn * es,
+					 at_cu_stream), what);
 		return 0;
 	}
 	for (int i = 0; i < (sC ? batch : 1); i++)
-		CU_CHECK(cudaMemsetAsync(C + i * sC, 0, mn * sizeof *C,
-					 at_cu_stream), what);
+		CU_CHECK(cudaMemset2DAsync(c + i * sC * es, ldc * es, 0, N * es,
+					   M, at_cu_stream), what);
 	return 0;
 }
 
@@ -28,8 +30,8 @@ static int zero(float *C, int M, int N, long long sC, int batch,
 static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		 cublasOperation_t opb, int M, int N, int K, float alpha,
 		 const float *A, int lda, long long sA, const float *B,
-		 int ldb, long long sB, float beta, float *C, long long sC,
-		 int batch, const char *what)
+		 int ldb, long long sB, float beta, float *C, int ldc,
+		 long long sC, int batch, const char *what)
 {
 	if (g->prec == AT_PREC_BF16)
 		return at_cu_failf("%s: bf16 products need a handle of their own",
@@ -40,7 +42,7 @@ static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 	BLAS_CHECK(at_cublas.set_stream(h, at_cu_stream), what);
 	if (batch == 1) {
 		BLAS_CHECK(at_cublas.sgemm(h, opb, opa, N, M, K, &alpha, B, ldb,
-					   A, lda, &beta, C, N),
+					   A, lda, &beta, C, ldc),
 			   what);
 		return 0;
 	}
@@ -48,7 +50,7 @@ static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		int n = batch - i < MAX_BATCH ? batch - i : MAX_BATCH;
 		BLAS_CHECK(at_cublas.sgemm_strided_batched(
 				   h, opb, opa, N, M, K, &alpha, B + i * sB, ldb,
-				   sB, A + i * sA, lda, sA, &beta, C + i * sC, N,
+				   sB, A + i * sA, lda, sA, &beta, C + i * sC, ldc,
 				   sC, n),
 			   what);
 	}
@@ -56,22 +58,25 @@ static int sgemm(const at_cu_gemm_mode *g, cublasOperation_t opa,
 }
 
 // The training engine's way: cublasGemmEx(StridedBatched) on g->h, the
-// compute type choosing fp32 or TF32, the operand type bf16 or float.
+// compute type choosing fp32 or TF32, the operand type bf16 or float,
+// C float or (c_bf16) bf16.
 static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 		   cublasOperation_t opb, int M, int N, int K, float alpha,
 		   const void *A, int lda, long long sA, const void *B, int ldb,
-		   long long sB, float beta, float *C, long long sC, int batch,
-		   const char *what)
+		   long long sB, float beta, void *C, int ldc, int c_bf16,
+		   long long sC, int batch, const char *what)
 {
 	cudaDataType_t ty = g->prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cudaDataType_t cty = c_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+	size_t ces = c_bf16 ? 2 : 4;
 	cublasComputeType_t ct = g->prec == AT_PREC_TF32 ?
 		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 	size_t es = g->prec == AT_PREC_BF16 ? 2 : 4; // bytes per operand
 	BLAS_CHECK(at_cublas.set_stream(g->h, at_cu_stream), what);
 	if (batch == 1) {
 		BLAS_CHECK(at_cublas.gemm_ex(g->h, opb, opa, N, M, K, &alpha, B,
-					     ty, ldb, A, ty, lda, &beta, C,
-					     CUDA_R_32F, N, ct,
+					     ty, ldb, A, ty, lda, &beta, C, cty,
+					     ldc, ct,
 					     CUBLAS_GEMM_DEFAULT),
 			   what);
 		return 0;
@@ -82,11 +87,40 @@ static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 				   g->h, opb, opa, N, M, K, &alpha,
 				   (const char *)B + i * sB * es, ty, ldb, sB,
 				   (const char *)A + i * sA * es, ty, lda, sA,
-				   &beta, C + i * sC, CUDA_R_32F, N, sC, n, ct,
+				   &beta, (char *)C + i * sC * ces, cty, ldc,
+				   sC, n, ct,
 				   CUBLAS_GEMM_DEFAULT),
 			   what);
 	}
 	return 0;
+}
+
+int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
+		  int K, float alpha, const void *A, long long sA,
+		  const void *B, long long sB, float beta, void *C,
+		  long long sC, int batch, const at_cu_gemm_layout *ld,
+		  const char *what)
+{
+	static const at_cu_gemm_layout packed = {0, 0, 0, 0};
+	if (!ld)
+		ld = &packed;
+	if (ld->c_bf16 && g->prec != AT_PREC_BF16)
+		return at_cu_failf("%s: a bf16 result needs bf16 operands", what);
+	int ldc = ld->ldc ? ld->ldc : N;
+	if (M == 0 || N == 0 || batch == 0)
+		return 0;
+	if (K == 0 && beta == 0.0f)
+		return zero(C, M, N, ldc, ld->c_bf16 ? 2 : 4, sC, batch, what);
+	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	int lda = ld->lda ? ld->lda : ta ? M : K;
+	int ldb = ld->ldb ? ld->ldb : tb ? K : N;
+	if (!g->h)
+		return sgemm(g, opa, opb, M, N, K, alpha, (const float *)A, lda,
+			     sA, (const float *)B, ldb, sB, beta, (float *)C,
+			     ldc, sC, batch, what);
+	return gemm_ex(g, opa, opb, M, N, K, alpha, A, lda, sA, B, ldb, sB,
+		       beta, C, ldc, ld->c_bf16, sC, batch, what);
 }
 
 int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
@@ -94,17 +128,6 @@ int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 	       long long sB, float beta, float *C, long long sC, int batch,
 	       const char *what)
 {
-	if (M == 0 || N == 0 || batch == 0)
-		return 0;
-	if (K == 0 && beta == 0.0f)
-		return zero(C, M, N, sC, batch, what);
-	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-	int lda = ta ? M : K, ldb = tb ? K : N;
-	if (!g->h)
-		return sgemm(g, opa, opb, M, N, K, alpha, (const float *)A, lda,
-			     sA, (const float *)B, ldb, sB, beta, C, sC, batch,
-			     what);
-	return gemm_ex(g, opa, opb, M, N, K, alpha, A, lda, sA, B, ldb, sB,
-		       beta, C, sC, batch, what);
+	return at_cu_gemm_ld(g, ta, tb, M, N, K, alpha, A, sA, B, sB, beta, C,
+			     sC, batch, NULL, what);
 }

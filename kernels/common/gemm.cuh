@@ -16,7 +16,7 @@
 //    CUBLAS_COMPUTE_32F (fp32, no tensor-core rounding) or
 //    CUBLAS_COMPUTE_32F_FAST_TF32, or bf16 operands (AT_PREC_BF16)
 //    accumulated in fp32.
-// The result is fp32 in every mode.
+// The result is fp32 in every mode, or bf16 where at_cu_gemm_ld asks.
 #ifndef ANDREA_GEMM_CUH
 #define ANDREA_GEMM_CUH
 
@@ -42,5 +42,21 @@ int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 	       int K, float alpha, const void *A, long long sA, const void *B,
 	       long long sB, float beta, float *C, long long sC, int batch,
 	       const char *what);
+
+// Where a product reads or writes a strided view, not packed rows: the
+// leading dimensions in elements (0: packed, as at_cu_gemm) and whether C
+// is bf16 (bf16 products on a handle only).  Padded leading dimensions
+// keep every row 16-byte aligned, which cuBLAS's Hopper kernels want.
+struct at_cu_gemm_layout {
+	int lda, ldb, ldc;
+	int c_bf16;
+};
+
+// at_cu_gemm with the layout ld (NULL: packed, float C).
+int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
+		  int K, float alpha, const void *A, long long sA,
+		  const void *B, long long sB, float beta, void *C,
+		  long long sC, int batch, const at_cu_gemm_layout *ld,
+		  const char *what);
 
 #endif

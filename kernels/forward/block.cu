@@ -425,19 +425,42 @@ static int hooked_attention_out(const at_cu_gemm_mode *g,
 	return report(a, "xmid", a->xmid, 0, 3, B, T, C, 0);
 }
 
-int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
-		    const at_cu_block_acts *a, const at_cu_kv *kv,
-		    const float *x_in, float *x_out, int B, int T, int C,
-		    int H)
+// q, k, v (bf16 rows [B*T,C], one after the other from a->q) straight
+// from the product, as cuDNN's attention reads them; with biases by way
+// of buf3.
+static int qkv_rows(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		    const at_cu_block_acts *a, int BT, int C)
+{
+	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
+	if ((bf16 *)a->k != (bf16 *)a->q + BTC || (bf16 *)a->v != (bf16 *)a->k + BTC)
+		return at_cu_failf("the fused attention wants q, k and v one "
+				   "after the other");
+	if (!w->bqkv) {
+		at_cu_gemm_layout rows16 = {0, 0, 0, 1};
+		return at_cu_gemm_ld(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv,
+				     CC, 0.0f, a->q, BTC, 3, &rows16,
+				     "the q, k, v products");
+	}
+	float beta;
+	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, C, 3, &beta));
+	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, beta,
+		       a->buf3, BTC, 3, "the q, k, v products"));
+	return at_cu_to_bf16((bf16 *)a->q, a->buf3, 3 * BTC);
+}
+
+// From ln1 to the heads' merged outputs: q, k, v, the cache, the attention.
+static int attention(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		     const at_cu_block_acts *a, const at_cu_kv *kv, int B,
+		     int T, int C, int H)
 {
 	int p = g->prec, bf = p == AT_PREC_BF16;
-	int D = C / H, F = 4 * C, BT = B * T;
+	int D = C / H, BT = B * T;
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
 	float scale = (float)(1.0 / sqrt((double)D));
-
-	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean, a->ln1_rstd,
-		    x_in, w->ln1w, w->ln1b, BT, C, AT_LN_EPS));
-	TRY(report(a, "ln1", a->ln1, bf, 3, B, T, C, 0));
+	if (a->lse && bf) { // cuDNN's
+		TRY(qkv_rows(g, w, a, BT, C));
+		return attend_fused(p, a, kv, B, T, H, D, scale);
+	}
 	float beta;
 	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, C, 3, &beta));
 	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, beta,
@@ -445,33 +468,43 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	if (kv && kv->pos) { // one decoding step: q stays [B,H*D]
 		TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, 1, H, D, kv));
 		TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, 1, H, D, kv));
-		TRY(bf ? decode_attn<bf16>(a->merged, a->buf3, a->k, a->v, a->att,
-					   kv->pos, B, H, D, kv->cap, scale)
-		       : decode_attn<float>(a->merged, a->buf3, a->k, a->v,
-					    a->att, kv->pos, B, H, D, kv->cap,
-					    scale));
-	} else {
-		if (kv) {
-			TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, B, T, H, D));
-			TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, T, H, D, kv));
-			TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, T, H, D,
-				    kv));
-		} else {
-			TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, 3 * B, T,
-				    H, D));
-			static const char *names[3] = {"q", "k", "v"};
-			void *qkv[3] = {a->q, a->k, a->v};
-			for (int i = 0; i < 3; i++)
-				TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
-		}
-		if (a->lse) {
-			TRY(attend_fused(p, a, kv, B, T, H, D, scale));
-		} else {
-			TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
-			TRY(MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B,
-				    T, H, D));
-		}
+		return bf ? decode_attn<bf16>(a->merged, a->buf3, a->k, a->v, a->att,
+					      kv->pos, B, H, D, kv->cap, scale)
+			  : decode_attn<float>(a->merged, a->buf3, a->k, a->v,
+					       a->att, kv->pos, B, H, D, kv->cap,
+					       scale);
 	}
+	if (kv) {
+		TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, B, T, H, D));
+		TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, T, H, D, kv));
+		TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, T, H, D, kv));
+	} else {
+		TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, 3 * B, T, H, D));
+		static const char *names[3] = {"q", "k", "v"};
+		void *qkv[3] = {a->q, a->k, a->v};
+		for (int i = 0; i < 3; i++)
+			TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
+	}
+	if (a->lse) // fp32: andrea's fused kernels
+		return attend_fused(p, a, kv, B, T, H, D, scale);
+	TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
+	return MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D);
+}
+
+int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
+		    const at_cu_block_acts *a, const at_cu_kv *kv,
+		    const float *x_in, float *x_out, int B, int T, int C,
+		    int H)
+{
+	int p = g->prec, bf = p == AT_PREC_BF16;
+	int F = 4 * C, BT = B * T;
+	size_t BTC = (size_t)BT * C;
+
+	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean, a->ln1_rstd,
+		    x_in, w->ln1w, w->ln1b, BT, C, AT_LN_EPS));
+	TRY(report(a, "ln1", a->ln1, bf, 3, B, T, C, 0));
+	TRY(attention(g, w, a, kv, B, T, C, H));
+	float beta;
 	if (a->hook)
 		TRY(hooked_attention_out(g, w, a, x_in, B, T, C, H));
 	else

@@ -78,7 +78,8 @@ struct at_cu_fc_fused {
 // Where one block's forward writes.  The LayerNorm statistics may be
 // NULL; att16 is needed in bf16 only; fc is mm with a fused GELU, float
 // otherwise.  Without a cache q, k, v are [3,B,H,T,D] one after the
-// other; with one, q is [B,H,T,D] and k, v are the layer's cache.
+// other (rows [3,B*T,C] where the attention is fused in bf16, as cuDNN
+// reads them); with one, q is [B,H,T,D] and k, v are the layer's cache.
 struct at_cu_block_acts {
 	void *ln1, *ln2;                 // [B*T,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // [B*T]
@@ -90,7 +91,8 @@ struct at_cu_block_acts {
 	void *merged;                    // [B*T,C] mm, heads . before Wo
 	float *xmid;                     // [B*T,C] x_in + attention
 	void *fc, *gelu;                 // [B*T,F]
-	float *buf3;                     // 3 x [B*T,C] scratch
+	float *buf3;                     // 3 x [B*T,C] scratch (NULL: fused
+					 // in bf16 without biases)
 	float *result;                   // [B,H,T,C] the heads' shares of y,
 					 // where the hook wants them
 	const at_cu_fc_fused *fused;     // NULL: none

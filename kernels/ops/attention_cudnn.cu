@@ -374,7 +374,7 @@ extern "C" at_sdpa_shape at_sdpa_block(int B, int H, int T, int D)
 	at_sdpa_shape s = at_sdpa_contiguous(B, H, T, D,
 					     (float)(1.0 / sqrt((double)D)), 1);
 	long long C = (long long)H * D, rows[3] = {T * C, D, C};
-	for (long long *p : {s.o, s.dq, s.dk, s.dv})
+	for (long long *p : {s.q, s.k, s.v, s.o, s.dq, s.dk, s.dv, s.dout})
 		memcpy(p, rows, sizeof rows);
 	return s;
 }

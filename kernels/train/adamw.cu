@@ -1,5 +1,5 @@
-// adamw.cu - the global gradient norm and the whole AdamW update in
-// one kernel.
+// adamw.cu - the global gradient norm, the whole AdamW update in one
+// kernel, and the padded copies of parameters the products read.
 //
 // The norm: NORM_BLOCKS blocks each sum a fixed strided share of g^2 in
 // double, a second kernel adds the partial sums in order; the same result
@@ -79,3 +79,27 @@ int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 	CU_LAUNCHED("AdamW kernel");
 	return 0;
 }
+
+template <typename OUT>
+__global__ static void copy_rows_kernel(OUT *dst, size_t ld, const float *src,
+					int rows, int cols)
+{
+	size_t n = (size_t)rows * cols;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		store_as(dst + i / cols * ld + i % cols, src[i]);
+}
+
+template <typename OUT>
+int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols)
+{
+	size_t n = (size_t)rows * cols;
+	if (n == 0)
+		return 0;
+	copy_rows_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(dst, ld, src, rows,
+							     cols);
+	CU_LAUNCHED("parameter copy kernel");
+	return 0;
+}
+template int tr_copy_rows<float>(float *, size_t, const float *, int, int);
+template int tr_copy_rows<bf16>(bf16 *, size_t, const float *, int, int);

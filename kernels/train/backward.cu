@@ -9,14 +9,11 @@
 
 #include "train/engine.cuh"
 
-// d->dr16 = bf16(d_resid) in bf16 mode; the operand to use either way.
-static const void *resid_grad_mm(tr_cuda *d, int *rc)
+// d_resid as a product operand: in bf16 mode its copy dr16, which each
+// LayerNorm backward writes beside it.
+static const void *resid_grad_mm(const tr_cuda *d)
 {
-	size_t n = (size_t)d->B * d->T * d->cfg.d_model;
-	if (d->prec != AT_PREC_BF16)
-		return d->d_resid;
-	*rc = at_cu_to_bf16(d->dr16, d->d_resid, n);
-	return d->dr16;
+	return d->prec == AT_PREC_BF16 ? (const void *)d->dr16 : d->d_resid;
 }
 
 // The gradient of `groups` biases of n (at g + off, one after the other):
@@ -32,8 +29,9 @@ static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
 			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
 }
 
-// From dO (d_out, [B,H,T,D]) to d_qkv (3 x [B*T,C] mm) through layer
-// l's attention, q its q, k, v and merged its output's rows.
+// From dO (d_out: rows [B*T,C] for cuDNN, else [B,H,T,D]) to d_qkv (3 x
+// [B*T,C] mm) through layer l's attention, q its q, k, v (rows for cuDNN,
+// else [B,H,T,D]) and merged its output's rows.
 static int attention_backward(tr_cuda *d, int l, const void *q,
 			      const void *merged)
 {
@@ -44,7 +42,7 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	const void *k = mm_at(d, (void *)q, BTC), *v = mm_at(d, (void *)q, 2 * BTC);
 	float scale = (float)(1.0 / sqrt((double)D));
 	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
-	if (d->fused_attn && bf) { // cuDNN writes d_qkv's rows itself
+	if (cudnn_attention(d)) { // cuDNN writes d_qkv's rows itself
 		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
 		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
 					      mm_at(d, d->d_qkv, 2 * BTC), q, k,
@@ -76,6 +74,21 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
 }
 
+// GELU(fc) of layer l into the one gelu buffer, which holds the last
+// layer's from the forward pass: kept once, not per layer, the MLP's
+// activations cost one elementwise pass a layer instead of 1.1 GB (at
+// andrea-120m, B 16, T 1024).
+static int gelu_again(tr_cuda *d, int l)
+{
+	if (l == d->cfg.n_layer - 1)
+		return 0;
+	size_t n = (size_t)d->B * d->T * 4 * d->cfg.d_model;
+	const void *fc = fc_at(d, l);
+	if (d->gelu_mm && d->prec == AT_PREC_BF16) // fc is bf16 there
+		return tr_gelu_again((bf16 *)d->gelu, (const bf16 *)fc, n);
+	return MM_CALL(d, at_cu_gelu_fwd, d->gelu, (const float *)fc, n);
+}
+
 // Back through one block (lib/train/backward.c's block_backward): d_resid
 // holds the gradient of the block's output on entry, of its input on
 // return.
@@ -86,19 +99,19 @@ static int block_backward(tr_cuda *d, int l)
 	int D = C / H, F = 4 * C, BT = B * T;
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	int bf = d->prec == AT_PREC_BF16, rc = 0;
+	int bf = d->prec == AT_PREC_BF16;
 	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
 	void *q = mm_at(d, d->qkv, l * 3 * BTC);
 	void *merged = mm_at(d, d->merged, l * BTC);
-	void *fc = fc_at(d, l), *gelu = mm_at(d, d->gelu, (size_t)l * BT * F);
+	void *fc = fc_at(d, l), *gelu = d->gelu;
 	size_t lr = (size_t)l * BT;
 	float *g = d->g, *dr = d->d_resid;
 	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
-	const void *drm = resid_grad_mm(d, &rc);
-	TRY(rc);
+	TRY(gelu_again(d, l));
+	const void *drm = resid_grad_mm(d);
 	TRY(at_cu_gemm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f,
 		       g + o->proj, 0, 1,
 		       "the MLP's second product, backward"));
@@ -118,20 +131,27 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(at_cu_gemm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
 		       0.0f, d->d_ln, 0, 1,
 		       "the MLP's first product, backward"));
-	TRY(tr_layernorm_bwd(dr, g + o->ln2w, g + o->ln2b, d->d_ln, xm,
+	TRY(tr_layernorm_bwd(dr, d->dr16, g + o->ln2w, g + o->ln2b, d->d_ln, xm,
 			     d->p + o->ln2w, d->ln2_mean + lr, d->ln2_rstd + lr,
 			     BT, C, d->ln_part));
 
 	// x_mid = x_in + concat(heads).Wo
-	drm = resid_grad_mm(d, &rc);
-	TRY(rc);
+	drm = resid_grad_mm(d);
 	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
 		       g + o->wo, 0, 1, "the output projection, backward"));
 	TRY(bias_grad(d, o->bo, drm, C, 1, "the output bias, backward"));
-	TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0, 0.0f,
-		       d->d_merged, 0, 1, "the output projection, backward"));
-	TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
-		    H, D));
+	if (cudnn_attention(d)) { // cuDNN reads dO in rows, as written
+		at_cu_gemm_layout rows16 = {0, 0, 0, 1};
+		TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0,
+				  0.0f, d->d_out, 0, 1, &rows16,
+				  "the output projection, backward"));
+	} else {
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0,
+			       0.0f, d->d_merged, 0, 1,
+			       "the output projection, backward"));
+		TRY(MM_CALL(d, at_cu_split_heads, d->d_out, d->d_merged, 1, B, T,
+			    H, D));
+	}
 	TRY(attention_backward(d, l, q, merged));
 	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
 		       g + o->wq, CC, 3, "the q, k, v products, backward"));
@@ -142,7 +162,7 @@ static int block_backward(tr_cuda *d, int l)
 			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
 			       d->d_ln, 0, 1,
 			       "the q, k, v products, backward"));
-	TRY(tr_layernorm_bwd(dr, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
+	TRY(tr_layernorm_bwd(dr, d->dr16, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
 			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
 			     BT, C, d->ln_part));
 	return 0;
@@ -154,23 +174,43 @@ int tr_backward(tr_cuda *d)
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	void *dl = d->prec == AT_PREC_BF16 ? (void *)d->dlogits16 : (void *)d->logits;
 	float *g = d->g;
+	// over the padded vocabulary (engine.cuh's head_weight): the
+	// gradient by way of head_g where padded
+	const void *dl = d->logits; // the gradient over the logits (dl_ld)
+	int Vp = d->Vp;
+	at_cu_gemm_layout ldl = {(int)dl_ld(d), 0, 0, 0};
+	float *hg = d->head_g ? d->head_g : g + (d->tied ? d->wte : d->lm_head);
 	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
-		TRY(at_cu_gemm(bl, 1, 0, V, C, BT, 1.0f, dl, 0, d->lnf, 0, 0.0f,
-			       g + d->wte, 0, 1, "the head product, backward"));
-		TRY(at_cu_gemm(bl, 0, 0, BT, C, V, 1.0f, dl, 0, W(d, d->wte), 0,
-			       0.0f, d->d_ln, 0, 1, "the head product, backward"));
+		TRY(at_cu_gemm_ld(bl, 1, 0, Vp, C, BT, 1.0f, dl, 0, d->lnf, 0,
+				  0.0f, hg, 0, 1, &ldl,
+				  "the head product, backward"));
+		if (d->head_g)
+			CU_CHECK(cudaMemcpyAsync(g + d->wte, hg,
+						 (size_t)V * C * sizeof(float),
+						 cudaMemcpyDeviceToDevice),
+				 "packing the head's gradient");
+		TRY(at_cu_gemm_ld(bl, 0, 0, BT, C, Vp, 1.0f, dl, 0,
+				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &ldl,
+				  "the head product, backward"));
 	} else {
-		TRY(at_cu_gemm(bl, 1, 0, C, V, BT, 1.0f, d->lnf, 0, dl, 0, 0.0f,
-			       g + d->lm_head, 0, 1, "the head product, backward"));
-		TRY(at_cu_gemm(bl, 0, 1, BT, C, V, 1.0f, dl, 0, W(d, d->lm_head),
-			       0, 0.0f, d->d_ln, 0, 1,
-			       "the head product, backward"));
+		at_cu_gemm_layout ldb = {0, (int)dl_ld(d), 0, 0};
+		TRY(at_cu_gemm_ld(bl, 1, 0, C, Vp, BT, 1.0f, d->lnf, 0, dl, 0,
+				  0.0f, hg, 0, 1, &ldb,
+				  "the head product, backward"));
+		if (d->head_g)
+			CU_CHECK(cudaMemcpy2DAsync(g + d->lm_head, V * sizeof(float),
+						   hg, Vp * sizeof(float),
+						   V * sizeof(float), C,
+						   cudaMemcpyDeviceToDevice),
+				 "packing the head's gradient");
+		TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, Vp, 1.0f, dl, 0,
+				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &ldl,
+				  "the head product, backward"));
 	}
 	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float)),
 		 "zeroing the residual gradient");
-	TRY(tr_layernorm_bwd(d->d_resid, g + d->lnfw, g + d->lnfb, d->d_ln,
+	TRY(tr_layernorm_bwd(d->d_resid, d->dr16, g + d->lnfw, g + d->lnfb, d->d_ln,
 			     d->resid + L * BTC, d->p + d->lnfw, d->lnf_mean,
 			     d->lnf_rstd, BT, C, d->ln_part));
 	for (int l = L - 1; l >= 0; l--)

@@ -83,18 +83,22 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->merged, L * BTC, mm, "the attention outputs"));
 	TRY(dalloc(d, &d->fc, L * BT * F, d->gelu_mm ? mm : f,
 		   "the MLP activations"));
-	TRY(dalloc(d, &d->gelu, L * BT * F, mm, "the MLP activations"));
+	TRY(dalloc(d, &d->gelu, BT * F, mm, "the MLP activations"));
 	TRY(dalloc(d, &d->lnf, BTC, mm, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));
-	TRY(dalloc(d, &d->logits, BT * V, f, "the logits"));
-	if (bf)
-		TRY(dalloc(d, &d->dlogits16, BT * V, 2, "the logits' gradient"));
+	TRY(dalloc(d, &d->logits, BT * d->Vp, f, "the logits"));
+	if ((size_t)d->Vp != V) {
+		TRY(dalloc(d, &d->head_w, C * d->Vp, mm, "the padded head"));
+		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));
+	}
 	TRY(dalloc(d, &d->losses, BT, f, "the losses"));
-	TRY(dalloc(d, &d->buf3, 3 * BTC, f, "backward scratch"));
+	if (!cudnn_attention(d) || d->biases) // q, k, v's products in float
+		TRY(dalloc(d, &d->buf3, 3 * BTC, f, "backward scratch"));
 	TRY(dalloc(d, &d->d_resid, BTC, f, "backward scratch"));
 	TRY(dalloc(d, &d->d_ln, BTC, f, "backward scratch"));
-	TRY(dalloc(d, &d->d_merged, BTC, f, "backward scratch"));
+	if (!cudnn_attention(d))
+		TRY(dalloc(d, &d->d_merged, BTC, f, "backward scratch"));
 	if (bf)
 		TRY(dalloc(d, &d->dr16, BTC, 2, "backward scratch"));
 	TRY(dalloc(d, &d->d_out, BTC, mm, "backward scratch"));
@@ -170,6 +174,19 @@ static int fill_ones(tr_cuda *d)
 	return bf ? at_cu_to_bf16((bf16 *)d->ones, one.p, n) : 0;
 }
 
+// The padded copy of the head (engine.cuh's head_weight), after each
+// change of the parameters; its pads stay the zeros setup wrote.
+static int copy_head(tr_cuda *d)
+{
+	if (!d->head_w)
+		return 0;
+	int C = d->cfg.d_model, V = d->cfg.vocab;
+	if (d->tied)
+		return MM_CALL(d, tr_copy_rows, d->head_w, C, d->p + d->wte, V, C);
+	return MM_CALL(d, tr_copy_rows, d->head_w, d->Vp, d->p + d->lm_head, C,
+		       V);
+}
+
 static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 		 const float *mom2)
 {
@@ -202,6 +219,11 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 		CU_CHECK(cudaMemset(d->m2, 0, nb), "zeroing the moments");
 	if (d->p16)
 		TRY(at_cu_to_bf16(d->p16, d->p, d->total));
+	if (d->head_w)
+		CU_CHECK(cudaMemset(d->head_w, 0, (size_t)d->cfg.d_model * d->Vp *
+					   (d->prec == AT_PREC_BF16 ? 2 : 4)),
+			 "zeroing the padded head");
+	TRY(copy_head(d));
 	CU_CHECK(cudaMemset(d->res, 0, 2 * sizeof(double)), "zeroing results");
 	if (d->ones)
 		TRY(fill_ones(d));
@@ -268,6 +290,7 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	d->B = B;
 	d->T = T;
 	d->prec = precision;
+	d->Vp = (m->cfg.vocab + 7) & ~7;
 	d->total = m->total;
 	d->wte = m->wte;
 	d->wpe = m->wpe;
@@ -406,7 +429,7 @@ static int block_forward(tr_cuda *d, int l)
 	a.merged = mm_at(d, d->merged, l * BTC);
 	a.xmid = d->xmid + l * BTC;
 	a.fc = fc_at(d, l);
-	a.gelu = mm_at(d, d->gelu, l * BT * 4 * C);
+	a.gelu = d->gelu; // the backward pass recomputes the others'
 	a.buf3 = d->buf3;
 	a.fused = d->gelu_mm ? &fused : NULL;
 	a.layer = l;
@@ -440,19 +463,14 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 	TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
 		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C,
 		    AT_LN_EPS));
-	TRY(at_cu_gemm(&d->blas, 0, d->tied, BT, V, C, 1.0f, d->lnf, 0,
-		       W(d, d->tied ? d->wte : d->lm_head), 0, 0.0f, d->logits,
-		       0, 1, "the head product"));
+	// Vp logits a row, the pads zero (head_weight)
+	TRY(at_cu_gemm(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
+		       head_weight(d), 0, 0.0f, d->logits, 0, 1,
+		       "the head product"));
 	float inv = 1.0f / BT;
-	if (!backward_too)
-		TRY(tr_crossentropy<float>(NULL, d->losses, d->logits, d->tg, BT,
-					   V, inv));
-	else if (d->prec == AT_PREC_BF16)
-		TRY(tr_crossentropy<bf16>(d->dlogits16, d->losses, d->logits,
-					  d->tg, BT, V, inv));
-	else
-		TRY(tr_crossentropy<float>(d->logits, d->losses, d->logits,
-					   d->tg, BT, V, inv));
+	void *dl = backward_too ? d->logits : NULL; // the gradient in place
+	TRY(MM_CALL(d, tr_crossentropy, dl, dl_ld(d), d->losses, d->logits,
+		    d->Vp, d->tg, BT, V, d->Vp, inv));
 	TRY(tr_mean(d->res, d->losses, BT));
 	return backward_too ? tr_backward(d) : 0;
 }
@@ -462,10 +480,10 @@ extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,
 {
 	float c1 = (float)(1.0 - pow(h->beta1, (double)t));
 	float c2 = (float)(1.0 - pow(h->beta2, (double)t));
-	return tr_adamw(d->p, d->p16, d->g, d->m1, d->m2, d->chunks, d->nchunks,
-			(float)lr, (float)h->beta1, (float)h->beta2,
-			(float)h->eps, (float)h->weight_decay, c1, c2, h->clip,
-			d->res + 1);
+	TRY(tr_adamw(d->p, d->p16, d->g, d->m1, d->m2, d->chunks, d->nchunks,
+		     (float)lr, (float)h->beta1, (float)h->beta2, (float)h->eps,
+		     (float)h->weight_decay, c1, c2, h->clip, d->res + 1));
+	return copy_head(d);
 }
 
 extern "C" int tr_cuda_finish(tr_cuda *d, double *loss, double *norm)

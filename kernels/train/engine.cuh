@@ -12,6 +12,7 @@
 struct tr_cuda {
 	at_config cfg;
 	int B, T, prec;
+	int Vp;                          // the logits' row stride: V rounded up to 8
 	size_t total;
 	tr_layer_off *layer; // host copy of the layout
 	size_t wte, wpe, lnfw, lnfb, lm_head;
@@ -34,7 +35,7 @@ struct tr_cuda {
 	float *resid, *xmid;             // (L+1) x [BT,C], L x [BT,C]
 	void *ln1, *ln2;                 // L x [BT,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
-	void *qkv;                       // L x 3 x [B,H,T,D] mm
+	void *qkv;                       // L x 3 x [B,H,T,D] mm, rows for cuDNN
 	float *att;                      // L x [B,H,T,T] (explicit attention)
 	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
 	int fused_attn;                  // else explicit (tr_cuda_new)
@@ -42,17 +43,18 @@ struct tr_cuda {
 	float *delta;                    // [B,H,T] fused fp32 backward scratch
 	void *merged;                    // L x [BT,C] mm
 	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
-	void *gelu;                      // L x [BT,F] mm
+	void *gelu;                      // [BT,F] mm: one layer's (backward.cu)
 	void *lnf;                       // [BT,C] mm
 	float *lnf_mean, *lnf_rstd;      // [BT]
-	float *logits;                   // [BT,V]; the gradient in fp32 mode
-	bf16 *dlogits16;                 // [BT,V], bf16 mode
+	float *logits;                   // [BT,Vp]; the gradient over it (dl_ld)
+	void *head_w;                    // mm: the padded head, or NULL
+	float *head_g;                   // its gradient, padded
 	float *losses;                   // [BT]
 	// backward scratch
 	float *buf3;                     // 3 x [BT,C]
 	float *d_resid, *d_ln, *d_merged; // [BT,C]
 	bf16 *dr16;                      // [BT,C], bf16 mode
-	void *d_out;                     // [BT,C] mm
+	void *d_out;                     // [B,H,T,D] mm, rows for cuDNN
 	void *d_qkv;                     // 3 x [BT,C] mm
 	float *d_fc;                     // [BT,F]
 	bf16 *d_fc16;                    // [BT,F], bf16 mode
@@ -79,6 +81,29 @@ static inline const void *W(const tr_cuda *d, size_t off)
 {
 	return d->prec == AT_PREC_BF16 ? (const void *)(d->p16 + off)
 				  : (const void *)(d->p + off);
+}
+
+// Whether the attention is cuDNN's (fused, bf16): q, k, v, dO in rows.
+static inline int cudnn_attention(const tr_cuda *d)
+{
+	return d->fused_attn && d->prec == AT_PREC_BF16;
+}
+
+// The logits' gradient lies over the logits, in the products' type: its
+// row stride in elements.
+static inline size_t dl_ld(const tr_cuda *d)
+{
+	return d->prec == AT_PREC_BF16 ? 2 * (size_t)d->Vp : d->Vp;
+}
+
+// The head as a product operand, the vocabulary padded with zeros to Vp
+// (lm_head [C,Vp], or wte [Vp,C] when tied): its copy head_w where V is
+// not a multiple of 8, else the parameter itself.  Every head product
+// then runs on aligned rows (an odd V took cuBLAS's slow align-1 kernels:
+// 4.9 of 31 ms a step at andrea-120m, V 8449), as torch.compile pads it.
+static inline const void *head_weight(const tr_cuda *d)
+{
+	return d->head_w ? d->head_w : W(d, d->tied ? d->wte : d->lm_head);
 }
 
 // Layer l's slice of the MLP's pre-activations.

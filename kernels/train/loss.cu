@@ -5,15 +5,20 @@
 
 // One warp per row of logits: an online maximum and sum of exponentials,
 // the row's loss, then (with dl) one write of (softmax - onehot) * inv.
+// Where dl lies over the logits, a bf16 gradient element j overwrites the
+// float z[j/2]: each 32 are read by the whole warp before any is written,
+// so the writes only land on what has been read.  Columns V .. Vd - 1 of
+// dl get zeros.
 template <typename OUT>
-__global__ static void ce_kernel(OUT *dl, float *losses, const float *logits,
-				 const int32_t *targets, int N, int V,
+__global__ static void ce_kernel(OUT *dl, size_t ldd, float *losses,
+				 const float *logits, size_t ld,
+				 const int32_t *targets, int N, int V, int Vd,
 				 float inv)
 {
 	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
-		const float *z = logits + n * V;
+		const float *z = logits + n * ld;
 		float M, L;
 		warp_softmax_stats(z, V, 1.0f, &M, &L);
 		int t = targets[n];
@@ -23,30 +28,35 @@ __global__ static void ce_kernel(OUT *dl, float *losses, const float *logits,
 			losses[n] = logf(L) + M - zt;
 		if (!dl)
 			continue;
-		OUT *d = dl + n * V;
+		OUT *d = dl + n * ldd;
 		float rl = 1.0f / L;
-		for (int j = lane; j < V; j += 32) {
-			float p = expf(z[j] - M) * rl;
-			store_as(d + j, (p - (j == t ? 1.0f : 0.0f)) * inv);
+		for (int j0 = 0; j0 < Vd; j0 += 32) { // whole warps: see above
+			int j = j0 + lane;
+			float p = j < V ? expf(z[j] - M) * rl : 0.0f;
+			__syncwarp();
+			if (j < Vd)
+				store_as(d + j, (p - (j == t ? 1.0f : 0.0f)) * inv);
 		}
 	}
 }
 
 template <typename OUT>
-int tr_crossentropy(OUT *dlogits, float *losses, const float *logits,
-		    const int32_t *targets, int N, int V, float inv)
+int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
+		    const float *logits, size_t ld, const int32_t *targets,
+		    int N, int V, int Vd, float inv)
 {
 	if (N == 0)
 		return 0;
-	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256>>>(dlogits, losses, logits,
-						     targets, N, V, inv);
+	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256>>>(dlogits, ldd, losses,
+						     logits, ld, targets, N, V,
+						     Vd, inv);
 	CU_LAUNCHED("cross-entropy kernel");
 	return 0;
 }
-template int tr_crossentropy<float>(float *, float *, const float *,
-				    const int32_t *, int, int, float);
-template int tr_crossentropy<bf16>(bf16 *, float *, const float *,
-				   const int32_t *, int, int, float);
+template int tr_crossentropy<float>(float *, size_t, float *, const float *,
+				    size_t, const int32_t *, int, int, int, float);
+template int tr_crossentropy<bf16>(bf16 *, size_t, float *, const float *,
+				   size_t, const int32_t *, int, int, int, float);
 
 // One block of 1024 threads: strided sums in double, then a fixed tree.
 __global__ static void mean_kernel(double *out, const float *x, int N)
@@ -93,6 +103,46 @@ int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n)
 }
 template int tr_gelu_bwd<float>(float *, const float *, const float *, size_t);
 template int tr_gelu_bwd<bf16>(bf16 *, const float *, const float *, size_t);
+
+// GELU(x) in the tanh form, as x sigmoid(2u) = x / (1 + e^(-2u)),
+// u = GELU_K (x + 0.044715 x^3), with the fast exponential: its error is
+// far below the bf16 rounding of the result.
+__device__ __forceinline__ float gelu_fast(float x)
+{
+	float u = GELU_K * (x + 0.044715f * x * x * x);
+	return x / (1.0f + __expf(-2.0f * u));
+}
+
+// out = GELU(in), bf16 both: eight at a time over the first n8 * 8, one
+// at a time from there to n.
+__global__ static void gelu_again_kernel(bf16 *out, const bf16 *in, size_t n8,
+					 size_t n)
+{
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	for (size_t i = i0; i < n8; i += stride) {
+		uint4 v = ((const uint4 *)in)[i], r;
+		const bf16 *x = (const bf16 *)&v;
+		bf16 *y = (bf16 *)&r;
+		for (int k = 0; k < 8; k++)
+			y[k] = __float2bfloat16(gelu_fast(__bfloat162float(x[k])));
+		((uint4 *)out)[i] = r;
+	}
+	for (size_t i = n8 * 8 + i0; i < n; i += stride)
+		out[i] = __float2bfloat16(gelu_fast(__bfloat162float(in[i])));
+}
+
+int tr_gelu_again(bf16 *out, const bf16 *in, size_t n)
+{
+	if (n == 0)
+		return 0;
+	int aligned = ((uintptr_t)out | (uintptr_t)in) % 16 == 0;
+	size_t n8 = aligned ? n / 8 : 0;
+	gelu_again_kernel<<<at_cu_blocks(n8 ? n8 : n, 256), 256>>>(out, in, n8,
+								   n);
+	CU_LAUNCHED("GELU kernel");
+	return 0;
+}
 
 // Thread per (t, c): the rows b add in order.
 __global__ static void dwpe_kernel(float *dwpe, const float *dx, int B, int T,

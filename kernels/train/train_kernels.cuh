@@ -46,13 +46,15 @@ int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 
 // The forward pass is at_cu_layernorm_fwd (cuda_util.cuh), keeping each
 // row's mean and 1/sqrt(var + eps) for the backward pass.
-// dx += the LN backward of dout; dw, db = sums over rows (overwritten),
-// through partial sums in scratch (2 * LN_SPLITS * C floats), in a fixed
-// order.
+// dx += the LN backward of dout, and dx16 (if not NULL) = bf16(dx): the
+// operand of the products that read it next; dw, db = sums over rows
+// (overwritten), through partial sums in scratch (2 * LN_SPLITS * C
+// floats), in a fixed order.
 #define LN_SPLITS 64
-int tr_layernorm_bwd(float *dx, float *dw, float *db, const float *dout,
-		     const float *in, const float *w, const float *mean,
-		     const float *rstd, int N, int C, float *scratch);
+int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
+		     const float *dout, const float *in, const float *w,
+		     const float *mean, const float *rstd, int N, int C,
+		     float *scratch);
 
 // ---- attn.cu: the causal softmax, backward ----
 
@@ -66,14 +68,20 @@ int tr_softmax_causal_bwd(OUT *ds, const float *da, const float *a,
 
 // ---- loss.cu: the loss, GELU, the embedding's gradient ----
 
-// losses[n] = cross-entropy of logits row n against targets[n]; with
-// dlogits (float or bf16, may alias logits when float) also
-// dlogits = (softmax - onehot) * inv.
+// losses[n] = cross-entropy of logits row n (V of them, rows ld apart)
+// against targets[n]; with dlogits (float or bf16, rows ldd apart) also
+// dlogits = (softmax - onehot) * inv, and 0 in its columns V .. Vd - 1
+// (a padded vocabulary).  dlogits may lie over logits: each row's
+// gradient is written over its own row once it has been read.
 template <typename OUT>
-int tr_crossentropy(OUT *dlogits, float *losses, const float *logits,
-		    const int32_t *targets, int N, int V, float inv);
+int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
+		    const float *logits, size_t ld, const int32_t *targets,
+		    int N, int V, int Vd, float inv);
 // *out = mean of losses[0..N-1], summed in double in a fixed order.
 int tr_mean(double *out, const float *losses, int N);
+// out = GELU(in) again in the backward pass, bf16 both (the cuBLASLt
+// epilogue's pre-activations): vectorized, the fast exponential.
+int tr_gelu_again(bf16 *out, const bf16 *in, size_t n);
 // din = dout * GELU'(in).
 template <typename OUT>
 int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n);
@@ -119,5 +127,9 @@ int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 	     const tr_chunk *chunks, int nchunks, float lr, float b1, float b2,
 	     float eps, float wd, float c1, float c2, double clip,
 	     const double *normsq);
+// dst (rows ld apart, float or bf16) = src, rows x cols packed: the
+// padded copy of a parameter whose rows are not 16-byte aligned.
+template <typename OUT>
+int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols);
 
 #endif

@@ -113,9 +113,9 @@ int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq, void *dk,
 /* A shape for the calls above with every view contiguous [B,H,T,D]. */
 at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D, float scale,
 				 int causal);
-/* The model block's causal attention (scale 1/sqrt(D)): q, k, v and dout
- * contiguous [B,H,T,D], out, dq, dk, dv the heads side by side in rows
- * [B,T,H*D] (what the products before and after read and write). */
+/* The model block's causal attention (scale 1/sqrt(D)): q, k, v, out and
+ * their gradients the heads side by side in rows [B,T,H*D], as the
+ * products before and after write and read them. */
 at_sdpa_shape at_sdpa_block(int B, int H, int T, int D);
 /* andrea-attention: out [BH,T,D] and lse [BH,T] (if not NULL) from q, k,
  * v [BH,T,D] through at_cuda_attention_forward. */
