@@ -19,9 +19,10 @@ ANDREA_TRAIN_FUSE_GELU forcing the other GELU path; "fuse" is the tokens/s
 with the GELU in the epilogue of the MLP's first product (cuBLASLt) over
 those with a separate GELU kernel each way.
 Memory: andrea's engine buffers and the device memory in use at its peak
-(total - free: the CUDA context and cuBLAS's workspace included) beside
-torch.cuda.max_memory_allocated() (tensors only: no context) of the
-compiled model.  The compiled model has COMPILE_WARM more warm-up
+(total - free: its CUDA context and the cuBLAS and cuDNN workspaces
+included), less what was in use before it started (this process's own
+context and cached tensors), beside torch.cuda.max_memory_allocated()
+(tensors only: no context) of the compiled model.  The compiled model has COMPILE_WARM more warm-up
 steps, in which it compiles.
 
 MFU = (6 N + 12 L C T) tokens/s / peak, N the parameters of the products
@@ -72,6 +73,7 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None):
         env["ANDREA_TRAIN_FUSE_GELU"] = "1" if fuse_gelu else "0"
     log = os.path.join(tmp, "log.jsonl")
     out = os.path.join(tmp, "m.ats")
+    free, total = torch.cuda.mem_get_info()  # the device is shared with us
     p = subprocess.run([os.path.join(ROOT, "bin", "andrea-train"),
                         "--config", name, "--vocab", str(V), "--data", data,
                         "--steps", str(WARM + TIMED), "--batch", str(B),
@@ -88,7 +90,8 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None):
     dt = recs[-1]["elapsed"] - recs[WARM - 1]["elapsed"]
     summary = p.stderr.strip().splitlines()[-1]
     return dict(tps=TIMED * B * T / dt, buf=recs[-1]["device_buffers"],
-                peak=recs[-1]["device_peak"], loss=recs[-1]["loss"],
+                peak=recs[-1]["device_peak"] - (total - free),
+                loss=recs[-1]["loss"],
                 fused="GELU fused" in summary), summary
 
 
