@@ -2,11 +2,14 @@
  * (lib/train/dist.h), without NCCL: the rows each rank takes, the
  * gradient buckets and their stages, the optimizer's shards and the
  * update's pieces inside them, on small models of both forms (with and
- * without biases, tied and untied) and 1 to 8 ranks.
+ * without biases, tied and untied) and 1 to 8 ranks; and, on the CPU
+ * trainer, that the ranks' scaled gradients add up to the global
+ * batch's.
  *
  * Prints one line per failed check and a final "N passed, M failed";
  * exits 1 when anything failed.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,9 +158,62 @@ static void test_shards(const tr_model *m)
 		}
 }
 
+/* What the rows' split and the 1 / (B T) scale promise, on the CPU
+ * trainer: each rank's gradient of its rows' mean loss, times rows / B,
+ * summed over the ranks, is the global batch's gradient (up to the order
+ * of the sums), and so is the loss. */
+static void test_split_gradient(int biases, int tied)
+{
+	const at_config cfg = {2, 2, 8, 6, 11};
+	const int B = 4, T = 6;
+	tr_model m;
+	CHECK(tr_model_init(&m, &cfg, biases, tied) == 0);
+	tr_model_seed(&m, 7);
+	CHECK(tr_acts_alloc(&m, B, T) == 0);
+	int32_t in[4 * 6], tg[4 * 6];
+	for (int i = 0; i < B * T; i++) {
+		in[i] = (i * 7 + 3) % cfg.vocab;
+		tg[i] = (i * 5 + 1) % cfg.vocab;
+	}
+	double whole = tr_forward(&m, in, tg, B, T);
+	tr_backward(&m, in, tg, B, T);
+	float *want = malloc(m.total * sizeof *want);
+	float *sum = calloc(m.total, sizeof *sum);
+	memcpy(want, m.g, m.total * sizeof *want);
+	char err[200];
+	for (int world = 2; world <= 4; world *= 2) {
+		memset(sum, 0, m.total * sizeof *sum);
+		double loss = 0;
+		for (int r = 0; r < world; r++) {
+			int first, rows;
+			CHECK(tr_dist_rows(B, r, world, &first, &rows, err,
+					   sizeof err) == 0);
+			const int32_t *ri = in + first * T, *rt = tg + first * T;
+			double share = (double)rows / B;
+			loss += share * tr_forward(&m, ri, rt, rows, T);
+			tr_backward(&m, ri, rt, rows, T);
+			for (size_t i = 0; i < m.total; i++)
+				sum[i] += (float)(share * m.g[i]);
+		}
+		double worst = 0, scale = 0;
+		for (size_t i = 0; i < m.total; i++) {
+			double e = fabs((double)sum[i] - want[i]);
+			worst = e > worst ? e : worst;
+			scale = fabs(want[i]) > scale ? fabs(want[i]) : scale;
+		}
+		CHECK(scale > 0 && worst <= 1e-5 * scale);
+		CHECK(fabs(loss - whole) <= 1e-6 * whole);
+	}
+	free(want);
+	free(sum);
+	tr_model_free(&m);
+}
+
 int main(void)
 {
 	test_rows();
+	for (int form = 0; form < 4; form++)
+		test_split_gradient(form & 1, form >> 1);
 	const at_config cfgs[] = {{3, 2, 8, 4, 11}, {1, 1, 4, 1, 5}};
 	for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++)
 		for (int form = 0; form < 4; form++) {
