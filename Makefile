@@ -59,6 +59,12 @@ SAN       ?= 0
 # machine with PyTorch: its nvidia/cudnn/include)
 CUDNN_INC ?= $(patsubst %/cudnn_graph.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/cudnn_graph.h /usr/include/cudnn_graph.h /usr/include/*/cudnn_graph.h)))
 CUDNN     ?= $(if $(and $(filter 1,$(CUDA)),$(CUDNN_INC)),1,0)
+# NCCL's header (training on several GPUs; the library is loaded at run
+# time): the toolkit's, or NCCL_INC= a folder holding nccl.h (on a machine
+# with PyTorch: its nvidia/nccl/include).  The flags' digest in CONFIG
+# keeps the builds with and without it apart.
+NCCL_INC  ?= $(patsubst %/nccl.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h)))
+NCCL      ?= $(if $(and $(filter 1,$(CUDA)),$(NCCL_INC)),1,0)
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -fno-trapping-math -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -fopenmp-simd -Ilib -MMD -MP
@@ -104,6 +110,9 @@ NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -Wall
 NVFLAGS += -DANDREA_CUDA -Ilib -Ikernels -MMD -MP
 ifeq ($(CUDNN),1)
 NVFLAGS += -DANDREA_CUDNN -I$(CUDNN_INC)
+endif
+ifeq ($(NCCL),1)
+NVFLAGS += -DANDREA_NCCL -I$(NCCL_INC)
 endif
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -ldl -lstdc++
 endif

@@ -70,6 +70,9 @@ for tool in memcheck racecheck; do
 		# sdpa-check's kernels are cuDNN's own (racecheck takes many
 		# minutes over them); memcheck still covers it
 		[ "$tool-$(basename "$h")" = racecheck-sdpa-check ] && continue
+		# nccl-check's kernels are NCCL's, and it starts processes of
+		# its own: checked outside the sanitizer only
+		[ "$(basename "$h")" = nccl-check ] && continue
 		step "$tool-$(basename "$h")" "$CS" --tool "$tool" \
 			--report-api-errors "$api" --error-exitcode 99 \
 			--print-limit 20 "$h" --quick
