@@ -14,6 +14,9 @@
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
 #   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
 #                      (BENCH_ARGS='andrea-12m bf16' picks some configurations)
+#   make bench-train-profile  on a GPU machine: one step's kernels, andrea's
+#                      (ncu) beside the compiled model's (torch.profiler);
+#                      BENCH_ARGS='andrea-120m 8449 fp32'
 #   make bench-generate   andrea-generate's decode tokens/s vs NumPy (CPU) and,
 #                      where PyTorch sees a GPU, PyTorch eager and HF generate
 #   make bench-forward    embed | block -l all | logits vs NumPy / PyTorch
@@ -185,6 +188,10 @@ bench-train-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-train-gpu.sh $(BENCH_ARGS)
 
+bench-train-profile: all
+	@test "$(CUDA)" = 1 || { echo "bench-train-profile: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	$(GPU_PYTHON) bench/train-profile.py $(BENCH_ARGS)
+
 # CPU rows everywhere, GPU rows where PyTorch sees a GPU (and CUDA=1)
 bench-generate: all
 	PYTHON=$(GPU_PYTHON) sh bench/run-generate.sh $(BENCH_ARGS)
@@ -240,7 +247,7 @@ clean:
 # make fuzz: the libFuzzer targets (fuzz/README)
 include fuzz/fuzz.mk
 
-.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-generate \
+.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-train-profile bench-generate \
 	bench-forward bench-tokenize bench-attention bench-analysis experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
