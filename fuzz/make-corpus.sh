@@ -10,7 +10,7 @@ bin=$(cd "$(dirname "$0")/.." && pwd)/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for d in stream npy model attrs argv safetensors gpt2config llmc \
-	 vocab tokjson tokrecords; do
+	 vocab tokjson tokrecords rendezvous; do
 	rm -rf "$out/$d"
 	mkdir -p "$out/$d"
 done
@@ -137,6 +137,16 @@ printf '{"n_layer": 12, "n_head": 12, "n_embd": 768, "n_ctx": 1024, "vocab_size"
 	>"$out/gpt2config/gpt2"
 printf '{"n_layer": 1, "n_head": 2, "n_embd": 6, "n_positions": 4, "vocab_size": 9, "activation_function": "gelu"}' \
 	>"$out/gpt2config/refused"
+# a rendezvous message of rank 0 for 4 ranks and a hello of rank 3
+# (byte 0: world 4, the message or the hello)
+python3 - "$out/rendezvous" <<'PY'
+import struct, sys, zlib
+msg = b"andrRDV1" + struct.pack("<I", 4) + bytes(range(128))
+open(sys.argv[1] + "/message", "wb").write(
+    bytes([3 << 1]) + msg + struct.pack("<I", zlib.crc32(msg)))
+open(sys.argv[1] + "/hello", "wb").write(
+    bytes([3 << 1 | 1]) + b"andrHEL1" + struct.pack("<II", 4, 3))
+PY
 # GPT-2 tokenizers: the 256 tokens of the byte-level alphabet and a few
 # merges, as vocab.json NUL merges.txt (vocab), as tokenizer.json
 # (tokjson), and as the records of a model file (tokrecords): imported
