@@ -14,7 +14,7 @@ struct at_nccl_api {
 	decltype(&ncclGetUniqueId) unique_id;
 	decltype(&ncclCommInitRank) init_rank;
 	decltype(&ncclCommDestroy) destroy;
-	decltype(&ncclCommAbort) abort;
+	decltype(&ncclCommAbort) comm_abort;
 	decltype(&ncclCommGetAsyncError) async_error;
 	decltype(&ncclGetErrorString) error_string;
 	decltype(&ncclGetLastError) last_error;
@@ -39,7 +39,7 @@ static int nccl_load(void)
 			{(void **)&nccl.unique_id, "ncclGetUniqueId"},
 			{(void **)&nccl.init_rank, "ncclCommInitRank"},
 			{(void **)&nccl.destroy, "ncclCommDestroy"},
-			{(void **)&nccl.abort, "ncclCommAbort"},
+			{(void **)&nccl.comm_abort, "ncclCommAbort"},
 			{(void **)&nccl.async_error, "ncclCommGetAsyncError"},
 			{(void **)&nccl.error_string, "ncclGetErrorString"},
 			{(void **)&nccl.last_error, "ncclGetLastError"},
@@ -126,12 +126,12 @@ int at_comm_check(at_comm *c)
 	return nccl_ok(async, c, "a rank failed");
 }
 
-void at_comm_free(at_comm *c, int abort)
+void at_comm_free(at_comm *c, int drop)
 {
 	if (!c)
 		return;
-	if (abort)
-		nccl.abort(c->c);
+	if (drop)
+		nccl.comm_abort(c->c);
 	else
 		nccl.destroy(c->c);
 	free(c);

@@ -42,8 +42,8 @@ int at_comm_gather(at_comm *c, const void *send, void *recv, size_t bytes,
 // found a failure (a peer gone, a network error) in work already issued.
 int at_comm_check(at_comm *c);
 
-// Ends the communicator: aborted (its work in flight dropped, as after a
-// failed peer) or, when abort is 0, destroyed in order.
-void at_comm_free(at_comm *c, int abort);
+// Ends the communicator: with drop, aborted (its work in flight dropped,
+// as after a failed peer), else destroyed in order.
+void at_comm_free(at_comm *c, int drop);
 
 #endif
