@@ -26,7 +26,7 @@ import tempfile
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS, WARM, PROFILED, TOP = 2, 8, 3, 30
+STEPS, PROFILED, TOP = 2, 3, 30
 
 
 def bench_module():
@@ -75,24 +75,8 @@ def andrea(tg, tmp, name, V, prec):
 
 def compiled(tg, name, V, prec):
     from torch.profiler import ProfilerActivity, profile
-    L, H, C = tg.CONFIGS[name]
-    torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-    torch.backends.cudnn.allow_tf32 = prec == "tf32"
-    torch.manual_seed(0)
-    m = tg.Andrea(L, H, C, V, True).cuda()
-    step = torch.compile(m)
-    opt = torch.optim.AdamW(m.parameters(), lr=6e-4, fused=True)
-    idx = torch.randint(0, V, (tg.B, tg.T + 1), device="cuda")
-
-    def one():
-        with torch.autocast("cuda", torch.bfloat16, enabled=prec == "bf16"):
-            loss = step(idx[:, :-1], idx[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        loss.item()
-    for _ in range(WARM):
+    one = tg.reference_step(name, V, prec, "compiled")
+    for _ in range(tg.WARM + tg.COMPILE_WARM):  # as bench-train-gpu
         one()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(PROFILED):

@@ -21,6 +21,7 @@
 
 #include "cli/capture.h"
 #include "cli/cli.h"
+#include "core/clock.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
 #include "ops/sample.h"
@@ -64,13 +65,6 @@ typedef struct {
 	double t_prefill, t_decode;
 	long steps, fed;
 } gen;
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void append(seq *q, int32_t tok)
 {
@@ -177,10 +171,10 @@ static void refill(gen *g, int r)
 	snprintf(row, sizeof row, "%d", r);
 	capture_tag(&g->cap, "step", "prompt");
 	capture_tag(&g->cap, "row", row);
-	double t0 = now();
+	double t0 = at_now();
 	check(at_fwd_prefill(g->engine, r, q->tok + q->w0, T, NULL, err,
 			     sizeof err), err);
-	g->t_prefill += now() - t0;
+	g->t_prefill += at_now() - t0;
 	g->fed += T;
 }
 
@@ -202,7 +196,7 @@ static void next_logits(gen *g)
 	snprintf(step, sizeof step, "%ld", g->steps);
 	capture_tag(&g->cap, "step", step);
 	capture_tag(&g->cap, "row", NULL);
-	double t0 = now();
+	double t0 = at_now();
 	if (!g->no_cache) {
 		check(at_fwd_decode(g->engine, g->last, g->rows, g->logits, err,
 				    sizeof err), err);
@@ -217,7 +211,7 @@ static void next_logits(gen *g)
 			       g->V * sizeof *g->window);
 		}
 	}
-	g->t_decode += now() - t0;
+	g->t_decode += at_now() - t0;
 }
 
 /* --logits: step's logits [rows,V] as one record. */

@@ -23,6 +23,7 @@
 #include "cli/stage.h"
 #include "cli/tokens.h"
 #include "cli/train_report.h"
+#include "core/clock.h"
 #include "train/activations.h"
 #include "train/engine.h"
 #include "train/train.h"
@@ -531,9 +532,9 @@ static int train_main(options *o, at_device device)
 			   (long)st->batch * st->seq);
 	int eval = st->val_fraction > 0 && o->eval_every > 0;
 	while (st->step < o->stop_at && !stop_signal) {
-		double t = train_report_now(), lr, norm;
+		double t = at_now(), lr, norm;
 		double loss = step(&tr, &lr, &norm);
-		rep->train_time += train_report_now() - t;
+		rep->train_time += at_now() - t;
 		rep->steps_run++;
 		if (!isfinite(loss))
 			cli_die("step %ld: the loss is %g: training diverged "

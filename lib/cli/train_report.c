@@ -8,20 +8,14 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-
-double train_report_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "core/clock.h"
 
 void train_report_start(train_report *r, FILE *log, const char *log_path,
 			int progress, long tokens_a_step)
 {
 	*r = (train_report){.log = log, .log_path = log_path,
 			    .tokens_a_step = tokens_a_step, .last_val = NAN,
-			    .last_loss = NAN, .t0 = train_report_now()};
+			    .last_loss = NAN, .t0 = at_now()};
 	r->tty = isatty(STDERR_FILENO);
 	r->progress = progress || r->tty;
 }
@@ -54,7 +48,7 @@ void train_report_step(train_report *r, const tr_engine *e, long s, long end,
 		r->last_val = val;
 	/* on a terminal one line rewritten each step; elsewhere a plain line
 	 * a second at most, and the last step's */
-	double t = train_report_now();
+	double t = at_now();
 	if (r->progress && (r->tty || s == end || t - r->last_line >= 1.0)) {
 		char eta[32], vbuf[32] = "";
 		duration(eta, sizeof eta, r->steps_run ?

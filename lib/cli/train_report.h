@@ -25,8 +25,6 @@ typedef struct {
 /* Starts a run's report: progress as --progress or a terminal says. */
 void train_report_start(train_report *r, FILE *log, const char *log_path,
 			int progress, long tokens_a_step);
-/* Seconds on the monotonic clock. */
-double train_report_now(void);
 /* After step `step` (counting from 1) of a run that stops at `end`: its
  * loss, held-out loss (NAN: not measured), rate and gradient norm. */
 void train_report_step(train_report *r, const tr_engine *e, long step,

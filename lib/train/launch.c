@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+
 extern char **environ;
 
 static volatile sig_atomic_t passed_on; /* a signal to hand to the ranks */
@@ -18,13 +20,6 @@ static volatile sig_atomic_t passed_on; /* a signal to hand to the ranks */
 static void on_signal(int sig)
 {
 	passed_on = sig;
-}
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 /* The environment with NCCL_NVLS_ENABLE=0 in place of any other value;
@@ -110,7 +105,7 @@ int tr_launch(const char *path, char *const argv[], int world,
 		}
 		left++;
 	}
-	double kill_at = rc ? now() + grace_s : 0; /* 0: nobody failed yet */
+	double kill_at = rc ? at_now() + grace_s : 0; /* 0: nobody failed yet */
 	if (rc)
 		signal_all(pid, done, world, SIGTERM);
 	while (left) {
@@ -127,7 +122,7 @@ int tr_launch(const char *path, char *const argv[], int world,
 			if (failed && rc == 0) {
 				describe(err, errlen, r, status);
 				rc = -1;
-				kill_at = now() + grace_s;
+				kill_at = at_now() + grace_s;
 				signal_all(pid, done, world, SIGTERM);
 			}
 		}
@@ -137,7 +132,7 @@ int tr_launch(const char *path, char *const argv[], int world,
 			signal_all(pid, done, world, passed_on);
 			passed_on = 0;
 		}
-		if (kill_at > 0 && now() >= kill_at) {
+		if (kill_at > 0 && at_now() >= kill_at) {
 			signal_all(pid, done, world, SIGKILL);
 			kill_at = 0;
 		}

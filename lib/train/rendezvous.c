@@ -12,10 +12,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/clock.h"
 #include "core/le.h"
 
 static const char MAGIC[8] = {'a', 'n', 'd', 'r', 'R', 'D', 'V', '1'};
@@ -73,17 +73,10 @@ int tr_rdv_decode(const unsigned char *msg, size_t n, int world,
 	return 0;
 }
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* Milliseconds left before deadline, at least 0. */
 static int ms_left(double deadline)
 {
-	double s = deadline - now();
+	double s = deadline - at_now();
 	return s > 0 ? (int)(s * 1000) + 1 : 0;
 }
 
@@ -228,7 +221,7 @@ static int tcp_serve(const char *where, const char *port, int world,
 		if (c < 0)
 			continue;
 		unsigned char hello[TR_RDV_HELLO];
-		double by = now() + 5.0 < deadline ? now() + 5.0 : deadline;
+		double by = at_now() + 5.0 < deadline ? at_now() + 5.0 : deadline;
 		size_t n = recv_all(c, hello, sizeof hello, by);
 		int r = tr_rdv_hello_rank(hello, n, world);
 		if (r > 0 && send_all(c, msg, TR_RDV_MSG, deadline) == 0 && !seen[r]) {
@@ -311,7 +304,7 @@ int tr_rendezvous(const char *where, int rank, int world,
 		snprintf(err, errlen, "rank %d is not one of %d", rank, world);
 		return -1;
 	}
-	double deadline = now() + timeout_s;
+	double deadline = at_now() + timeout_s;
 	unsigned char msg[TR_RDV_MSG];
 	if (rank == 0)
 		tr_rdv_encode(msg, world, id);
