@@ -2,9 +2,11 @@
 // pipeline's ops on the CPU (at_scores_forward, at_mask_causal,
 // at_softmax_rows, at_attend_forward) for out, and against a double
 // log-sum-exp for lse: causal and not, every head width bucket of the
-// kernel (D = 1 .. 256), T = 1 and T not a multiple of the tile; then
-// timings at B = 8, H = 12, D = 64.  The backward
-// (at_cuda_attention_backward) against the explicit gradients in double.
+// kernel (D = 1 .. 256), T = 1 and T not a multiple of the tile, in
+// fp32 (the tensor cores' split operands where D % 4 == 0 and D <= 128,
+// the FMA kernel otherwise) and in TF32; then timings at B = 8, H = 12,
+// D = 64.  The backward (at_cuda_attention_backward) against the
+// explicit gradients in double.
 #include "harness.cuh"
 #include "attention_ref.cuh"
 
@@ -31,7 +33,34 @@ static void reference(std::vector<float> &out, std::vector<float> &lse,
 	}
 }
 
-static void check(int BH, int T, int D, int causal, float scale = 0)
+// TF32 operands keep 11 bits: the outputs' relative error is about 1e-3.
+static double tolerance(int tf32, double fp32)
+{
+	return tf32 ? 5e-3 : fp32;
+}
+
+// lse against the double one: its absolute error is the relative error
+// it leaves in each exp(s - lse) of the backward pass (a relative measure
+// would fail a lone score near 0 that the split operands leave 1e-6 off).
+static void compare_lse(const char *what, const float *dev,
+			const std::vector<float> &ref, double tol)
+{
+	std::vector<float> got = h_download(dev, ref.size());
+	double worst = 0;
+	for (size_t i = 0; i < ref.size(); i++) {
+		double e = fabs((double)got[i] - ref[i]);
+		worst = std::isfinite(e) ? fmax(worst, e) : INFINITY;
+		if (worst == INFINITY)
+			break;
+	}
+	char detail[96];
+	snprintf(detail, sizeof detail, "max abs err %.2e (tol %.0e)", worst,
+		 tol);
+	h_result(worst <= tol, what, detail);
+}
+
+static void check(int BH, int T, int D, int causal, int tf32,
+		  float scale = 0)
 {
 	if (scale == 0)
 		scale = 1.0f / sqrtf((float)D);
@@ -42,19 +71,20 @@ static void check(int BH, int T, int D, int causal, float scale = 0)
 	float *dq = h_upload(q), *dk = h_upload(k), *dv = h_upload(v);
 	float *dout = h_dev(n), *dlse = h_dev(rows);
 	H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, BH, T, D, scale,
-				       causal));
+				       causal, tf32));
+	const char *mode = tf32 ? "tf32" : "fp32";
 	char what[160];
-	snprintf(what, sizeof what, "attention %s BH=%d T=%d D=%d out",
-		 causal ? "causal" : "full", BH, T, D);
-	h_compare(what, dout, out.data(), n, 1e-5);
-	snprintf(what, sizeof what, "attention %s BH=%d T=%d D=%d lse",
-		 causal ? "causal" : "full", BH, T, D);
-	h_compare(what, dlse, lse.data(), rows, 1e-6);
+	snprintf(what, sizeof what, "attention %s %s BH=%d T=%d D=%d out",
+		 mode, causal ? "causal" : "full", BH, T, D);
+	h_compare(what, dout, out.data(), n, tolerance(tf32, 1e-5));
+	snprintf(what, sizeof what, "attention %s %s BH=%d T=%d D=%d lse",
+		 mode, causal ? "causal" : "full", BH, T, D);
+	compare_lse(what, dlse, lse, tolerance(tf32, 1e-5));
 	for (float *p : {dq, dk, dv, dout, dlse})
 		H_CUDA(cudaFree(p));
 }
 
-static void check_bwd(int BH, int T, int D, int causal)
+static void check_bwd(int BH, int T, int D, int causal, int tf32)
 {
 	float scale = 1.0f / sqrtf((float)D);
 	size_t n = (size_t)BH * T * D, rows = (size_t)BH * T;
@@ -67,23 +97,26 @@ static void check_bwd(int BH, int T, int D, int causal)
 	      *dg = h_upload(g), *dout = h_dev(n), *dlse = h_dev(rows),
 	      *delta = h_dev(rows), *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
 	H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, BH, T, D, scale,
-				       causal));
+				       causal, tf32));
 	H_OP(at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, dlse, dg,
-					delta, BH, T, D, scale, causal));
+					delta, BH, T, D, scale, causal, tf32));
 	const char *names[3] = {"dq", "dk", "dv"};
 	float *got[3] = {rq, rk, rv};
 	const std::vector<float> *want[3] = {&gq, &gk, &gv};
 	for (int i = 0; i < 3; i++) {
 		char what[160];
-		snprintf(what, sizeof what, "attention backward %s BH=%d T=%d D=%d %s",
-			 causal ? "causal" : "full", BH, T, D, names[i]);
-		h_compare(what, got[i], want[i]->data(), n, 1e-5);
+		snprintf(what, sizeof what,
+			 "attention backward %s %s BH=%d T=%d D=%d %s",
+			 tf32 ? "tf32" : "fp32", causal ? "causal" : "full", BH,
+			 T, D, names[i]);
+		h_compare(what, got[i], want[i]->data(), n,
+			  tolerance(tf32, 1e-5));
 	}
 	for (float *p : {dq, dk, dv, dg, dout, dlse, delta, rq, rk, rv})
 		H_CUDA(cudaFree(p));
 }
 
-static void timing(int T)
+static void timing(int T, int tf32)
 {
 	const int BH = 8 * 12, D = 64;
 	size_t n = (size_t)BH * T * D;
@@ -91,23 +124,26 @@ static void timing(int T)
 	      *dv = h_upload(h_randn(n)), *dout = h_dev(n);
 	float ms = h_time_ms([&] {
 		at_cuda_attention_forward(dout, NULL, dq, dk, dv, BH, T, D,
-					  0.125f, 1);
+					  0.125f, 1, tf32);
 	}, 20);
+	const char *mode = tf32 ? "tf32" : "fp32";
 	char what[96];
-	snprintf(what, sizeof what, "attention causal B=8 H=12 T=%d D=64", T);
+	snprintf(what, sizeof what, "attention %s causal B=8 H=12 T=%d D=64",
+		 mode, T);
 	double flops = 4.0 * BH * T * (T + 1) / 2.0 * D;
 	printf("time %s: %.4f ms, %.1f TFLOP/s\n", what, ms,
 	       flops / ms / 1e9);
 	size_t rows = (size_t)BH * T;
 	float *lse = h_dev(rows), *delta = h_dev(rows), *dg = h_upload(h_randn(n)),
 	      *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
-	at_cuda_attention_forward(dout, lse, dq, dk, dv, BH, T, D, 0.125f, 1);
+	at_cuda_attention_forward(dout, lse, dq, dk, dv, BH, T, D, 0.125f, 1,
+				  tf32);
 	float bms = h_time_ms([&] {
 		at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, lse, dg,
-					   delta, BH, T, D, 0.125f, 1);
+					   delta, BH, T, D, 0.125f, 1, tf32);
 	}, 10);
-	printf("time attention backward causal B=8 H=12 T=%d D=64: %.4f ms, "
-	       "%.1f TFLOP/s (forward + backward %.4f ms)\n", T, bms,
+	printf("time attention backward %s causal B=8 H=12 T=%d D=64: %.4f ms, "
+	       "%.1f TFLOP/s (forward + backward %.4f ms)\n", mode, T, bms,
 	       2.5 * flops / bms / 1e9, ms + bms);
 	fflush(stdout);
 	for (float *p : {dq, dk, dv, dout, lse, delta, dg, rq, rk, rv})
@@ -120,23 +156,28 @@ int main(int argc, char **argv)
 	static const int shapes[][3] = {
 		{1, 1, 1},   {3, 1, 16},  {2, 2, 7},    {2, 17, 15}, {3, 63, 32},
 		{2, 64, 64}, {2, 65, 33}, {1, 130, 64}, {2, 200, 100},
-		{1, 129, 128}, {1, 97, 200}, {1, 70, 256},
+		{1, 129, 128}, {1, 97, 200}, {1, 70, 256}, {1, 1, 64},
+		{2, 191, 36},
 	};
-	for (auto &s : shapes)
-		for (int causal = 1; causal >= 0; causal--)
-			check(s[0], s[1], s[2], causal);
-	check(2, 50, 24, 1, 1.0f); // --no-scale
+	for (int tf32 = 0; tf32 <= 1; tf32++)
+		for (auto &s : shapes)
+			for (int causal = 1; causal >= 0; causal--)
+				check(s[0], s[1], s[2], causal, tf32);
+	check(2, 50, 24, 1, 0, 1.0f); // --no-scale
 	static const int bwd_shapes[][3] = {
-		{1, 1, 1},   {2, 7, 15},  {2, 33, 32}, {1, 64, 64},
-		{2, 77, 64}, {1, 50, 128}, {1, 40, 256},
+		{1, 1, 1},   {2, 7, 15},   {2, 33, 32}, {1, 64, 64},
+		{2, 77, 64}, {1, 50, 128}, {1, 40, 256}, {1, 1, 64},
+		{2, 130, 36}, {1, 129, 96}, {3, 200, 16},
 	};
-	for (auto &s : bwd_shapes)
-		for (int causal = 1; causal >= 0; causal--)
-			check_bwd(s[0], s[1], s[2], causal);
+	for (int tf32 = 0; tf32 <= 1; tf32++)
+		for (auto &s : bwd_shapes)
+			for (int causal = 1; causal >= 0; causal--)
+				check_bwd(s[0], s[1], s[2], causal, tf32);
 	if (h_full) {
-		check(4, 1000, 64, 1);
-		for (int T : {1024, 4096, 16384})
-			timing(T);
+		check(4, 1000, 64, 1, 0);
+		for (int tf32 = 0; tf32 <= 1; tf32++)
+			for (int T : {1024, 4096, 16384})
+				timing(T, tf32);
 	}
 	return h_finish();
 }

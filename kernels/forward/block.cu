@@ -302,7 +302,8 @@ static int attend_fused(int prec, const at_cu_block_acts *a,
 	}
 	TRY(at_cuda_attention_forward(a->buf3, a->lse, (const float *)a->q,
 				      (const float *)a->k, (const float *)a->v,
-				      B * H, T, D, scale, 1));
+				      B * H, T, D, scale, 1,
+				      prec == AT_PREC_TF32));
 	return MM_CALL(prec, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D);
 }
 

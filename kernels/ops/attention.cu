@@ -2,6 +2,10 @@
 // without the T x T scores (ops.h: at_attention_fused is the CPU's), and
 // the host side of andrea-attention.
 //
+// at_cuda_attention_forward is the one dispatch point: heads that
+// attention_tc.cu's tensor-core kernel takes (D % 4 == 0, D <= 128) go
+// there, the rest to the fp32 FMA kernel below.
+//
 // A block takes BR query rows of one head and runs over the keys they see
 // BC at a time (flash attention's order): the tile of scores stays in
 // registers, each row keeps its running maximum m and sum l, and the
@@ -15,6 +19,7 @@
 #include <cmath>
 
 #include "common/cuda_util.cuh"
+#include "ops/attention_tc.cuh"
 
 #define BR 64 // query rows a block
 #define BC 64 // keys a tile
@@ -169,7 +174,7 @@ static int launch(float *out, float *lse, const float *q, const float *k,
 extern "C" int at_cuda_attention_forward(float *out, float *lse,
 					 const float *q, const float *k,
 					 const float *v, int BH, int T, int D,
-					 float scale, int causal)
+					 float scale, int causal, int tf32)
 {
 	if (BH == 0 || T == 0)
 		return 0;
@@ -180,6 +185,10 @@ extern "C" int at_cuda_attention_forward(float *out, float *lse,
 	if (BH > 65535)
 		return at_cu_failf("the fused attention takes at most 65535 "
 				   "heads a call on the GPU, not %d", BH);
+	const void *views[] = {out, lse, q, k, v};
+	if (at_cu_attention_tc_takes(D, views, 5))
+		return at_cu_attention_tc_forward(out, lse, q, k, v, BH, T, D,
+						  scale, causal, tf32);
 	int dc = (D + 15) / 16;
 	return dc <= 1	 ? launch<1>(out, lse, q, k, v, BH, T, D, scale, causal)
 	       : dc <= 2 ? launch<2>(out, lse, q, k, v, BH, T, D, scale, causal)
@@ -206,7 +215,7 @@ extern "C" int at_cuda_attention_host(float *out, float *lse, const float *q,
 				    cudaMemcpyHostToDevice),
 			 "copying q, k and v to the GPU");
 	TRY(at_cuda_attention_forward(dout.p, lse ? dlse.p : NULL, dq.p, dk.p,
-				      dv.p, BH, T, D, scale, causal));
+				      dv.p, BH, T, D, scale, causal, 0));
 	CU_CHECK(cudaMemcpy(out, dout.p, n * sizeof(float),
 			    cudaMemcpyDeviceToHost),
 		 "computing the attention");

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "common/cuda_util.cuh"
+#include "ops/attention_tc.cuh"
 
 #define TB 32  // queries, or keys, a tile
 #define NT 256 // threads a block
@@ -227,7 +228,7 @@ extern "C" int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 					  const float *v, const float *out,
 					  const float *lse, const float *dout,
 					  float *delta, int BH, int T, int D,
-					  float scale, int causal)
+					  float scale, int causal, int tf32)
 {
 	if (BH == 0 || T == 0)
 		return 0;
@@ -241,6 +242,11 @@ extern "C" int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 	delta_kernel<<<at_cu_blocks(rows * 32, 256), 256, 0, at_cu_stream>>>(
 		delta, dout, out, rows, D);
 	CU_LAUNCHED("attention backward (delta) kernel");
+	const void *views[] = {dq, dk, dv, q, k, v, dout};
+	if (at_cu_attention_tc_takes(D, views, 7))
+		return at_cu_attention_tc_backward(dq, dk, dv, q, k, v, dout,
+						   lse, delta, BH, T, D, scale,
+						   causal, tf32);
 	int dc = (D + 7) / 8;
 #define BWD(n) launch_bwd<n>(dq, dk, dv, q, k, v, dout, lse, delta, BH, T, D, \
 			     scale, causal)

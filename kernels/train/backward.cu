@@ -55,7 +55,8 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 		TRY(at_cuda_attention_backward(
 			dq, dk, dv, (const float *)q, (const float *)k,
 			(const float *)v, d->d_merged, lse_at(d, l),
-			(const float *)d->d_out, d->delta, BH, T, D, scale, 1));
+			(const float *)d->d_out, d->delta, BH, T, D, scale, 1,
+			d->prec == AT_PREC_TF32));
 	} else { // dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
 		float *att = d->att + l * BH * TT;
 		void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "common/cublas_lazy.cuh"
+#include "ops/attention_tc.cuh"
 #include "model/arch.h"
 #include "train/engine.cuh"
 
@@ -255,15 +256,18 @@ extern "C" int tr_cuda_attention_fused(const tr_cuda *d)
 }
 
 // Whether the engine fuses the attention (train.h's TR_ATTN_*): in bf16
-// where cuDNN plans the block's shape, in fp32/tf32 (own kernels) only
-// when asked; -1 with the reason where fused is asked for and impossible.
+// where cuDNN plans the block's shape, in fp32/tf32 where the tensor-core
+// kernels take the heads (others run andrea's FMA kernels only when
+// asked: slower than the products); -1 with the reason where fused is
+// asked for and impossible.
 static int attention_choice(int B, int T, int H, int D, int precision,
 			    int attention)
 {
 	if (attention == TR_ATTN_EXPLICIT)
 		return 0;
 	if (precision != AT_PREC_BF16)
-		return attention == TR_ATTN_FUSED;
+		return attention == TR_ATTN_FUSED ||
+		       at_cu_attention_tc_takes(D, NULL, 0);
 	at_sdpa_shape s = at_sdpa_block(B, H, T, D);
 	if (at_cudnn_sdpa_supported(&s, 0) && at_cudnn_sdpa_supported(&s, 1))
 		return 1;

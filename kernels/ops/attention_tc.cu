@@ -1,0 +1,160 @@
+// attention_tc.cu - the fused attention's forward pass on tensor cores
+// (mma.sync TF32, tf32_mma.cuh), for heads of D <= 128 values with D % 4
+// == 0; attention.cu's dispatch sends other heads to its fp32 FMA kernel.
+//
+// Flash attention 2's order: a block of 4 warps takes 64 query rows of one
+// head, 16 a warp, and runs over the keys they see 64 at a time.  A warp's
+// scores s = q.k^T stay in its accumulators, each row keeps its running
+// maximum and sum (per lane: the row's four lanes add theirs at the end),
+// and the output accumulates unnormalised, scaled down whenever a tile
+// raises the maximum.  The probabilities go from the accumulators into
+// the next product's A fragments by shuffles, never through memory.
+// Exponentials are base 2 with log2(e) folded into the scale; lse is
+// written in natural log, as the backward pass and the CPU read it.
+#include <cmath>
+
+#include "common/cuda_util.cuh"
+#include "ops/attention_tc.cuh"
+#include "ops/tf32_mma.cuh"
+
+#define TC_ROWS 64 // query rows a block (16 a warp)
+#define TC_KEYS 64 // keys a tile
+
+template <int DP, bool SPLIT>
+__global__ static void __launch_bounds__(128)
+tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
+		  const float *v, int T, int D, float scale, int causal)
+{
+	extern __shared__ float4 tc_sm[];
+	float *qs = (float *)tc_sm, *ks = qs + TC_ROWS * DP,
+	      *vs = ks + TC_KEYS * DP;
+	int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+	int r0 = threadIdx.x / 32 * 16; // the warp's rows in the tile
+	int tiles = (T + TC_ROWS - 1) / TC_ROWS;
+	int q0 = (tiles - 1 - blockIdx.x) * TC_ROWS; // the longest rows first
+	size_t head = (size_t)blockIdx.y * T * D;
+	tc_tile_in<DP, 128>(qs, q + head + (size_t)q0 * D, D, TC_ROWS, T - q0,
+			    D);
+	const float sl2 = scale * 1.4426950408889634f;
+	int row[2] = {q0 + r0 + g, q0 + r0 + g + 8};
+	float o[DP / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+	for (int d = 0; d < DP / 8; d++)
+		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+	int keys = causal ? min(T, q0 + TC_ROWS) : T;
+	for (int k0 = 0; k0 < keys; k0 += TC_KEYS) {
+		__syncthreads(); // the last tile's k and v are used
+		tc_tile_in<DP, 128>(ks, k + head + (size_t)k0 * D, D, TC_KEYS,
+				    T - k0, D);
+		tc_tile_in<DP, 128>(vs, v + head + (size_t)k0 * D, D, TC_KEYS,
+				    T - k0, D);
+		__syncthreads();
+		if (causal && k0 > q0 + r0 + 15)
+			continue; // the warp's rows see none of these keys
+		float s[TC_KEYS / 8][4];
+		for (int n = 0; n < TC_KEYS / 8; n++)
+			s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+		for (int kk = 0; kk < DP; kk += 8) {
+			tc_a<SPLIT> a;
+			tc_load_a<DP>(a, qs, r0, kk, g, t);
+			for (int n = 0; n < TC_KEYS / 8; n++) {
+				tc_b<SPLIT> b;
+				tc_load_bt<DP>(b, ks, n * 8, kk, g, t);
+				tc_mma<SPLIT>(s[n], a, b);
+			}
+		}
+		float mx[2] = {m[0], m[1]};
+		for (int n = 0; n < TC_KEYS / 8; n++)
+			for (int e = 0; e < 4; e++) {
+				int col = k0 + n * 8 + 2 * t + (e & 1);
+				int i = e >> 1;
+				bool seen = col < T && (!causal || col <= row[i]);
+				s[n][e] = seen ? s[n][e] * sl2 : -INFINITY;
+				mx[i] = fmaxf(mx[i], s[n][e]);
+			}
+		float alpha[2];
+		for (int i = 0; i < 2; i++) {
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+			// a row that has seen nothing yet keeps zeros
+			alpha[i] = mx[i] == -INFINITY ? 1.0f : exp2f(m[i] - mx[i]);
+			l[i] *= alpha[i];
+			m[i] = mx[i];
+		}
+		for (int d = 0; d < DP / 8; d++)
+			for (int e = 0; e < 4; e++)
+				o[d][e] *= alpha[e >> 1];
+		for (int n = 0; n < TC_KEYS / 8; n++)
+			for (int e = 0; e < 4; e++) {
+				float p = s[n][e] == -INFINITY
+						  ? 0.0f
+						  : exp2f(s[n][e] - m[e >> 1]);
+				s[n][e] = p;
+				l[e >> 1] += p;
+			}
+		for (int n = 0; n < TC_KEYS / 8; n++) { // keys 8n .. 8n + 7
+			tc_a<SPLIT> a;
+			tc_acc_to_a<SPLIT>(a, s[n], lane);
+			for (int d = 0; d < DP / 8; d++) {
+				tc_b<SPLIT> b;
+				tc_load_b<DP>(b, vs, n * 8, d * 8, g, t);
+				tc_mma<SPLIT>(o[d], a, b);
+			}
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+		if (row[i] >= T)
+			continue;
+		float inv = 1.0f / l[i];
+		float *o_row = out + head + (size_t)row[i] * D;
+		for (int d = 0; d < DP / 8; d++) {
+			int col = d * 8 + 2 * t;
+			if (col < D)
+				*(float2 *)(o_row + col) = make_float2(
+					o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
+		}
+		if (lse && t == 0)
+			lse[(size_t)blockIdx.y * T + row[i]] =
+				(m[i] + log2f(l[i])) * 0.6931471805599453f;
+	}
+}
+
+template <int DP, bool SPLIT>
+static int tc_launch(float *out, float *lse, const float *q, const float *k,
+		     const float *v, int BH, int T, int D, float scale,
+		     int causal)
+{
+	int bytes = (TC_ROWS + 2 * TC_KEYS) * DP * (int)sizeof(float);
+	CU_CHECK(cudaFuncSetAttribute(tc_forward_kernel<DP, SPLIT>,
+				      cudaFuncAttributeMaxDynamicSharedMemorySize,
+				      bytes),
+		 "the fused attention's shared memory");
+	dim3 grid((T + TC_ROWS - 1) / TC_ROWS, BH);
+	tc_forward_kernel<DP, SPLIT><<<grid, 128, bytes, at_cu_stream>>>(
+		out, lse, q, k, v, T, D, scale, causal);
+	CU_LAUNCHED("fused attention kernel (tensor cores)");
+	return 0;
+}
+
+int at_cu_attention_tc_takes(int D, const void *const *ptrs, int n)
+{
+	if (D % 4 || D > 128)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (ptrs[i] && (uintptr_t)ptrs[i] % 16)
+			return 0;
+	return 1;
+}
+
+int at_cu_attention_tc_forward(float *out, float *lse, const float *q,
+			       const float *k, const float *v, int BH, int T,
+			       int D, float scale, int causal, int tf32)
+{
+#define FWD(dp) (tf32 ? tc_launch<dp, false>(out, lse, q, k, v, BH, T, D,   \
+					     scale, causal)                   \
+		      : tc_launch<dp, true>(out, lse, q, k, v, BH, T, D, scale, \
+					    causal))
+	return D <= 32 ? FWD(32) : D <= 64 ? FWD(64) : FWD(128);
+#undef FWD
+}
