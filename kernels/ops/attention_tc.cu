@@ -20,8 +20,13 @@
 #define TC_ROWS 64 // query rows a block (16 a warp)
 #define TC_KEYS 64 // keys a tile
 
+// 4 blocks a multiprocessor (128 registers a thread) where shared memory
+// allows: the warps hide each other's latencies.
 template <int DP, bool SPLIT>
-__global__ static void __launch_bounds__(128)
+#ifndef TC_FWD_BLOCKS
+#define TC_FWD_BLOCKS 4
+#endif
+__global__ static void __launch_bounds__(128, DP <= 64 ? TC_FWD_BLOCKS : 2)
 tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 		  const float *v, int T, int D, float scale, int causal)
 {
@@ -62,13 +67,17 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 				tc_mma<SPLIT>(s[n], a, b);
 			}
 		}
+		// only a tile across the diagonal or the end hides scores
+		bool edge = k0 + TC_KEYS > T ||
+			    (causal && k0 + TC_KEYS - 1 > q0 + r0);
 		float mx[2] = {m[0], m[1]};
 		for (int n = 0; n < TC_KEYS / 8; n++)
 			for (int e = 0; e < 4; e++) {
 				int col = k0 + n * 8 + 2 * t + (e & 1);
 				int i = e >> 1;
-				bool seen = col < T && (!causal || col <= row[i]);
-				s[n][e] = seen ? s[n][e] * sl2 : -INFINITY;
+				s[n][e] *= sl2;
+				if (edge && (col >= T || (causal && col > row[i])))
+					s[n][e] = -INFINITY;
 				mx[i] = fmaxf(mx[i], s[n][e]);
 			}
 		float alpha[2];
@@ -85,7 +94,8 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 				o[d][e] *= alpha[e >> 1];
 		for (int n = 0; n < TC_KEYS / 8; n++)
 			for (int e = 0; e < 4; e++) {
-				float p = s[n][e] == -INFINITY
+				// exp2(-inf) is 0, but -inf - -inf is not -inf
+				float p = edge && s[n][e] == -INFINITY
 						  ? 0.0f
 						  : exp2f(s[n][e] - m[e >> 1]);
 				s[n][e] = p;
