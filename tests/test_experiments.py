@@ -81,7 +81,9 @@ def test_masked_rows_sum_to_one_with_nothing_above_the_diagonal(tmp_path):
 def test_one_head_alone_equals_its_slice_of_all(tmp_path):
     rows, out = run_script(tmp_path, "one-head.sh")
     assert [r[0] for r in rows] == ["v", "scores"]
-    assert all(float(r[1]) <= 1e-6 for r in rows)
+    # float32 rounding of the products' sums: how OpenBLAS blocks a product of
+    # 192 columns and one of 2304 depends on the CPU (1.9e-6 on one here)
+    assert all(float(r[1]) <= 1e-5 for r in rows)
     assert is_png(out / "one-head.png")
 
 

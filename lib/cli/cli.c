@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +80,11 @@ void cli_blas_core(char **argv)
 void cli_init(const char *prog, cli_common *c)
 {
 	cli_prog = prog;
+#ifdef __linux__
+	/* after cli_blas_core's execv("/proc/self/exe") ps and top would
+	 * call it "exe" */
+	prctl(PR_SET_NAME, prog, 0, 0, 0);
+#endif
 	signal(SIGPIPE, SIG_DFL);
 	keep_freed_memory();
 	memset(c, 0, sizeof *c);
