@@ -21,12 +21,9 @@
 #define TC_KEYS 64 // keys a tile
 
 // 4 blocks a multiprocessor (128 registers a thread) where shared memory
-// allows: the warps hide each other's latencies.
+// allows; with 3 (137 registers) the fp32 forward ran within 1%.
 template <int DP, bool SPLIT>
-#ifndef TC_FWD_BLOCKS
-#define TC_FWD_BLOCKS 4
-#endif
-__global__ static void __launch_bounds__(128, DP <= 64 ? TC_FWD_BLOCKS : 2)
+__global__ static void __launch_bounds__(128, DP <= 64 ? 4 : 2)
 tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 		  const float *v, int T, int D, float scale, int causal)
 {
@@ -40,7 +37,7 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 	size_t head = (size_t)blockIdx.y * T * D;
 	tc_tile_in<DP, 128>(qs, q + head + (size_t)q0 * D, D, TC_ROWS, T - q0,
 			    D);
-	const float sl2 = scale * 1.4426950408889634f;
+	const float sl2 = scale * TC_LOG2E;
 	int row[2] = {q0 + r0 + g, q0 + r0 + g + 8};
 	float o[DP / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 	for (int d = 0; d < DP / 8; d++)
@@ -126,7 +123,7 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 		}
 		if (lse && t == 0)
 			lse[(size_t)blockIdx.y * T + row[i]] =
-				(m[i] + log2f(l[i])) * 0.6931471805599453f;
+				(m[i] + log2f(l[i])) / TC_LOG2E;
 	}
 }
 

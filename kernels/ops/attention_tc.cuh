@@ -7,6 +7,10 @@
 #ifndef ANDREA_ATTENTION_TC_CUH
 #define ANDREA_ATTENTION_TC_CUH
 
+// Both passes exponentiate in base 2: scores times scale * TC_LOG2E, lse
+// (natural log, as the CPU's) times TC_LOG2E.
+#define TC_LOG2E 1.4426950408889634f
+
 // 1 when the kernels take heads of D values and every non-NULL pointer of
 // ptrs[n]: D % 4 == 0, D <= 128, 16-byte aligned.
 int at_cu_attention_tc_takes(int D, const void *const *ptrs, int n);

@@ -18,8 +18,6 @@
 #include "ops/attention_tc.cuh"
 #include "ops/tf32_mma.cuh"
 
-#define LOG2E 1.4426950408889634f
-
 // acc[n] += X[r0 .. r0 + 15][..] . Y[8n .. 8n + 7][..]^T over DP columns:
 // the 16 x 8N products of a warp's rows of X with N * 8 rows of Y.
 template <int DP, int N, bool SPLIT>
@@ -101,7 +99,7 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 	size_t head = (size_t)blockIdx.y * T * D, hrow = (size_t)blockIdx.y * T;
 	tc_tile_in<DP, 128>(ks, k + head + (size_t)k0 * D, D, 64, T - k0, D);
 	tc_tile_in<DP, 128>(vs, v + head + (size_t)k0 * D, D, 64, T - k0, D);
-	const float sl2 = scale * LOG2E;
+	const float sl2 = scale * TC_LOG2E;
 	int key[2] = {k0 + r0 + g, k0 + r0 + g + 8};
 	float sk[DP / 8][4], sv[DP / 8][4];
 	for (int d = 0; d < DP / 8; d++)
@@ -116,7 +114,7 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 				    T - q0, D);
 		for (int i = threadIdx.x; i < BQ; i += 128) {
 			bool in = q0 + i < T;
-			lse2[i] = in ? lse[hrow + q0 + i] * LOG2E : 0.0f;
+			lse2[i] = in ? lse[hrow + q0 + i] * TC_LOG2E : 0.0f;
 			dl[i] = in ? delta[hrow + q0 + i] : 0.0f;
 		}
 		__syncthreads();
