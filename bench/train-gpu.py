@@ -18,12 +18,16 @@ andrea-train runs twice: as it chooses (the andrea column), then with
 ANDREA_TRAIN_FUSE_GELU forcing the other GELU path; "fuse" is the tokens/s
 with the GELU in the epilogue of the MLP's first product (cuBLASLt) over
 those with a separate GELU kernel each way.
-Memory: andrea's engine buffers and the device memory in use at its peak
-(total - free: its CUDA context and the cuBLAS and cuDNN workspaces
-included), less what was in use before it started (this process's own
-context and cached tensors), beside torch.cuda.max_memory_allocated()
-(tensors only: no context) of the compiled model.  The compiled model has COMPILE_WARM more warm-up
-steps, in which it compiles.
+Memory: andrea's engine buffers and the device memory its process held
+at its peak (total - free: its CUDA context and the cuBLAS and cuDNN
+workspaces included), less what was in use before it started (this
+process's own context and cached tensors), beside the compiled model's
+tensors (torch.cuda.max_memory_allocated()) and what its process holds
+counted the same way: the allocator's peak reservation
+(max_memory_reserved()) plus a CUDA context of PyTorch's with cuBLAS and
+SDPA loaded, measured in a child process (context_bytes).  The process
+figures are the like-for-like pair: what nvidia-smi would show.  The
+compiled model has COMPILE_WARM more warm-up steps, in which it compiles.
 
 MFU = (6 N + 12 L C T) tokens/s / peak, N the parameters of the products
 (12 L C^2 + C V; the embedding tables are gathers), 12 L C T the attention
@@ -181,7 +185,29 @@ def reference_step(name, V, prec, way):
     return one
 
 
-def theirs(name, V, prec, way):
+def context_bytes():
+    """The device memory a PyTorch process holds once it has run a
+    product and an SDPA (its CUDA context, cuBLAS's and the kernels'
+    modules), less its allocator's reservation: seen from here while a
+    child holds it."""
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, torch, torch.nn.functional as F\n"
+         "x = torch.ones(64, 64, device='cuda', dtype=torch.bfloat16)\n"
+         "x @ x; F.scaled_dot_product_attention(x[None, None], "
+         "x[None, None], x[None, None], is_causal=True)\n"
+         "torch.cuda.synchronize()\n"
+         "print(torch.cuda.memory_reserved(), flush=True)\n"
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    free0, _ = torch.cuda.mem_get_info()
+    reserved = int(child.stdout.readline())
+    free1, _ = torch.cuda.mem_get_info()
+    child.communicate("")
+    return free0 - free1 - reserved
+
+
+def theirs(name, V, prec, way, context):
     torch.cuda.reset_peak_memory_stats()
     one = reference_step(name, V, prec, way)
     warm = WARM + (COMPILE_WARM if WAYS[way][1] else 0)
@@ -192,9 +218,10 @@ def theirs(name, V, prec, way):
         one()
     dt = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated()
+    process = torch.cuda.max_memory_reserved() + context
     del one
     torch.cuda.empty_cache()
-    return dict(tps=TIMED * B * T / dt, peak=peak)
+    return dict(tps=TIMED * B * T / dt, peak=peak, process=process)
 
 
 def main():
@@ -205,13 +232,16 @@ def main():
     def keep(*dims):  # each (value, all values): filtered where named
         return all(str(v) in only or not only & set(map(str, vals))
                    for v, vals in dims)
+    context = context_bytes()
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
           f"B={B} T={T}, {WARM} warm-up + {TIMED} timed steps; MFU peaks "
-          f"(TFLOP/s) fp32 67, tf32 495, bf16 990")
+          f"(TFLOP/s) fp32 67, tf32 495, bf16 990; a PyTorch process's "
+          f"context {context / (1 << 30):.2f} GiB")
     print(f"{'config':<12}{'V':>5} {'prec':<5}{'andrea tok/s':>13}{'MFU':>6}"
           f"{'fuse':>6}{'eager':>9}{'+SDPA':>9}{'compiled':>10}{'MFU':>6}"
-          f"{'ratio':>7}  {'andrea GiB buf/peak':>19}{'torch GiB':>10}")
-    rows, gains = [], {}
+          f"{'ratio':>7}  {'andrea GiB buf/process':>22}"
+          f"{'torch GiB tensors/process':>26}")
+    rows, gains, lighter = [], {}, []
     with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm")
                                      else None) as tmp:
         for name in CONFIGS:
@@ -227,7 +257,7 @@ def main():
                     a, msg = ours(tmp, name, V, prec, data)
                     o, omsg = (ours(tmp, name, V, prec, data, not a["fused"])
                                if a else (None, ""))
-                    ts = {w: theirs(name, V, prec, w) for w in WAYS}
+                    ts = {w: theirs(name, V, prec, w, context) for w in WAYS}
                     t = ts["compiled"]  # the reference
                     if a is None or o is None:
                         print(f"{name:<12}{V:>5} {prec:<5} andrea failed: "
@@ -236,6 +266,7 @@ def main():
                     f, u = (a, o) if a["fused"] else (o, a)
                     r = a["tps"] / t["tps"]
                     rows.append(r)
+                    lighter.append(a["peak"] <= t["process"])
                     gain = f"{f['tps'] / u['tps']:>5.2f}x" if f["fused"] else "  n/a"
                     if f["fused"]:
                         gains.setdefault(prec, []).append(f["tps"] / u["tps"])
@@ -245,12 +276,15 @@ def main():
                           f"{gain:>6}{ts['eager']['tps']:>9.0f}"
                           f"{ts['sdpa']['tps']:>9.0f}{t['tps']:>10.0f}"
                           f"{fpt * t['tps'] / PEAK[prec]:>6.1%}{r:>6.2f}x  "
-                          f"{a['buf'] / gib:>9.2f}/{a['peak'] / gib:<9.2f}"
-                          f"{t['peak'] / gib:>10.2f}", flush=True)
+                          f"{a['buf'] / gib:>12.2f}/{a['peak'] / gib:<9.2f}"
+                          f"{t['peak'] / gib:>17.2f}/"
+                          f"{t['process'] / gib:<8.2f}", flush=True)
     if rows:
         print(f"bench-train-gpu: {sum(r >= 1.0 for r in rows)}/{len(rows)} "
               f"configurations >= 1.0x torch.compile + SDPA; geometric mean "
-              f"{float(np.exp(np.mean(np.log(rows)))):.2f}x")
+              f"{float(np.exp(np.mean(np.log(rows)))):.2f}x; "
+              f"{sum(lighter)}/{len(lighter)} hold at most the compiled "
+              f"model's process memory")
     for prec, g in gains.items():
         print(f"{prec}: the GELU fused into the MLP product (cuBLASLt) against "
               f"a kernel apart, geometric mean over {len(g)} configurations "

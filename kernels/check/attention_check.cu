@@ -6,7 +6,8 @@
 // fp32 (the tensor cores' split operands where D % 4 == 0 and D <= 128,
 // the FMA kernel otherwise) and in TF32; then timings at B = 8, H = 12,
 // D = 64.  The backward (at_cuda_attention_backward) against the
-// explicit gradients in double.
+// explicit gradients in double.  Both also with the heads side by side in
+// rows (at_heads), as the training engine hands them over.
 #include "harness.cuh"
 #include "attention_ref.cuh"
 
@@ -71,7 +72,7 @@ static void check(int BH, int T, int D, int causal, int tf32,
 	float *dq = h_upload(q), *dk = h_upload(k), *dv = h_upload(v);
 	float *dout = h_dev(n), *dlse = h_dev(rows);
 	H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, BH, T, D, scale,
-				       causal, tf32));
+				       causal, tf32, NULL));
 	const char *mode = tf32 ? "tf32" : "fp32";
 	char what[160];
 	snprintf(what, sizeof what, "attention %s %s BH=%d T=%d D=%d out",
@@ -97,9 +98,10 @@ static void check_bwd(int BH, int T, int D, int causal, int tf32)
 	      *dg = h_upload(g), *dout = h_dev(n), *dlse = h_dev(rows),
 	      *delta = h_dev(rows), *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
 	H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, BH, T, D, scale,
-				       causal, tf32));
+				       causal, tf32, NULL));
 	H_OP(at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, dlse, dg,
-					delta, BH, T, D, scale, causal, tf32));
+					delta, BH, T, D, scale, causal, tf32,
+					NULL));
 	const char *names[3] = {"dq", "dk", "dv"};
 	float *got[3] = {rq, rk, rv};
 	const std::vector<float> *want[3] = {&gq, &gk, &gv};
@@ -116,6 +118,62 @@ static void check_bwd(int BH, int T, int D, int causal, int tf32)
 		H_CUDA(cudaFree(p));
 }
 
+// x [BH,T,D] as rows [B,T,ld] holding H heads side by side, NaN between.
+static std::vector<float> as_rows(const std::vector<float> &x, int BH, int H,
+				  int T, int D, int ld)
+{
+	std::vector<float> y((size_t)BH / H * T * ld, NAN);
+	for (int bh = 0; bh < BH; bh++)
+		for (int t = 0; t < T; t++)
+			for (int d = 0; d < D; d++)
+				y[(size_t)(bh / H) * T * ld + (size_t)t * ld +
+				  (bh % H) * D + d] = x[((size_t)bh * T + t) * D + d];
+	return y;
+}
+
+// Forward and backward with every view in rows of ld = H * D + pad floats
+// (at_heads {H, ld}, as the training engine passes them) against the
+// oracle of the packed heads; the NaN between the heads must be neither
+// read (it would reach the results) nor written.
+static void check_rows(int B, int H, int T, int D, int pad, int tf32)
+{
+	int BH = B * H, ld = H * D + pad;
+	at_heads rows = {H, ld};
+	float scale = 1.0f / sqrtf((float)D);
+	size_t n = (size_t)BH * T * D, nr = (size_t)B * T * ld;
+	std::vector<float> q = h_randn(n), k = h_randn(n), v = h_randn(n),
+			   g = h_randn(n);
+	std::vector<float> r[5];
+	attention_reference(r, q, k, v, g, BH, T, D, scale, 1);
+	float *dq = h_upload(as_rows(q, BH, H, T, D, ld)),
+	      *dk = h_upload(as_rows(k, BH, H, T, D, ld)),
+	      *dv = h_upload(as_rows(v, BH, H, T, D, ld)),
+	      *dg = h_upload(as_rows(g, BH, H, T, D, ld)), *dout = h_dev(nr),
+	      *dlse = h_dev((size_t)BH * T), *delta = h_dev((size_t)BH * T),
+	      *rq = h_dev(nr), *rk = h_dev(nr), *rv = h_dev(nr);
+	H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, BH, T, D, scale,
+				       1, tf32, &rows));
+	H_OP(at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, dlse, dg,
+					delta, BH, T, D, scale, 1, tf32,
+					&rows));
+	const char *names[5] = {"out", "lse", "dq", "dk", "dv"};
+	float *got[5] = {dout, dlse, rq, rk, rv};
+	for (int i = 0; i < 5; i++) {
+		char what[160];
+		snprintf(what, sizeof what,
+			 "attention rows %s B=%d H=%d T=%d D=%d ld=%d %s",
+			 tf32 ? "tf32" : "fp32", B, H, T, D, ld, names[i]);
+		if (i == 1)
+			compare_lse(what, dlse, r[1], tolerance(tf32, 1e-5));
+		else
+			h_compare(what, got[i],
+				  as_rows(r[i], BH, H, T, D, ld).data(), nr,
+				  tolerance(tf32, 1e-5));
+	}
+	for (float *p : {dq, dk, dv, dg, dout, dlse, delta, rq, rk, rv})
+		H_CUDA(cudaFree(p));
+}
+
 static void timing(int T, int tf32)
 {
 	const int BH = 8 * 12, D = 64;
@@ -124,7 +182,7 @@ static void timing(int T, int tf32)
 	      *dv = h_upload(h_randn(n)), *dout = h_dev(n);
 	float ms = h_time_ms([&] {
 		at_cuda_attention_forward(dout, NULL, dq, dk, dv, BH, T, D,
-					  0.125f, 1, tf32);
+					  0.125f, 1, tf32, NULL);
 	}, 20);
 	const char *mode = tf32 ? "tf32" : "fp32";
 	char what[96];
@@ -137,10 +195,11 @@ static void timing(int T, int tf32)
 	float *lse = h_dev(rows), *delta = h_dev(rows), *dg = h_upload(h_randn(n)),
 	      *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
 	at_cuda_attention_forward(dout, lse, dq, dk, dv, BH, T, D, 0.125f, 1,
-				  tf32);
+				  tf32, NULL);
 	float bms = h_time_ms([&] {
 		at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout, lse, dg,
-					   delta, BH, T, D, 0.125f, 1, tf32);
+					   delta, BH, T, D, 0.125f, 1, tf32,
+					   NULL);
 	}, 10);
 	printf("time attention backward %s causal B=8 H=12 T=%d D=64: %.4f ms, "
 	       "%.1f TFLOP/s (forward + backward %.4f ms)\n", mode, T, bms,
@@ -173,6 +232,15 @@ int main(int argc, char **argv)
 		for (auto &s : bwd_shapes)
 			for (int causal = 1; causal >= 0; causal--)
 				check_bwd(s[0], s[1], s[2], causal, tf32);
+	// B, H, T, D, pad: tensor cores (D % 4 == 0, ld % 4 == 0) and FMA
+	static const int row_shapes[][5] = {
+		{2, 3, 67, 64, 0}, {2, 2, 130, 32, 4}, {1, 4, 1, 64, 0},
+		{2, 3, 50, 36, 8}, {1, 2, 70, 128, 4}, {2, 2, 33, 15, 1},
+		{1, 3, 40, 64, 2},
+	};
+	for (int tf32 = 0; tf32 <= 1; tf32++)
+		for (auto &s : row_shapes)
+			check_rows(s[0], s[1], s[2], s[3], s[4], tf32);
 	if (h_full) {
 		check(4, 1000, 64, 1, 0);
 		for (int tf32 = 0; tf32 <= 1; tf32++)

@@ -169,10 +169,10 @@ static void check_large(int B, int H, int T, int D)
 	float *o32 = h_dev(n), *lse32 = h_dev(nr), *delta = h_dev(nr),
 	      *dq32 = h_dev(n), *dk32 = h_dev(n), *dv32 = h_dev(n);
 	H_OP(at_cuda_attention_forward(o32, lse32, p.q.f32, p.k.f32, p.v.f32,
-				       BH, T, D, scale, 1, 0));
+				       BH, T, D, scale, 1, 0, NULL));
 	H_OP(at_cuda_attention_backward(dq32, dk32, dv32, p.q.f32, p.k.f32,
 					p.v.f32, o32, lse32, p.g.f32, delta, BH,
-					T, D, scale, 1, 0));
+					T, D, scale, 1, 0, NULL));
 	H_OP(run(&s, p));
 	float *fp32[5] = {o32, lse32, dq32, dk32, dv32};
 	std::vector<float> want[5];

@@ -107,6 +107,17 @@ __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
 {
 	*p = __float2bfloat16(v);
 }
+// Four floats stored as float or bf16 (round to nearest even, as
+// store_as), at p aligned to four elements.
+__device__ __forceinline__ void store4_as(float *p, float4 v)
+{
+	*(float4 *)p = v;
+}
+__device__ __forceinline__ void store4_as(__nv_bfloat16 *p, float4 v)
+{
+	((__nv_bfloat162 *)p)[0] = __floats2bfloat162_rn(v.x, v.y);
+	((__nv_bfloat162 *)p)[1] = __floats2bfloat162_rn(v.z, v.w);
+}
 
 // embed.cu: x[N,C] = wte[tokens[n]] + wpe[pos[n]] (decoding).
 int at_cu_embed_at(float *x, const int32_t *tokens, const int *pos,

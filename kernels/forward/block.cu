@@ -49,15 +49,21 @@ int at_cu_softmax_causal_fwd(float *s, bf16 *s16, size_t rows, int Tq, int n,
 	return 0;
 }
 
+// out = GELU(in): four at a time over the first n4 * 4, one at a time
+// from there to n.
 template <typename OUT>
-__global__ static void gelu_fwd_kernel(OUT *out, const float *in, size_t n)
+__global__ static void gelu_fwd_kernel(OUT *out, const float *in, size_t n4,
+				       size_t n)
 {
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		float x = in[i];
-		store_as(out + i, 0.5f * x *
-				  (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x))));
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	for (size_t i = i0; i < n4; i += stride) {
+		float4 x = ((const float4 *)in)[i];
+		store4_as(out + 4 * i, make_float4(gelu_tanh(x.x), gelu_tanh(x.y),
+						   gelu_tanh(x.z), gelu_tanh(x.w)));
 	}
+	for (size_t i = n4 * 4 + i0; i < n; i += stride)
+		store_as(out + i, gelu_tanh(in[i]));
 }
 
 template <typename OUT>
@@ -65,7 +71,11 @@ int at_cu_gelu_fwd(OUT *out, const float *in, size_t n)
 {
 	if (n == 0)
 		return 0;
-	gelu_fwd_kernel<OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(out, in, n);
+	const void *p[] = {out, in};
+	const int bytes[] = {sizeof(OUT), sizeof(float)};
+	size_t n4 = vec4_count(n, p, bytes, 2);
+	gelu_fwd_kernel<OUT><<<at_cu_blocks(n4 ? n4 : n, 256), 256, 0,
+			       at_cu_stream>>>(out, in, n4, n);
 	CU_LAUNCHED("GELU kernel");
 	return 0;
 }
@@ -286,9 +296,9 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
 }
 
-// The fused attention (training without the T x T weights: a->lse set):
-// cuDNN's in bf16, writing the heads straight into merged's rows; the
-// fp32 kernel otherwise, out [B,H,T,D] in buf3, merged as usual.
+// The fused attention (training without the T x T weights: a->lse set),
+// from q, k, v's rows straight into merged's: cuDNN's in bf16, andrea's
+// kernels in fp32 and tf32.
 static int attend_fused(int prec, const at_cu_block_acts *a,
 			const at_cu_kv *kv, int B, int T, int H, int D,
 			float scale)
@@ -300,11 +310,11 @@ static int attend_fused(int prec, const at_cu_block_acts *a,
 		return at_cudnn_sdpa_forward(&s, a->merged, a->lse, a->q, a->k,
 					     a->v);
 	}
-	TRY(at_cuda_attention_forward(a->buf3, a->lse, (const float *)a->q,
-				      (const float *)a->k, (const float *)a->v,
-				      B * H, T, D, scale, 1,
-				      prec == AT_PREC_TF32));
-	return MM_CALL(prec, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D);
+	at_heads rows = {H, H * D};
+	return at_cuda_attention_forward((float *)a->merged, a->lse,
+					 (const float *)a->q, (const float *)a->k,
+					 (const float *)a->v, B * H, T, D, scale,
+					 1, prec == AT_PREC_TF32, &rows);
 }
 
 // ---- with a hook: each head's share of y, and y and the MLP's output on
@@ -426,20 +436,25 @@ static int hooked_attention_out(const at_cu_gemm_mode *g,
 	return report(a, "xmid", a->xmid, 0, 3, B, T, C, 0);
 }
 
-// q, k, v (bf16 rows [B*T,C], one after the other from a->q) straight
-// from the product, as cuDNN's attention reads them; with biases by way
-// of buf3.
+// q, k, v (rows [B*T,C], one after the other from a->q; bf16 in bf16)
+// straight from the product, as the fused attentions read them; bf16
+// with biases by way of buf3.
 static int qkv_rows(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		    const at_cu_block_acts *a, int BT, int C)
 {
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
-	if ((bf16 *)a->k != (bf16 *)a->q + BTC || (bf16 *)a->v != (bf16 *)a->k + BTC)
+	int bf = g->prec == AT_PREC_BF16;
+	size_t es = bf ? sizeof(bf16) : sizeof(float);
+	if ((char *)a->k != (char *)a->q + BTC * es ||
+	    (char *)a->v != (char *)a->k + BTC * es)
 		return at_cu_failf("the fused attention wants q, k and v one "
 				   "after the other");
-	if (!w->bqkv) {
-		at_cu_gemm_layout rows16 = {0, 0, 0, 1};
+	if (!w->bqkv || !bf) {
+		float beta;
+		TRY(bias_fill((float *)a->q, NULL, w->bqkv, BT, C, 3, &beta));
+		at_cu_gemm_layout rows = {0, 0, 0, bf};
 		return at_cu_gemm_ld(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv,
-				     CC, 0.0f, a->q, BTC, 3, &rows16,
+				     CC, beta, a->q, BTC, 3, &rows,
 				     "the q, k, v products");
 	}
 	float beta;
@@ -458,7 +473,7 @@ static int attention(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	int D = C / H, BT = B * T;
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
 	float scale = (float)(1.0 / sqrt((double)D));
-	if (a->lse && bf) { // cuDNN's
+	if (a->lse) { // fused: no T x T weights
 		TRY(qkv_rows(g, w, a, BT, C));
 		return attend_fused(p, a, kv, B, T, H, D, scale);
 	}
@@ -486,8 +501,6 @@ static int attention(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		for (int i = 0; i < 3; i++)
 			TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
 	}
-	if (a->lse) // fp32: andrea's fused kernels
-		return attend_fused(p, a, kv, B, T, H, D, scale);
 	TRY(attend_prefill(g, a, kv, B, T, H, D, scale));
 	return MM_CALL(p, at_cu_merge_heads, a->merged, a->buf3, B, T, H, D);
 }

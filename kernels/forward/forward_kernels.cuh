@@ -25,6 +25,30 @@ typedef __nv_bfloat16 bf16;
 
 #define GELU_K 0.7978845608028654f // sqrt(2/pi)
 
+// GELU in the tanh form and its derivative (the CPU's lib/ops formulas).
+__device__ __forceinline__ float gelu_tanh(float x)
+{
+	return 0.5f * x * (1.0f + tanhf(GELU_K * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gelu_tanh_grad(float x)
+{
+	float th = tanhf(GELU_K * (x + 0.044715f * x * x * x));
+	float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+	return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+// How many float4s of n floats an elementwise pass over the pointers p
+// takes four at a time (16-byte loads: such passes are bound by memory);
+// 0 where one is not aligned to four of its elements.
+__host__ __forceinline__ size_t vec4_count(size_t n, const void *const *p,
+					   const int *bytes, int np)
+{
+	for (int i = 0; i < np; i++)
+		if ((uintptr_t)p[i] % (4 * bytes[i]))
+			return 0;
+	return n / 4;
+}
+
 // ---- bf16.cu: conversions ----
 
 // dst[n] = bf16(src[n]).

@@ -47,21 +47,22 @@ __device__ __forceinline__ float row_sum16(float v)
 	return v;
 }
 
-// rows [n, D] from src (rows beyond `valid` as zeros) into dst, rows ld
-// floats apart.
+// rows [n, D] from src (rows sld floats apart; beyond `valid` as zeros)
+// into dst, rows ld floats apart.
 __device__ __forceinline__ void load_tile(float *dst, int ld, const float *src,
-					  int n, int valid, int D)
+					  size_t sld, int n, int valid, int D)
 {
 	for (int i = threadIdx.x; i < n * D; i += blockDim.x) {
 		int r = i / D, d = i % D;
-		dst[r * ld + d] = r < valid ? src[(size_t)r * D + d] : 0.0f;
+		dst[r * ld + d] = r < valid ? src[r * sld + d] : 0.0f;
 	}
 }
 
 template <int DC>
 __global__ static void __launch_bounds__(256)
 fused_attention_kernel(float *out, float *lse, const float *q, const float *k,
-		       const float *v, int T, int D, float scale, int causal)
+		       const float *v, int T, int D, float scale, int causal,
+		       at_heads h)
 {
 	extern __shared__ float sm[];
 	float *qs = sm, *ks = qs + BR * (D + 1), *vs = ks + BC * (D + 1);
@@ -69,8 +70,8 @@ fused_attention_kernel(float *out, float *lse, const float *q, const float *k,
 	int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
 	int tiles = (T + BR - 1) / BR;
 	int q0 = (tiles - 1 - blockIdx.x) * BR; // the longest rows first
-	size_t head = (size_t)blockIdx.y * T * D;
-	load_tile(qs, D + 1, q + head + (size_t)q0 * D, BR, T - q0, D);
+	size_t head = heads_base(h, blockIdx.y, T, D), sld = h.ld;
+	load_tile(qs, D + 1, q + head + q0 * sld, sld, BR, T - q0, D);
 
 	float m[ROWS], l[ROWS], acc[ROWS][DC];
 	for (int i = 0; i < ROWS; i++) {
@@ -82,8 +83,8 @@ fused_attention_kernel(float *out, float *lse, const float *q, const float *k,
 	int keys = causal ? min(T, q0 + BR) : T;
 	for (int k0 = 0; k0 < keys; k0 += BC) {
 		__syncthreads(); // the last tile's k, v and p are used
-		load_tile(ks, D + 1, k + head + (size_t)k0 * D, BC, T - k0, D);
-		load_tile(vs, D, v + head + (size_t)k0 * D, BC, T - k0, D);
+		load_tile(ks, D + 1, k + head + k0 * sld, sld, BC, T - k0, D);
+		load_tile(vs, D, v + head + k0 * sld, sld, BC, T - k0, D);
 		__syncthreads();
 		float s[ROWS][COLS];
 		for (int i = 0; i < ROWS; i++)
@@ -146,7 +147,7 @@ fused_attention_kernel(float *out, float *lse, const float *q, const float *k,
 		for (int c = 0; c < DC; c++) {
 			int d = tx + 16 * c;
 			if (d < D)
-				out[head + (size_t)row * D + d] = acc[i][c] * inv;
+				out[head + row * sld + d] = acc[i][c] * inv;
 		}
 		if (lse && tx == 0)
 			lse[(size_t)blockIdx.y * T + row] = m[i] + logf(l[i]);
@@ -155,7 +156,8 @@ fused_attention_kernel(float *out, float *lse, const float *q, const float *k,
 
 template <int DC>
 static int launch(float *out, float *lse, const float *q, const float *k,
-		  const float *v, int BH, int T, int D, float scale, int causal)
+		  const float *v, int BH, int T, int D, float scale, int causal,
+		  at_heads h)
 {
 	size_t bytes = smem_floats(D) * sizeof(float);
 	CU_CHECK(cudaFuncSetAttribute(fused_attention_kernel<DC>,
@@ -164,7 +166,7 @@ static int launch(float *out, float *lse, const float *q, const float *k,
 		 "the fused attention's shared memory");
 	dim3 grid((T + BR - 1) / BR, BH);
 	fused_attention_kernel<DC><<<grid, 256, bytes, at_cu_stream>>>(
-		out, lse, q, k, v, T, D, scale, causal);
+		out, lse, q, k, v, T, D, scale, causal, h);
 	CU_LAUNCHED("fused attention kernel");
 	return 0;
 }
@@ -174,7 +176,8 @@ static int launch(float *out, float *lse, const float *q, const float *k,
 extern "C" int at_cuda_attention_forward(float *out, float *lse,
 					 const float *q, const float *k,
 					 const float *v, int BH, int T, int D,
-					 float scale, int causal, int tf32)
+					 float scale, int causal, int tf32,
+					 const at_heads *heads)
 {
 	if (BH == 0 || T == 0)
 		return 0;
@@ -185,16 +188,17 @@ extern "C" int at_cuda_attention_forward(float *out, float *lse,
 	if (BH > 65535)
 		return at_cu_failf("the fused attention takes at most 65535 "
 				   "heads a call on the GPU, not %d", BH);
+	at_heads h;
+	TRY(at_cu_heads_of(&h, heads, BH, D));
 	const void *views[] = {out, lse, q, k, v};
-	if (at_cu_attention_tc_takes(D, views, 5))
+	if (at_cu_attention_tc_takes(D, h, views, 5))
 		return at_cu_attention_tc_forward(out, lse, q, k, v, BH, T, D,
-						  scale, causal, tf32);
+						  scale, causal, tf32, h);
 	int dc = (D + 15) / 16;
-	return dc <= 1	 ? launch<1>(out, lse, q, k, v, BH, T, D, scale, causal)
-	       : dc <= 2 ? launch<2>(out, lse, q, k, v, BH, T, D, scale, causal)
-	       : dc <= 4 ? launch<4>(out, lse, q, k, v, BH, T, D, scale, causal)
-	       : dc <= 8 ? launch<8>(out, lse, q, k, v, BH, T, D, scale, causal)
-			 : launch<16>(out, lse, q, k, v, BH, T, D, scale, causal);
+#define FWD(n) launch<n>(out, lse, q, k, v, BH, T, D, scale, causal, h)
+	return dc <= 1 ? FWD(1) : dc <= 2 ? FWD(2) : dc <= 4 ? FWD(4)
+	     : dc <= 8 ? FWD(8) : FWD(16);
+#undef FWD
 }
 
 extern "C" int at_cuda_attention_host(float *out, float *lse, const float *q,
@@ -215,7 +219,7 @@ extern "C" int at_cuda_attention_host(float *out, float *lse, const float *q,
 				    cudaMemcpyHostToDevice),
 			 "copying q, k and v to the GPU");
 	TRY(at_cuda_attention_forward(dout.p, lse ? dlse.p : NULL, dq.p, dk.p,
-				      dv.p, BH, T, D, scale, causal, 0));
+				      dv.p, BH, T, D, scale, causal, 0, NULL));
 	CU_CHECK(cudaMemcpy(out, dout.p, n * sizeof(float),
 			    cudaMemcpyDeviceToHost),
 		 "computing the attention");

@@ -26,18 +26,20 @@ static size_t bwd_smem_floats(int D)
 	return 4 * (size_t)TB * (D + 1) + 2 * (size_t)TB * (TB + 1) + 2 * TB;
 }
 
-// delta[r] = dout[r] . out[r] over D, a warp a row (r is the whole
-// warp's, so its lanes leave the loop together).
+// delta[r] = dout[r] . out[r] over D, a warp a row r = bh * T + t (r is
+// the whole warp's, so its lanes leave the loop together).
 __global__ static void delta_kernel(float *delta, const float *dout,
-				    const float *out, size_t rows, int D)
+				    const float *out, size_t rows, int T,
+				    int D, at_heads h)
 {
 	size_t warps = (size_t)gridDim.x * blockDim.x / 32;
 	int lane = threadIdx.x % 32;
 	for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
 	     r < rows; r += warps) {
+		size_t at = heads_base(h, (int)(r / T), T, D) + r % T * h.ld;
 		float s = 0.0f;
 		for (int d = lane; d < D; d += 32)
-			s = fmaf(dout[r * D + d], out[r * D + d], s);
+			s = fmaf(dout[at + d], out[at + d], s);
 		for (int o = 16; o > 0; o >>= 1)
 			s += __shfl_xor_sync(0xffffffffu, s, o);
 		if (lane == 0)
@@ -45,14 +47,14 @@ __global__ static void delta_kernel(float *delta, const float *dout,
 	}
 }
 
-// rows [TB, D] from src (rows beyond `valid` as zeros) into dst, rows ld
-// floats apart.
+// rows [TB, D] from src (rows sld floats apart; beyond `valid` as zeros)
+// into dst, rows ld floats apart.
 __device__ __forceinline__ void tile_in(float *dst, int ld, const float *src,
-					int valid, int D)
+					size_t sld, int valid, int D)
 {
 	for (int i = threadIdx.x; i < TB * D; i += NT) {
 		int r = i / D, d = i % D;
-		dst[r * ld + d] = r < valid ? src[(size_t)r * D + d] : 0.0f;
+		dst[r * ld + d] = r < valid ? src[r * sld + d] : 0.0f;
 	}
 }
 
@@ -81,10 +83,11 @@ __device__ __forceinline__ void query_tile_in(const bwd_tiles &t,
 					      const float *q, const float *dout,
 					      const float *lse,
 					      const float *delta, size_t head,
-					      size_t hrow, int q0, int T, int D)
+					      size_t sld, size_t hrow, int q0,
+					      int T, int D)
 {
-	tile_in(t.q, t.ld, q + head + (size_t)q0 * D, T - q0, D);
-	tile_in(t.dout, t.ld, dout + head + (size_t)q0 * D, T - q0, D);
+	tile_in(t.q, t.ld, q + head + q0 * sld, sld, T - q0, D);
+	tile_in(t.dout, t.ld, dout + head + q0 * sld, sld, T - q0, D);
 	if (threadIdx.x < TB) {
 		int row = q0 + threadIdx.x;
 		t.lse[threadIdx.x] = row < T ? lse[hrow + row] : 0.0f;
@@ -117,21 +120,23 @@ template <int DC>
 __global__ static void __launch_bounds__(NT)
 dkdv_kernel(float *dk, float *dv, const float *q, const float *k,
 	    const float *v, const float *dout, const float *lse,
-	    const float *delta, int T, int D, float scale, int causal)
+	    const float *delta, int T, int D, float scale, int causal,
+	    at_heads h)
 {
 	extern __shared__ float sm[];
 	bwd_tiles t = tiles_of(sm, D);
 	int k0 = blockIdx.x * TB, r = threadIdx.x / 8, d0 = threadIdx.x % 8;
-	size_t head = (size_t)blockIdx.y * T * D, hrow = (size_t)blockIdx.y * T;
-	tile_in(t.k, t.ld, k + head + (size_t)k0 * D, T - k0, D);
-	tile_in(t.v, t.ld, v + head + (size_t)k0 * D, T - k0, D);
+	size_t head = heads_base(h, blockIdx.y, T, D), sld = h.ld;
+	size_t hrow = (size_t)blockIdx.y * T;
+	tile_in(t.k, t.ld, k + head + k0 * sld, sld, T - k0, D);
+	tile_in(t.v, t.ld, v + head + k0 * sld, sld, T - k0, D);
 	float ak[DC], av[DC];
 	for (int c = 0; c < DC; c++)
 		ak[c] = av[c] = 0.0f;
 	// causal: the queries before k0 see none of these keys
 	for (int q0 = causal ? k0 : 0; q0 < T; q0 += TB) {
 		__syncthreads(); // the last tile's q, dout, P and dS are used
-		query_tile_in(t, q, dout, lse, delta, head, hrow, q0, T, D);
+		query_tile_in(t, q, dout, lse, delta, head, sld, hrow, q0, T, D);
 		__syncthreads();
 		p_and_ds(t, q0, k0, T, D, scale, causal);
 		__syncthreads();
@@ -151,8 +156,8 @@ dkdv_kernel(float *dk, float *dv, const float *q, const float *k,
 	for (int c = 0; c < DC; c++) {
 		int d = d0 + 8 * c;
 		if (d < D) {
-			dk[head + (size_t)(k0 + r) * D + d] = ak[c] * scale;
-			dv[head + (size_t)(k0 + r) * D + d] = av[c];
+			dk[head + (k0 + r) * sld + d] = ak[c] * scale;
+			dv[head + (k0 + r) * sld + d] = av[c];
 		}
 	}
 }
@@ -162,21 +167,22 @@ template <int DC>
 __global__ static void __launch_bounds__(NT)
 dq_kernel(float *dq, const float *q, const float *k, const float *v,
 	  const float *dout, const float *lse, const float *delta, int T, int D,
-	  float scale, int causal)
+	  float scale, int causal, at_heads h)
 {
 	extern __shared__ float sm[];
 	bwd_tiles t = tiles_of(sm, D);
 	int q0 = blockIdx.x * TB, r = threadIdx.x / 8, d0 = threadIdx.x % 8;
-	size_t head = (size_t)blockIdx.y * T * D, hrow = (size_t)blockIdx.y * T;
-	query_tile_in(t, q, dout, lse, delta, head, hrow, q0, T, D);
+	size_t head = heads_base(h, blockIdx.y, T, D), sld = h.ld;
+	size_t hrow = (size_t)blockIdx.y * T;
+	query_tile_in(t, q, dout, lse, delta, head, sld, hrow, q0, T, D);
 	float aq[DC];
 	for (int c = 0; c < DC; c++)
 		aq[c] = 0.0f;
 	int keys = causal ? min(T, q0 + TB) : T;
 	for (int k0 = 0; k0 < keys; k0 += TB) {
 		__syncthreads(); // the last tile's k, v and dS are used
-		tile_in(t.k, t.ld, k + head + (size_t)k0 * D, T - k0, D);
-		tile_in(t.v, t.ld, v + head + (size_t)k0 * D, T - k0, D);
+		tile_in(t.k, t.ld, k + head + k0 * sld, sld, T - k0, D);
+		tile_in(t.v, t.ld, v + head + k0 * sld, sld, T - k0, D);
 		__syncthreads();
 		p_and_ds(t, q0, k0, T, D, scale, causal);
 		__syncthreads();
@@ -194,7 +200,7 @@ dq_kernel(float *dq, const float *q, const float *k, const float *v,
 	for (int c = 0; c < DC; c++) {
 		int d = d0 + 8 * c;
 		if (d < D)
-			dq[head + (size_t)(q0 + r) * D + d] = aq[c] * scale;
+			dq[head + (q0 + r) * sld + d] = aq[c] * scale;
 	}
 }
 
@@ -202,7 +208,7 @@ template <int DC>
 static int launch_bwd(float *dq, float *dk, float *dv, const float *q,
 		      const float *k, const float *v, const float *dout,
 		      const float *lse, const float *delta, int BH, int T,
-		      int D, float scale, int causal)
+		      int D, float scale, int causal, at_heads h)
 {
 	size_t bytes = bwd_smem_floats(D) * sizeof(float);
 	CU_CHECK(cudaFuncSetAttribute(dkdv_kernel<DC>,
@@ -215,10 +221,10 @@ static int launch_bwd(float *dq, float *dk, float *dv, const float *q,
 		 "the attention backward's shared memory");
 	dim3 grid((T + TB - 1) / TB, BH);
 	dkdv_kernel<DC><<<grid, NT, bytes, at_cu_stream>>>(
-		dk, dv, q, k, v, dout, lse, delta, T, D, scale, causal);
+		dk, dv, q, k, v, dout, lse, delta, T, D, scale, causal, h);
 	CU_LAUNCHED("attention backward (dk, dv) kernel");
 	dq_kernel<DC><<<grid, NT, bytes, at_cu_stream>>>(
-		dq, q, k, v, dout, lse, delta, T, D, scale, causal);
+		dq, q, k, v, dout, lse, delta, T, D, scale, causal, h);
 	CU_LAUNCHED("attention backward (dq) kernel");
 	return 0;
 }
@@ -228,7 +234,8 @@ extern "C" int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 					  const float *v, const float *out,
 					  const float *lse, const float *dout,
 					  float *delta, int BH, int T, int D,
-					  float scale, int causal, int tf32)
+					  float scale, int causal, int tf32,
+					  const at_heads *heads)
 {
 	if (BH == 0 || T == 0)
 		return 0;
@@ -238,18 +245,20 @@ extern "C" int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 	if (BH > 65535)
 		return at_cu_failf("the fused attention's backward takes at most "
 				   "65535 heads a call on the GPU, not %d", BH);
+	at_heads h;
+	TRY(at_cu_heads_of(&h, heads, BH, D));
 	size_t rows = (size_t)BH * T;
 	delta_kernel<<<at_cu_blocks(rows * 32, 256), 256, 0, at_cu_stream>>>(
-		delta, dout, out, rows, D);
+		delta, dout, out, rows, T, D, h);
 	CU_LAUNCHED("attention backward (delta) kernel");
 	const void *views[] = {dq, dk, dv, q, k, v, dout};
-	if (at_cu_attention_tc_takes(D, views, 7))
+	if (at_cu_attention_tc_takes(D, h, views, 7))
 		return at_cu_attention_tc_backward(dq, dk, dv, q, k, v, dout,
 						   lse, delta, BH, T, D, scale,
-						   causal, tf32);
+						   causal, tf32, h);
 	int dc = (D + 7) / 8;
 #define BWD(n) launch_bwd<n>(dq, dk, dv, q, k, v, dout, lse, delta, BH, T, D, \
-			     scale, causal)
+			     scale, causal, h)
 	return dc <= 1 ? BWD(1) : dc <= 2 ? BWD(2) : dc <= 4 ? BWD(4)
 	     : dc <= 8 ? BWD(8) : dc <= 16 ? BWD(16) : BWD(32);
 #undef BWD

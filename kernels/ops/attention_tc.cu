@@ -25,7 +25,8 @@
 template <int DP, bool SPLIT>
 __global__ static void __launch_bounds__(128, DP <= 64 ? 4 : 2)
 tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
-		  const float *v, int T, int D, float scale, int causal)
+		  const float *v, int T, int D, float scale, int causal,
+		  at_heads h)
 {
 	extern __shared__ float4 tc_sm[];
 	float *qs = (float *)tc_sm, *ks = qs + TC_ROWS * DP,
@@ -34,9 +35,8 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 	int r0 = threadIdx.x / 32 * 16; // the warp's rows in the tile
 	int tiles = (T + TC_ROWS - 1) / TC_ROWS;
 	int q0 = (tiles - 1 - blockIdx.x) * TC_ROWS; // the longest rows first
-	size_t head = (size_t)blockIdx.y * T * D;
-	tc_tile_in<DP, 128>(qs, q + head + (size_t)q0 * D, D, TC_ROWS, T - q0,
-			    D);
+	size_t head = heads_base(h, blockIdx.y, T, D), ld = h.ld;
+	tc_tile_in<DP, 128>(qs, q + head + q0 * ld, ld, TC_ROWS, T - q0, D);
 	const float sl2 = scale * TC_LOG2E;
 	int row[2] = {q0 + r0 + g, q0 + r0 + g + 8};
 	float o[DP / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -45,9 +45,9 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 	int keys = causal ? min(T, q0 + TC_ROWS) : T;
 	for (int k0 = 0; k0 < keys; k0 += TC_KEYS) {
 		__syncthreads(); // the last tile's k and v are used
-		tc_tile_in<DP, 128>(ks, k + head + (size_t)k0 * D, D, TC_KEYS,
+		tc_tile_in<DP, 128>(ks, k + head + k0 * ld, ld, TC_KEYS,
 				    T - k0, D);
-		tc_tile_in<DP, 128>(vs, v + head + (size_t)k0 * D, D, TC_KEYS,
+		tc_tile_in<DP, 128>(vs, v + head + k0 * ld, ld, TC_KEYS,
 				    T - k0, D);
 		__syncthreads();
 		if (causal && k0 > q0 + r0 + 15)
@@ -114,7 +114,7 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 		if (row[i] >= T)
 			continue;
 		float inv = 1.0f / l[i];
-		float *o_row = out + head + (size_t)row[i] * D;
+		float *o_row = out + head + row[i] * ld;
 		for (int d = 0; d < DP / 8; d++) {
 			int col = d * 8 + 2 * t;
 			if (col < D)
@@ -130,7 +130,7 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 template <int DP, bool SPLIT>
 static int tc_launch(float *out, float *lse, const float *q, const float *k,
 		     const float *v, int BH, int T, int D, float scale,
-		     int causal)
+		     int causal, at_heads h)
 {
 	int bytes = (TC_ROWS + 2 * TC_KEYS) * DP * (int)sizeof(float);
 	CU_CHECK(cudaFuncSetAttribute(tc_forward_kernel<DP, SPLIT>,
@@ -139,14 +139,25 @@ static int tc_launch(float *out, float *lse, const float *q, const float *k,
 		 "the fused attention's shared memory");
 	dim3 grid((T + TC_ROWS - 1) / TC_ROWS, BH);
 	tc_forward_kernel<DP, SPLIT><<<grid, 128, bytes, at_cu_stream>>>(
-		out, lse, q, k, v, T, D, scale, causal);
+		out, lse, q, k, v, T, D, scale, causal, h);
 	CU_LAUNCHED("fused attention kernel (tensor cores)");
 	return 0;
 }
 
-int at_cu_attention_tc_takes(int D, const void *const *ptrs, int n)
+int at_cu_heads_of(at_heads *out, const at_heads *in, int BH, int D)
 {
-	if (D % 4 || D > 128)
+	*out = in ? *in : at_heads{1, D};
+	if (out->H < 1 || BH % out->H || out->ld < (long long)out->H * D)
+		return at_cu_failf("the fused attention's heads: %d heads of %d "
+				   "values in rows of %d, not a layout of %d "
+				   "heads", out->H, D, out->ld, BH);
+	return 0;
+}
+
+int at_cu_attention_tc_takes(int D, at_heads h, const void *const *ptrs,
+			     int n)
+{
+	if (D % 4 || D > 128 || h.ld % 4)
 		return 0;
 	for (int i = 0; i < n; i++)
 		if (ptrs[i] && (uintptr_t)ptrs[i] % 16)
@@ -156,12 +167,13 @@ int at_cu_attention_tc_takes(int D, const void *const *ptrs, int n)
 
 int at_cu_attention_tc_forward(float *out, float *lse, const float *q,
 			       const float *k, const float *v, int BH, int T,
-			       int D, float scale, int causal, int tf32)
+			       int D, float scale, int causal, int tf32,
+			       at_heads h)
 {
 #define FWD(dp) (tf32 ? tc_launch<dp, false>(out, lse, q, k, v, BH, T, D,   \
-					     scale, causal)                   \
+					     scale, causal, h)                \
 		      : tc_launch<dp, true>(out, lse, q, k, v, BH, T, D, scale, \
-					    causal))
+					    causal, h))
 	return D <= 32 ? FWD(32) : D <= 64 ? FWD(64) : FWD(128);
 #undef FWD
 }

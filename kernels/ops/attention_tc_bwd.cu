@@ -57,10 +57,11 @@ __device__ __forceinline__ void acc_times_rows(float (&sum)[DP / 8][4],
 	}
 }
 
-// Rows [r][d] of a warp's 16 rows from its sums times scale, rows from T
-// and columns from D left alone.
+// Rows [r][d] (ld floats apart) of a warp's 16 rows from its sums times
+// scale, rows from T and columns from D left alone.
 template <int DP>
-__device__ __forceinline__ void rows_out(float *dst, const float (&sum)[DP / 8][4],
+__device__ __forceinline__ void rows_out(float *dst, size_t ld,
+					 const float (&sum)[DP / 8][4],
 					 int row0, int T, int D, float scale,
 					 int t)
 {
@@ -71,7 +72,7 @@ __device__ __forceinline__ void rows_out(float *dst, const float (&sum)[DP / 8][
 		for (int d = 0; d < DP / 8; d++) {
 			int col = d * 8 + 2 * t;
 			if (col < D)
-				*(float2 *)(dst + (size_t)row * D + col) =
+				*(float2 *)(dst + row * ld + col) =
 					make_float2(sum[d][2 * i] * scale,
 						    sum[d][2 * i + 1] * scale);
 		}
@@ -84,7 +85,8 @@ template <int DP, int BQ, bool SPLIT>
 __global__ static void __launch_bounds__(128)
 tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 	      const float *v, const float *dout, const float *lse,
-	      const float *delta, int T, int D, float scale, int causal)
+	      const float *delta, int T, int D, float scale, int causal,
+	      at_heads h)
 {
 	extern __shared__ float4 tc_sm[];
 	float *ks = (float *)tc_sm, *vs = ks + 64 * DP, *qs = vs + 64 * DP;
@@ -96,9 +98,10 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 	// the warp's share of a tile's dq: 16 queries from wq, DQ columns from wd
 	constexpr int QW = BQ / 16, DQ = DP * QW / 4;
 	int wq = warp % QW * 16, wd = warp / QW * DQ;
-	size_t head = (size_t)blockIdx.y * T * D, hrow = (size_t)blockIdx.y * T;
-	tc_tile_in<DP, 128>(ks, k + head + (size_t)k0 * D, D, 64, T - k0, D);
-	tc_tile_in<DP, 128>(vs, v + head + (size_t)k0 * D, D, 64, T - k0, D);
+	size_t head = heads_base(h, blockIdx.y, T, D), ld = h.ld;
+	size_t hrow = (size_t)blockIdx.y * T;
+	tc_tile_in<DP, 128>(ks, k + head + k0 * ld, ld, 64, T - k0, D);
+	tc_tile_in<DP, 128>(vs, v + head + k0 * ld, ld, 64, T - k0, D);
 	const float sl2 = scale * TC_LOG2E;
 	int key[2] = {k0 + r0 + g, k0 + r0 + g + 8};
 	float sk[DP / 8][4], sv[DP / 8][4];
@@ -108,10 +111,9 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 	// causal: the queries before k0 see none of these keys
 	for (int q0 = causal ? k0 : 0; q0 < T; q0 += BQ) {
 		__syncthreads(); // the last tile's q, dout and dS are used
-		tc_tile_in<DP, 128>(qs, q + head + (size_t)q0 * D, D, BQ,
-				    T - q0, D);
-		tc_tile_in<DP, 128>(dos, dout + head + (size_t)q0 * D, D, BQ,
-				    T - q0, D);
+		tc_tile_in<DP, 128>(qs, q + head + q0 * ld, ld, BQ, T - q0, D);
+		tc_tile_in<DP, 128>(dos, dout + head + q0 * ld, ld, BQ, T - q0,
+				    D);
 		for (int i = threadIdx.x; i < BQ; i += 128) {
 			bool in = q0 + i < T;
 			lse2[i] = in ? lse[hrow + q0 + i] * TC_LOG2E : 0.0f;
@@ -153,7 +155,7 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 			int row = q0 + wq + g + 8 * i;
 			if (row >= T)
 				continue;
-			float *dst = dq + head + (size_t)row * D + wd + 2 * t;
+			float *dst = dq + head + row * ld + wd + 2 * t;
 			for (int n = 0; n < DQ / 8; n++)
 				if (wd + n * 8 + 2 * t < D)
 					atomicAdd((float2 *)(dst + n * 8),
@@ -161,15 +163,15 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 							      sq[n][2 * i + 1]));
 		}
 	}
-	rows_out<DP>(dk + head, sk, key[0], T, D, scale, t);
-	rows_out<DP>(dv + head, sv, key[0], T, D, 1.0f, t);
+	rows_out<DP>(dk + head, ld, sk, key[0], T, D, scale, t);
+	rows_out<DP>(dv + head, ld, sv, key[0], T, D, 1.0f, t);
 }
 
 template <int DP, bool SPLIT>
 static int tc_backward(float *dq, float *dk, float *dv, const float *q,
 		       const float *k, const float *v, const float *dout,
 		       const float *lse, const float *delta, int BH, int T,
-		       int D, float scale, int causal)
+		       int D, float scale, int causal, at_heads h)
 {
 	constexpr int BQ = DP >= 128 ? 32 : 64; // registers: 4 sums of 16 x DP
 	int bytes = ((64 + BQ) * 2 * DP + 64 * BQ + 2 * BQ) * (int)sizeof(float);
@@ -177,12 +179,14 @@ static int tc_backward(float *dq, float *dk, float *dv, const float *q,
 				      cudaFuncAttributeMaxDynamicSharedMemorySize,
 				      bytes),
 		 "the attention backward's shared memory");
-	CU_CHECK(cudaMemsetAsync(dq, 0, (size_t)BH * T * D * sizeof(float),
-				 at_cu_stream),
+	// each head's rows: D floats every ld, B * T of them a head column
+	CU_CHECK(cudaMemset2DAsync(dq, h.ld * sizeof(float), 0,
+				   (size_t)h.H * D * sizeof(float),
+				   (size_t)BH / h.H * T, at_cu_stream),
 		 "clearing dq");
 	dim3 grid((T + 63) / 64, BH);
 	tc_bwd_kernel<DP, BQ, SPLIT><<<grid, 128, bytes, at_cu_stream>>>(
-		dq, dk, dv, q, k, v, dout, lse, delta, T, D, scale, causal);
+		dq, dk, dv, q, k, v, dout, lse, delta, T, D, scale, causal, h);
 	CU_LAUNCHED("attention backward kernel (tensor cores)");
 	return 0;
 }
@@ -191,13 +195,13 @@ int at_cu_attention_tc_backward(float *dq, float *dk, float *dv,
 				const float *q, const float *k, const float *v,
 				const float *dout, const float *lse,
 				const float *delta, int BH, int T, int D,
-				float scale, int causal, int tf32)
+				float scale, int causal, int tf32, at_heads h)
 {
 #define BWD(dp) (tf32 ? tc_backward<dp, false>(dq, dk, dv, q, k, v, dout, \
 					       lse, delta, BH, T, D, scale, \
-					       causal)                      \
+					       causal, h)                   \
 		      : tc_backward<dp, true>(dq, dk, dv, q, k, v, dout, lse, \
-					      delta, BH, T, D, scale, causal))
+					      delta, BH, T, D, scale, causal, h))
 	return D <= 32 ? BWD(32) : D <= 64 ? BWD(64) : BWD(128);
 #undef BWD
 }

@@ -6,18 +6,6 @@
 // contiguous along D.
 #include "common/cuda_util.cuh"
 
-// Four floats stored as float or bf16 (round to nearest even, as
-// store_as), at p aligned to four elements.
-__device__ __forceinline__ static void store4_as(float *p, float4 v)
-{
-	*(float4 *)p = v;
-}
-__device__ __forceinline__ static void store4_as(__nv_bfloat16 *p, float4 v)
-{
-	((__nv_bfloat162 *)p)[0] = __floats2bfloat162_rn(v.x, v.y);
-	((__nv_bfloat162 *)p)[1] = __floats2bfloat162_rn(v.z, v.w);
-}
-
 // VEC (1 or 4) floats from src to dst.
 template <int VEC, typename OUT>
 __device__ __forceinline__ static void move(OUT *dst, const float *src)

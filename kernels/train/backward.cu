@@ -29,9 +29,9 @@ static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
 			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
 }
 
-// From dO (d_out: rows [B*T,C] for cuDNN, else [B,H,T,D]) to d_qkv (3 x
-// [B*T,C] mm) through layer l's attention, q its q, k, v (rows for cuDNN,
-// else [B,H,T,D]) and merged its output's rows.
+// From dO (d_out: rows [B*T,C] where fused, else [B,H,T,D]) to d_qkv (3
+// x [B*T,C] mm) through layer l's attention, q its q, k, v (rows where
+// fused, else [B,H,T,D]) and merged its output's rows.
 static int attention_backward(tr_cuda *d, int l, const void *q,
 			      const void *merged)
 {
@@ -41,7 +41,6 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	const at_cu_gemm_mode *bl = &d->blas;
 	const void *k = mm_at(d, (void *)q, BTC), *v = mm_at(d, (void *)q, 2 * BTC);
 	float scale = (float)(1.0 / sqrt((double)D));
-	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
 	if (cudnn_attention(d)) { // cuDNN writes d_qkv's rows itself
 		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
 		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
@@ -49,29 +48,30 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 					      v, merged, d->d_out,
 					      lse_at(d, l));
 	}
-	if (d->fused_attn) { // fp32: out back to [B,H,T,D] in d_merged
-		TRY(at_cu_split_heads<float>(d->d_merged, (const float *)merged,
-					     1, B, T, H, D));
-		TRY(at_cuda_attention_backward(
-			dq, dk, dv, (const float *)q, (const float *)k,
-			(const float *)v, d->d_merged, lse_at(d, l),
-			(const float *)d->d_out, d->delta, BH, T, D, scale, 1,
-			d->prec == AT_PREC_TF32));
-	} else { // dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
-		float *att = d->att + l * BH * TT;
-		void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
-		void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
-		TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
-			       d->d_att, TT, BH, "the attention product, backward"));
-		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD,
-			       0.0f, dv, TD, BH, "the attention product, backward"));
-		TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
-			    (size_t)BH * T, T, scale));
-		TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f,
-			       dq, TD, BH, "the scores product, backward"));
-		TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f,
-			       dk, TD, BH, "the scores product, backward"));
+	if (d->fused_attn) { // fp32, tf32: andrea's kernels, rows as well
+		at_heads rows = {H, C};
+		float *dq = (float *)d->d_qkv;
+		return at_cuda_attention_backward(
+			dq, dq + BTC, dq + 2 * BTC, (const float *)q,
+			(const float *)k, (const float *)v, (const float *)merged,
+			lse_at(d, l), (const float *)d->d_out, d->delta, BH, T,
+			D, scale, 1, d->prec == AT_PREC_TF32, &rows);
 	}
+	// explicit: dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
+	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
+	float *att = d->att + l * BH * TT;
+	void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
+	void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
+	TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
+		       d->d_att, TT, BH, "the attention product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, att_mm, TT, d->d_out, TD,
+		       0.0f, dv, TD, BH, "the attention product, backward"));
+	TRY(MM_CALL(d, tr_softmax_causal_bwd, ds_mm, d->d_att, att,
+		    (size_t)BH * T, T, scale));
+	TRY(at_cu_gemm(bl, 0, 0, T, D, T, 1.0f, ds_mm, TT, k, TD, 0.0f,
+		       dq, TD, BH, "the scores product, backward"));
+	TRY(at_cu_gemm(bl, 1, 0, T, D, T, 1.0f, ds_mm, TT, q, TD, 0.0f,
+		       dk, TD, BH, "the scores product, backward"));
 	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
 }
 
@@ -141,10 +141,10 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
 		       g + o->wo, 0, 1, "the output projection, backward"));
 	TRY(bias_grad(d, o->bo, drm, C, 1, "the output bias, backward"));
-	if (cudnn_attention(d)) { // cuDNN reads dO in rows, as written
-		at_cu_gemm_layout rows16 = {0, 0, 0, 1};
+	if (d->fused_attn) { // the fused attentions read dO in rows
+		at_cu_gemm_layout rows = {0, 0, 0, bf};
 		TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0,
-				  0.0f, d->d_out, 0, 1, &rows16,
+				  0.0f, d->d_out, 0, 1, &rows,
 				  "the output projection, backward"));
 	} else {
 		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, drm, 0, W(d, o->wo), 0,
@@ -154,15 +154,20 @@ static int block_backward(tr_cuda *d, int l)
 			    H, D));
 	}
 	TRY(attention_backward(d, l, q, merged));
-	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, d->d_qkv, BTC, 0.0f,
-		       g + o->wq, CC, 3, "the q, k, v products, backward"));
 	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
-	for (int i = 0; i < 3; i++)
-		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f,
-			       mm_at(d, d->d_qkv, i * BTC), 0,
+	for (int i = 0; i < 3; i++) {
+		// three products, not one batched: cuBLAS splits a plain
+		// product's long K (B*T) across blocks, not a batched one's;
+		// batched, 3 x C^2 outputs fill too few blocks (2.3x slower)
+		const void *dqkv = mm_at(d, d->d_qkv, i * BTC);
+		TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, dqkv, 0, 0.0f,
+			       g + o->wq + i * CC, 0, 1,
+			       "the q, k, v products, backward"));
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, dqkv, 0,
 			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
 			       d->d_ln, 0, 1,
 			       "the q, k, v products, backward"));
+	}
 	TRY(tr_layernorm_bwd(dr, d->dr16, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
 			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
 			     BT, C, d->ln_part));

@@ -94,11 +94,11 @@ static int alloc_all(tr_cuda *d)
 		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));
 	}
 	TRY(dalloc(d, &d->losses, BT, f, "the losses"));
-	if (!cudnn_attention(d) || d->biases) // q, k, v's products in float
+	if (!d->fused_attn || (bf && d->biases)) // q, k, v's products in float
 		TRY(dalloc(d, &d->buf3, 3 * BTC, f, "backward scratch"));
 	TRY(dalloc(d, &d->d_resid, BTC, f, "backward scratch"));
 	TRY(dalloc(d, &d->d_ln, BTC, f, "backward scratch"));
-	if (!cudnn_attention(d))
+	if (!d->fused_attn)
 		TRY(dalloc(d, &d->d_merged, BTC, f, "backward scratch"));
 	if (bf)
 		TRY(dalloc(d, &d->dr16, BTC, 2, "backward scratch"));
@@ -267,7 +267,7 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 		return 0;
 	if (precision != AT_PREC_BF16)
 		return attention == TR_ATTN_FUSED ||
-		       at_cu_attention_tc_takes(D, NULL, 0);
+		       at_cu_attention_tc_takes(D, at_heads{H, H * D}, NULL, 0);
 	at_sdpa_shape s = at_sdpa_block(B, H, T, D);
 	if (at_cudnn_sdpa_supported(&s, 0) && at_cudnn_sdpa_supported(&s, 1))
 		return 1;

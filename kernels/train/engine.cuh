@@ -35,7 +35,7 @@ struct tr_cuda {
 	float *resid, *xmid;             // (L+1) x [BT,C], L x [BT,C]
 	void *ln1, *ln2;                 // L x [BT,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
-	void *qkv;                       // L x 3 x [B,H,T,D] mm, rows for cuDNN
+	void *qkv;                       // L x 3 x [B,H,T,D] mm, rows if fused
 	float *att;                      // L x [B,H,T,T] (explicit attention)
 	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
 	int fused_attn;                  // else explicit (tr_cuda_new)
@@ -51,10 +51,10 @@ struct tr_cuda {
 	float *head_g;                   // its gradient, padded
 	float *losses;                   // [BT]
 	// backward scratch
-	float *buf3;                     // 3 x [BT,C]
-	float *d_resid, *d_ln, *d_merged; // [BT,C]
+	float *buf3;                     // 3 x [BT,C] (explicit; bf16 biases)
+	float *d_resid, *d_ln, *d_merged; // [BT,C] (d_merged: explicit)
 	bf16 *dr16;                      // [BT,C], bf16 mode
-	void *d_out;                     // [B,H,T,D] mm, rows for cuDNN
+	void *d_out;                     // [B,H,T,D] mm, rows if fused
 	void *d_qkv;                     // 3 x [BT,C] mm
 	float *d_fc;                     // [BT,F]
 	bf16 *d_fc16;                    // [BT,F], bf16 mode

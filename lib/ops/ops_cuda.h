@@ -52,14 +52,25 @@ int at_cuda_attend_forward(float *o, const float *a, const float *v, int BH,
 int at_cuda_mask_causal(float *s, int BH, int T, float fill);
 /* kernels/ops/softmax.cu */
 int at_cuda_softmax_rows(float *p, const float *s, size_t rows, int n);
+/* Where the fused attention's views (q, k, v, out and their gradients)
+ * hold their heads: row t of head bh starts (bh / H) * T * ld + (bh % H)
+ * * D + t * ld floats in.  NULL stands for {1, D}, [BH,T,D] contiguous;
+ * {H, H*D} is H heads side by side in rows [B,T,H*D], as the block's
+ * products write and read them (no split or merge around the attention).
+ * BH % H == 0 and ld >= H * D. */
+typedef struct {
+	int H, ld;
+} at_heads;
 /* kernels/ops/attention.cu: at_attention_fused (ops.h) on the GPU, heads
- * of D <= 256 values.  Where D % 4 == 0, D <= 128 and every view is
- * 16-byte aligned it runs on tensor cores: tf32 0 splits each fp32
- * operand into two TF32 halves (three products, about fp32's accuracy),
- * tf32 1 rounds it to TF32; other heads run in plain fp32. */
+ * of D <= 256 values laid out as `heads` says (lse [BH,T] always).  Where
+ * D % 4 == 0, D <= 128 and every row is 16-byte aligned it runs on tensor
+ * cores: tf32 0 splits each fp32 operand into two TF32 halves (three
+ * products, about fp32's accuracy), tf32 1 rounds it to TF32; other
+ * heads run in plain fp32. */
 int at_cuda_attention_forward(float *out, float *lse, const float *q,
 			      const float *k, const float *v, int BH, int T,
-			      int D, float scale, int causal, int tf32);
+			      int D, float scale, int causal, int tf32,
+			      const at_heads *heads);
 
 /* ---- host pointers: one call per stage ---- */
 
@@ -82,16 +93,18 @@ int at_cuda_softmax_host(float *p, const float *s, size_t rows, int n);
 int at_cuda_attend_host(float *out, const float *attn, const float *v,
 			int B, int H, int T, int D, int merge, const float *wo,
 			int tf32);
-/* kernels/ops/attention_bwd.cu: the gradients dq, dk, dv [BH,T,D] of
+/* kernels/ops/attention_bwd.cu: the gradients dq, dk, dv of
  * at_cuda_attention_forward's out (device memory) from q, k, v, its out and
- * lse, and dout; delta [BH,T] is scratch.  D <= 256, on tensor cores and
- * tf32 as for the forward.  There dq is summed with atomics (runs may
- * differ in its last bits); the FMA path is deterministic. */
+ * lse, and dout, all laid out as `heads` says; delta [BH,T] is scratch.
+ * D <= 256, on tensor cores and tf32 as for the forward.  There dq is
+ * summed with atomics (runs may differ in its last bits); the FMA path is
+ * deterministic. */
 int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 			       const float *q, const float *k, const float *v,
 			       const float *out, const float *lse,
 			       const float *dout, float *delta, int BH, int T,
-			       int D, float scale, int causal, int tf32);
+			       int D, float scale, int causal, int tf32,
+			       const at_heads *heads);
 /* kernels/ops/attention_cudnn.cu: the fused attention in bf16 through
  * cuDNN (loaded at run time).  q, k, v, out and the gradients dq, dk, dv,
  * dout are bf16 [B,H,T,D] views in device memory, each given by its
