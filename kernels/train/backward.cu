@@ -75,19 +75,52 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
 }
 
-// GELU(fc) of layer l into the one gelu buffer, which holds the last
-// layer's from the forward pass: kept once, not per layer, the MLP's
-// activations cost one elementwise pass a layer instead of 1.1 GB (at
-// andrea-120m, B 16, T 1024).
+// The MLP's activations GELU(fc) are kept once, not per layer: the one
+// gelu buffer holds the last layer's from the forward pass, and the
+// backward pass computes each other layer's again (one elementwise pass
+// a layer instead of 1.1 GB at andrea-120m, B 16, T 1024).  Where the
+// cuBLASLt epilogue computes dfc, by a pass of their own; else in the
+// pass of the GELU's backward (mlp_backward).
 static int gelu_again(tr_cuda *d, int l)
 {
 	if (l == d->cfg.n_layer - 1)
 		return 0;
 	size_t n = (size_t)d->B * d->T * 4 * d->cfg.d_model;
 	const void *fc = fc_at(d, l);
-	if (d->gelu_mm && d->prec == AT_PREC_BF16) // fc is bf16 there
+	if (d->prec == AT_PREC_BF16) // fc is bf16 there
 		return tr_gelu_again((bf16 *)d->gelu, (const bf16 *)fc, n);
-	return MM_CALL(d, at_cu_gelu_fwd, d->gelu, (const float *)fc, n);
+	return at_cu_gelu_fwd((float *)d->gelu, (const float *)fc, n);
+}
+
+// From the gradient of layer l's MLP output (drm) to dfc (d_fc16 in bf16,
+// else d_fc), and the gradients of its second product and bias.
+static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc_mm)
+{
+	const tr_layer_off *o = &d->layer[l];
+	size_t BT = (size_t)d->B * d->T;
+	int C = d->cfg.d_model, F = 4 * C;
+	const at_cu_gemm_mode *bl = &d->blas;
+	void *fc = fc_at(d, l);
+	if (d->gelu_mm) {
+		TRY(gelu_again(d, l));
+		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
+	} else {
+		TRY(at_cu_gemm(bl, 0, 1, (int)BT, F, C, 1.0f, drm, 0,
+			       W(d, o->proj), 0, 0.0f, d->d_fc, 0, 1,
+			       "the MLP's second product, backward"));
+		void *act = l == d->cfg.n_layer - 1 ? NULL : d->gelu;
+		const float *pre = (const float *)fc;
+		TRY(d->prec == AT_PREC_BF16
+			    ? tr_gelu_bwd((bf16 *)dfc_mm, (bf16 *)act, pre,
+					  d->d_fc, BT * F)
+			    : tr_gelu_bwd((float *)dfc_mm, (float *)act, pre,
+					  d->d_fc, BT * F));
+	}
+	TRY(at_cu_gemm(bl, 1, 0, F, C, (int)BT, 1.0f, d->gelu, 0, drm, 0, 0.0f,
+		       d->g + o->proj, 0, 1,
+		       "the MLP's second product, backward"));
+	return bias_grad(d, o->bproj, drm, C, 1,
+			 "the MLP's second bias, backward");
 }
 
 // Back through one block (lib/train/backward.c's block_backward): d_resid
@@ -105,27 +138,13 @@ static int block_backward(tr_cuda *d, int l)
 	void *ln1 = mm_at(d, d->ln1, l * BTC), *ln2 = mm_at(d, d->ln2, l * BTC);
 	void *q = mm_at(d, d->qkv, l * 3 * BTC);
 	void *merged = mm_at(d, d->merged, l * BTC);
-	void *fc = fc_at(d, l), *gelu = d->gelu;
 	size_t lr = (size_t)l * BT;
 	float *g = d->g, *dr = d->d_resid;
 	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
-	TRY(gelu_again(d, l));
 	const void *drm = resid_grad_mm(d);
-	TRY(at_cu_gemm(bl, 1, 0, F, C, BT, 1.0f, gelu, 0, drm, 0, 0.0f,
-		       g + o->proj, 0, 1,
-		       "the MLP's second product, backward"));
-	TRY(bias_grad(d, o->bproj, drm, C, 1, "the MLP's second bias, backward"));
-	if (d->gelu_mm) {
-		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
-	} else {
-		TRY(at_cu_gemm(bl, 0, 1, BT, F, C, 1.0f, drm, 0, W(d, o->proj),
-			       0, 0.0f, d->d_fc, 0, 1,
-			       "the MLP's second product, backward"));
-		TRY(MM_CALL(d, tr_gelu_bwd, dfc_mm, (const float *)fc, d->d_fc,
-			    (size_t)BT * F));
-	}
+	TRY(mlp_backward(d, l, drm, dfc_mm));
 	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
 		       g + o->fc, 0, 1, "the MLP's first product, backward"));
 	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));

@@ -78,40 +78,51 @@ int tr_mean(double *out, const float *losses, int N)
 }
 
 
-// din = dout GELU'(in): four at a time over the first n4 * 4, one at a
-// time from there to n.
+// din = dout GELU'(in), act = GELU(in) unless NULL: four at a time over
+// the first n4 * 4, one at a time from there to n.
 template <typename OUT>
-__global__ static void gelu_bwd_kernel(OUT *din, const float *in,
+__global__ static void gelu_bwd_kernel(OUT *din, OUT *act, const float *in,
 				       const float *dout, size_t n4, size_t n)
 {
 	size_t stride = (size_t)gridDim.x * blockDim.x;
 	size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	for (size_t i = i0; i < n4; i += stride) {
 		float4 x = ((const float4 *)in)[i], dy = ((const float4 *)dout)[i];
+		if (act)
+			store4_as(act + 4 * i,
+				  make_float4(gelu_tanh(x.x), gelu_tanh(x.y),
+					      gelu_tanh(x.z), gelu_tanh(x.w)));
 		store4_as(din + 4 * i, make_float4(dy.x * gelu_tanh_grad(x.x),
 						   dy.y * gelu_tanh_grad(x.y),
 						   dy.z * gelu_tanh_grad(x.z),
 						   dy.w * gelu_tanh_grad(x.w)));
 	}
-	for (size_t i = n4 * 4 + i0; i < n; i += stride)
+	for (size_t i = n4 * 4 + i0; i < n; i += stride) {
+		if (act)
+			store_as(act + i, gelu_tanh(in[i]));
 		store_as(din + i, dout[i] * gelu_tanh_grad(in[i]));
+	}
 }
 
 template <typename OUT>
-int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n)
+int tr_gelu_bwd(OUT *din, OUT *act, const float *in, const float *dout,
+		size_t n)
 {
 	if (n == 0)
 		return 0;
-	const void *p[] = {din, in, dout};
-	const int bytes[] = {sizeof(OUT), sizeof(float), sizeof(float)};
-	size_t n4 = vec4_count(n, p, bytes, 3);
+	const void *p[] = {din, act, in, dout};
+	const int bytes[] = {sizeof(OUT), sizeof(OUT), sizeof(float),
+			     sizeof(float)};
+	size_t n4 = vec4_count(n, p, bytes, 4);
 	gelu_bwd_kernel<OUT><<<at_cu_blocks(n4 ? n4 : n, 256), 256>>>(
-		din, in, dout, n4, n);
+		din, act, in, dout, n4, n);
 	CU_LAUNCHED("GELU backward kernel");
 	return 0;
 }
-template int tr_gelu_bwd<float>(float *, const float *, const float *, size_t);
-template int tr_gelu_bwd<bf16>(bf16 *, const float *, const float *, size_t);
+template int tr_gelu_bwd<float>(float *, float *, const float *,
+				const float *, size_t);
+template int tr_gelu_bwd<bf16>(bf16 *, bf16 *, const float *, const float *,
+			       size_t);
 
 // GELU(x) in the tanh form, as x sigmoid(2u) = x / (1 + e^(-2u)),
 // u = GELU_K (x + 0.044715 x^3), with the fast exponential: its error is

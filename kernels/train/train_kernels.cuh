@@ -82,9 +82,12 @@ int tr_mean(double *out, const float *losses, int N);
 // out = GELU(in) again in the backward pass, bf16 both (the cuBLASLt
 // epilogue's pre-activations): vectorized, the fast exponential.
 int tr_gelu_again(bf16 *out, const bf16 *in, size_t n);
-// din = dout * GELU'(in).
+// din = dout * GELU'(in) and, where act is not NULL, act = GELU(in)
+// (the backward pass's recomputed activations) from the same read of in;
+// din may be dout.
 template <typename OUT>
-int tr_gelu_bwd(OUT *din, const float *in, const float *dout, size_t n);
+int tr_gelu_bwd(OUT *din, OUT *act, const float *in, const float *dout,
+		size_t n);
 // dwpe[t] = sum over b of dx[b,t] (rows t < T; the rest untouched) and
 // dwte[v] = sum of dx over the positions pos[off[v]..off[v+1]) in order,
 // added to what dwte holds where add (a tied head's share).
