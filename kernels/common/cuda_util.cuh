@@ -107,6 +107,13 @@ __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
 {
 	*p = __float2bfloat16(v);
 }
+// Whether p is aligned to four of its elements: where float4 loads and
+// store4_as may go (elementwise passes are bound by memory).
+template <typename T> static inline bool aligned4(const T *p)
+{
+	return (uintptr_t)p % (4 * sizeof(T)) == 0;
+}
+
 // Four floats stored as float or bf16 (round to nearest even, as
 // store_as), at p aligned to four elements.
 __device__ __forceinline__ void store4_as(float *p, float4 v)

@@ -71,9 +71,7 @@ int at_cu_gelu_fwd(OUT *out, const float *in, size_t n)
 {
 	if (n == 0)
 		return 0;
-	const void *p[] = {out, in};
-	const int bytes[] = {sizeof(OUT), sizeof(float)};
-	size_t n4 = vec4_count(n, p, bytes, 2);
+	size_t n4 = aligned4(out) && aligned4(in) ? n / 4 : 0;
 	gelu_fwd_kernel<OUT><<<at_cu_blocks(n4 ? n4 : n, 256), 256, 0,
 			       at_cu_stream>>>(out, in, n4, n);
 	CU_LAUNCHED("GELU kernel");

@@ -98,6 +98,16 @@ int block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
 	  const at_cu_kv *kv, void *k, void *v, float *x, int B, int T);
 // stops the worker of records in flight and frees their buffers
 void free_in_flight(at_cuda_fwd *g);
+// hooks.cu: the caller's hook as a device hook (h filled), or NULL
+const at_cu_hook *device_hook(at_cuda_fwd *g, const at_hook *hook,
+			      at_cu_hook *h);
+// reports the engine's own device activation [B,T,X]: x after layer (-1:
+// the embedding), lnf and logits (layer -1)
+int report_btx(const at_cu_hook *h, const char *name, void *data, int bf,
+	       int layer, int B, int T, int X);
+// x [B,T,C] after layer
+int report_x(at_cuda_fwd *g, const at_cu_hook *h, float *x, int layer, int B,
+	     int T);
 }
 
 #endif

@@ -37,18 +37,6 @@ __device__ __forceinline__ float gelu_tanh_grad(float x)
 	return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
 }
 
-// How many float4s of n floats an elementwise pass over the pointers p
-// takes four at a time (16-byte loads: such passes are bound by memory);
-// 0 where one is not aligned to four of its elements.
-__host__ __forceinline__ size_t vec4_count(size_t n, const void *const *p,
-					   const int *bytes, int np)
-{
-	for (int i = 0; i < np; i++)
-		if ((uintptr_t)p[i] % (4 * bytes[i]))
-			return 0;
-	return n / 4;
-}
-
 // ---- bf16.cu: conversions ----
 
 // dst[n] = bf16(src[n]).

@@ -148,9 +148,9 @@ int at_cu_heads_of(at_heads *out, const at_heads *in, int BH, int D)
 {
 	*out = in ? *in : at_heads{1, D};
 	if (out->H < 1 || BH % out->H || out->ld < (long long)out->H * D)
-		return at_cu_failf("the fused attention's heads: %d heads of %d "
-				   "values in rows of %d, not a layout of %d "
-				   "heads", out->H, D, out->ld, BH);
+		return at_cu_failf("the fused attention: %d heads side by side "
+				   "in rows of %d floats cannot hold %d heads "
+				   "of %d values", out->H, out->ld, BH, D);
 	return 0;
 }
 

@@ -32,7 +32,7 @@ static int embed(float *x, const int32_t *tokens, const int *pos,
 	size_t bt = (size_t)B * T;
 	if (bt == 0 || C == 0)
 		return 0;
-	int aligned = ((uintptr_t)x | (uintptr_t)wte | (uintptr_t)wpe) % 16 == 0;
+	int aligned = aligned4(x) && aligned4(wte) && aligned4(wpe);
 	if (C % 4 == 0 && aligned) {
 		size_t n = bt * (C / 4);
 		embed_kernel<4><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(x, tokens, pos, wte,

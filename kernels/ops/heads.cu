@@ -59,8 +59,7 @@ __global__ static void merge_kernel(OUT *out, const float *in, int T, int H,
 // both buffers aligned to four of their elements.
 template <typename OUT> static int vec4_ok(const OUT *out, const float *in, int D)
 {
-	return D % 4 == 0 && (uintptr_t)out % (4 * sizeof(OUT)) == 0 &&
-	       (uintptr_t)in % 16 == 0;
+	return D % 4 == 0 && aligned4(out) && aligned4(in);
 }
 
 template <typename OUT>

@@ -145,7 +145,7 @@ extern "C" int at_cuda_mask_causal(float *s, int BH, int T, float fill)
 		CU_LAUNCHED("mask kernel");
 		return 0;
 	}
-	if (T % 4 == 0 && (uintptr_t)s % 16 == 0 && rows <= UINT32_MAX) {
+	if (T % 4 == 0 && aligned4(s) && rows <= UINT32_MAX) {
 		unsigned grid = rows < (1u << 31) ? (unsigned)rows : (1u << 31) - 1;
 		mask_rows4_kernel<<<grid, 256, 0, at_cu_stream>>>(s, T, (unsigned)rows, fill);
 		CU_LAUNCHED("mask kernel");

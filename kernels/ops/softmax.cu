@@ -191,7 +191,7 @@ extern "C" int at_cuda_softmax_rows(float *p, const float *s, size_t rows,
 {
 	if (rows == 0 || n == 0)
 		return 0;
-	int vec4 = n % 4 == 0 && ((uintptr_t)p | (uintptr_t)s) % 16 == 0;
+	int vec4 = n % 4 == 0 && aligned4(p) && aligned4(s);
 	int done;
 	if (vec4)
 		done = launch_fitting<4, 32, 8>(p, s, rows, n) ||

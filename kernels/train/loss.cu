@@ -110,10 +110,9 @@ int tr_gelu_bwd(OUT *din, OUT *act, const float *in, const float *dout,
 {
 	if (n == 0)
 		return 0;
-	const void *p[] = {din, act, in, dout};
-	const int bytes[] = {sizeof(OUT), sizeof(OUT), sizeof(float),
-			     sizeof(float)};
-	size_t n4 = vec4_count(n, p, bytes, 4);
+	bool vec = aligned4(din) && aligned4(act) && aligned4(in) &&
+		   aligned4(dout); // act may be NULL, which is aligned
+	size_t n4 = vec ? n / 4 : 0;
 	gelu_bwd_kernel<OUT><<<at_cu_blocks(n4 ? n4 : n, 256), 256>>>(
 		din, act, in, dout, n4, n);
 	CU_LAUNCHED("GELU backward kernel");
