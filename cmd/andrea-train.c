@@ -22,6 +22,7 @@
 #include "ops/ops.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
+#include "cli/train_ranks.h"
 #include "cli/train_report.h"
 #include "core/clock.h"
 #include "train/activations.h"
@@ -43,6 +44,7 @@ typedef struct {
 	int attention;      /* TR_ATTN_AUTO, _FUSED, _EXPLICIT */
 	double val_fraction;
 	tr_hparams h;
+	cli_ranks ranks;    /* --gpus, --rank, --world, --init, ... */
 } options;
 
 /* Whether the option of long name `name` was on the command line. */
@@ -68,6 +70,14 @@ static void nonneg_opt(void *to, const char *arg, const char *what)
 	*(double *)to = d;
 }
 
+/* --timeout: a number > 0 into the double at `to`. */
+static void positive_opt(void *to, const char *arg, const char *what)
+{
+	nonneg_opt(to, arg, what);
+	if (*(double *)to == 0)
+		cli_usage_error("%s '%s': expected a number > 0", what, arg);
+}
+
 /* --val-fraction: a number in [0, 1) into the double at `to`. */
 static void fraction_opt(void *to, const char *arg, const char *what)
 {
@@ -91,7 +101,8 @@ static void check_mode(const options *o, cli_operands operand)
 		"data", "steps", "batch", "seq", "lr", "min-lr", "warmup",
 		"weight-decay", "clip", "val-fraction", "eval-every",
 		"eval-batches", "save-every", "checkpoint", "resume", "stop-at",
-		"log", "progress", "dump-grads", "tokenizer", "attention"};
+		"log", "progress", "dump-grads", "tokenizer", "attention",
+		"gpus", "rank", "world", "init", "shard-optimizer", "timeout"};
 	if (o->forward) {
 		for (size_t i = 0; i < sizeof train_only / sizeof *train_only; i++)
 			if (given(o, train_only[i]))
@@ -255,6 +266,8 @@ typedef struct {
 	tr_state st;
 	float *mom1, *mom2;
 	tr_engine *eng;  /* where the steps compute, once the data is loaded */
+	const tr_ranks *ranks; /* this process's place among the ranks, or NULL */
+	int lead;        /* alone or rank 0: the one that writes and reports */
 	char err[1024];  /* the reason of a failed engine call */
 	char ckpt[4200];
 	train_report rep; /* progress, --log, the closing line */
@@ -403,7 +416,8 @@ static void start(trainer *tr)
 				tr->m.cfg.ctx);
 }
 
-/* Writes the checkpoint (with ckpt), then the model, each atomically. */
+/* Writes the checkpoint (with ckpt), then the model, each atomically;
+ * of several ranks, rank 0 writes while the others wait. */
 static void save(trainer *tr, int ckpt)
 {
 	options *o = tr->o;
@@ -412,6 +426,11 @@ static void save(trainer *tr, int ckpt)
 		engine_check(tr, tr_engine_pull(tr->eng, TR_PULL_PARAMS |
 						TR_PULL_MOMENTS, tr->err,
 						sizeof tr->err));
+	if (!tr->lead) {
+		engine_check(tr, tr_engine_barrier(tr->eng, tr->err,
+						   sizeof tr->err));
+		return;
+	}
 	if (ckpt && at_writer_open(&w, tr->ckpt, &o->c.wopts) < 0)
 		cli_fail(w.err);
 	if (ckpt && (tr_checkpoint_write(&w, &tr->m, tr->mom1, tr->mom2,
@@ -427,6 +446,9 @@ static void save(trainer *tr, int ckpt)
 		at_writer_abort(&w);
 		cli_fail(w.err);
 	}
+	if (tr->eng)
+		engine_check(tr, tr_engine_barrier(tr->eng, tr->err,
+						   sizeof tr->err));
 }
 
 /* The mean loss over the held-out batches. */
@@ -456,31 +478,36 @@ static void dump_grads(trainer *tr, double loss)
 }
 
 /* One optimisation step: batch, forward, backward, clip, update; the
- * first one's gradients go to --dump-grads. */
-static double step(trainer *tr, double *lr_out, double *norm_out)
+ * first one's gradients go to --dump-grads.  r->stop: a signal asked to
+ * end the run here (of several ranks, to any of them). */
+static void step(trainer *tr, tr_step_out *r)
 {
-	tr_step_out r;
-	engine_check(tr, tr_engine_step(tr->eng, &tr->st, tr->o->stop_at, &r,
-					tr->err, sizeof tr->err));
+	engine_check(tr, tr_engine_step(tr->eng, &tr->st, tr->o->stop_at,
+					stop_signal != 0, r, tr->err,
+					sizeof tr->err));
 	if (tr->o->dump_grads && tr->rep.steps_run == 0)
-		dump_grads(tr, r.loss);
+		dump_grads(tr, r->loss);
 	tr->st.step++;
-	*lr_out = r.lr;
-	*norm_out = r.norm;
-	return r.loss;
 }
 
-static int train_main(options *o, at_device device)
+/* The checkpoint's path: --checkpoint, or MODEL.ckpt; a fresh run must
+ * not overwrite one without -f. */
+static void checkpoint_path(const options *o, char *ckpt, size_t len)
 {
-	trainer tr = {.o = o};
 	if (o->checkpoint)
-		snprintf(tr.ckpt, sizeof tr.ckpt, "%s", o->checkpoint);
+		snprintf(ckpt, len, "%s", o->checkpoint);
 	else
-		snprintf(tr.ckpt, sizeof tr.ckpt, "%s.ckpt", o->c.output);
+		snprintf(ckpt, len, "%s.ckpt", o->c.output);
 	struct stat sb;
-	if (!o->resume && o->data && !o->c.force && stat(tr.ckpt, &sb) == 0)
+	if (!o->resume && o->data && !o->c.force && stat(ckpt, &sb) == 0)
 		cli_die("%s exists: --resume continues its run, -f replaces it",
-			tr.ckpt);
+			ckpt);
+}
+
+static int train_main(options *o, at_device device, const tr_ranks *ranks)
+{
+	trainer tr = {.o = o, .ranks = ranks, .lead = !ranks || ranks->rank == 0};
+	checkpoint_path(o, tr.ckpt, sizeof tr.ckpt);
 	if (o->resume)
 		resume(&tr);
 	else
@@ -512,15 +539,15 @@ static int train_main(options *o, at_device device)
 	st->data_crc = tr.data.crc;
 	st->eval_every = o->eval_every;
 	st->eval_batches = o->eval_batches;
-	if (o->resume && st->step < o->stop_at)
+	if (o->resume && st->step < o->stop_at && tr.lead)
 		fprintf(stderr, "%s: resuming %s at step %ld of %ld\n", cli_prog,
 			tr.ckpt, st->step, st->h.steps);
 	engine_check(&tr, tr_engine_new(&tr.eng, &tr.m, tr.mom1, tr.mom2,
 					&tr.data, st->batch, st->seq, device,
-					o->precision, o->attention, tr.err,
-					sizeof tr.err));
+					o->precision, o->attention, ranks,
+					tr.err, sizeof tr.err));
 	FILE *log = NULL;
-	if (o->log && !(log = fopen(o->log, o->resume ? "a" : "w")))
+	if (o->log && tr.lead && !(log = fopen(o->log, o->resume ? "a" : "w")))
 		cli_die("%s: %s", o->log, strerror(errno));
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
@@ -528,22 +555,26 @@ static int train_main(options *o, at_device device)
 	sigaction(SIGTERM, &sa, NULL);
 
 	train_report *rep = &tr.rep;
-	train_report_start(rep, log, o->log, o->progress,
+	train_report_start(rep, log, o->log, o->progress && tr.lead,
 			   (long)st->batch * st->seq);
 	int eval = st->val_fraction > 0 && o->eval_every > 0;
-	while (st->step < o->stop_at && !stop_signal) {
-		double t = at_now(), lr, norm;
-		double loss = step(&tr, &lr, &norm);
+	tr_step_out r = {0};
+	/* alone, a signal ends the run after the step it came in; ranks
+	 * agree on the step through tr_engine_step (r.stop) */
+	while (st->step < o->stop_at && !r.stop && (ranks || !stop_signal)) {
+		double t = at_now();
+		step(&tr, &r);
 		rep->train_time += at_now() - t;
 		rep->steps_run++;
-		if (!isfinite(loss))
+		if (!isfinite(r.loss))
 			cli_die("step %ld: the loss is %g: training diverged "
-				"(lower --lr?)", st->step, loss);
+				"(lower --lr?)", st->step, r.loss);
 		double val = NAN;
 		if (eval && (st->step % o->eval_every == 0 || st->step == o->stop_at))
 			val = evaluate(&tr);
-		train_report_step(rep, tr.eng, st->step, o->stop_at, loss, val, lr,
-				  norm);
+		if (tr.lead)
+			train_report_step(rep, tr.eng, st->step, o->stop_at, r.loss,
+					  val, r.lr, r.norm);
 		if (o->save_every > 0 && st->step % o->save_every == 0 &&
 		    st->step < o->stop_at)
 			save(&tr, 1);
@@ -551,7 +582,9 @@ static int train_main(options *o, at_device device)
 	save(&tr, st->step > 0);
 	if (rep->tty && rep->progress && rep->steps_run)
 		fputc('\n', stderr);
-	if (rep->steps_run)
+	if (!tr.lead)
+		;
+	else if (rep->steps_run)
 		train_report_end(rep, tr.eng, st->step, st->h.steps, o->c.output,
 				 tr.ckpt);
 	else
@@ -565,11 +598,17 @@ static int train_main(options *o, at_device device)
 	tr_model_free(&tr.m);
 	free(tr.mom1);
 	free(tr.mom2);
-	if (stop_signal) {
-		fprintf(stderr, "%s: stopped by signal %d after step %ld; saved "
-			"%s and %s\n", cli_prog, (int)stop_signal, st->step,
-			o->c.output, tr.ckpt);
-		return 128 + stop_signal;
+	if (stop_signal || r.stop) {
+		int sig = stop_signal ? stop_signal : SIGTERM; /* another rank's */
+		if (tr.lead && stop_signal)
+			fprintf(stderr, "%s: stopped by signal %d after step %ld; "
+				"saved %s and %s\n", cli_prog, sig, st->step,
+				o->c.output, tr.ckpt);
+		else if (tr.lead)
+			fprintf(stderr, "%s: stopped after step %ld by a signal to "
+				"another rank; saved %s and %s\n", cli_prog,
+				st->step, o->c.output, tr.ckpt);
+		return 128 + sig;
 	}
 	return 0;
 }
@@ -617,13 +656,36 @@ int main(int argc, char **argv)
 		CLI_STRING("tokens", 0, &o.tokens),
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &o.precision),
 		CLI_CALL_ARG("attention", 0, attention_opt, &o.attention),
+		CLI_INT("gpus", 0, &o.ranks.gpus, 1, 1024),
+		CLI_INT("rank", 0, &o.ranks.rank, 0, 1 << 20),
+		CLI_INT("world", 0, &o.ranks.world, 1, 1 << 20),
+		CLI_STRING("init", 0, &o.ranks.init),
+		CLI_FLAG("shard-optimizer", 0, &o.ranks.shard),
+		CLI_CALL_ARG("timeout", 0, positive_opt, &o.ranks.timeout_s),
 		CLI_END};
 	o.opts = opts;
+	o.ranks.rank = o.ranks.world = -1;
 	cli_operands operand = cli_parse(&o.c, opts, usage, CLI_ANY, argc, argv);
 	check_mode(&o, operand);
 	if (o.forward) /* the device is chosen once the tokens are known */
 		return forward_main(&o, operand.v[0]);
+	tr_ranks ranks;
+	int role = cli_ranks_resolve(&o.ranks, &ranks);
+	int world = role == CLI_LAUNCHER ? o.ranks.gpus
+		    : role == CLI_RANK ? ranks.world : 1;
+	if (o.dump_grads && world > 1)
+		cli_usage_error("--dump-grads writes one rank's batch: it runs "
+				"on one GPU");
 	at_device dev = stage_device(&o.c, 1);
 	stage_check_precision(dev, o.precision);
-	return train_main(&o, dev);
+	if (role != CLI_ALONE && dev != AT_DEV_CUDA)
+		cli_die("--%s: training on several ranks needs a GPU%s",
+			role == CLI_LAUNCHER ? "gpus" : "init",
+			o.c.device ? " (--device cuda)" : ", and none is usable");
+	if (role == CLI_LAUNCHER) { /* the ranks do the rest */
+		char ckpt[4200];
+		checkpoint_path(&o, ckpt, sizeof ckpt);
+		return cli_ranks_launch(&o.ranks, argc, argv);
+	}
+	return train_main(&o, dev, role == CLI_RANK ? &ranks : NULL);
 }

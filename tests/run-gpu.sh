@@ -2,7 +2,8 @@
 # run-gpu.sh - the GPU test suite (make test-gpu), for a machine with a GPU
 # but maybe without pytest: (a) the NumPy-oracle suites of the stages,
 # tests/test_gpu.py and tests/test_train_gpu.py (andrea-train on the GPU
-# against the CPU, with its own memcheck run) with ANDREA_DEVICE=cuda,
+# against the CPU, with its own memcheck run), tests/test_train_ranks_gpu.py
+# (one rank through NCCL against the plain run) with ANDREA_DEVICE=cuda,
 # (b) every kernel harness, (c) compute-sanitizer memcheck and racecheck
 # over the harnesses, memcheck over one stage pipeline and over the
 # forward engine's tools.  Ends with one summary line; exits 1
@@ -40,7 +41,7 @@ if ! printf x | bin/andrea-embed --text --device cuda >/dev/null; then
 fi
 
 # (a) the stage suites on the GPU
-SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py"
+SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_train_ranks_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py"
 if "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	step pytest env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q \
 		-p no:cacheprovider $SUITES

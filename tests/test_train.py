@@ -501,11 +501,49 @@ def test_sigterm_saves_and_exits_143(tmp_path):
     ["--d-model", "10", "--heads", "3", "--steps", "0", "-o", "m.ats"],
     ["--attention", "flash", "--data", "d", "-o", "m.ats"],
     ["--forward", "--attention", "fused"],
+    # several GPUs (andrea-train(1), SEVERAL GPUS)
+    ["--gpus", "0", "--data", "d", "-o", "m.ats"],
+    ["--gpus", "2", "--rank", "0", "--data", "d", "-o", "m.ats"],
+    ["--gpus", "2", "--init", "file:x", "--data", "d", "-o", "m.ats"],
+    ["--gpus", "2", "--dump-grads", "g.ats", "--data", "d", "-o", "m.ats"],
+    ["--rank", "0", "--world", "2", "--data", "d", "-o", "m.ats"],
+    ["--rank", "0", "--init", "file:x", "--data", "d", "-o", "m.ats"],
+    ["--rank", "2", "--world", "2", "--init", "file:x", "--data", "d",
+     "-o", "m.ats"],
+    ["--init", "file:x", "--data", "d", "-o", "m.ats"],
+    ["--shard-optimizer", "--data", "d", "-o", "m.ats"],
+    ["--timeout", "30", "--data", "d", "-o", "m.ats"],
+    ["--gpus", "2", "--timeout", "0", "--data", "d", "-o", "m.ats"],
+    ["--forward", "--gpus", "2"],
 ])
 def test_bad_options_exit_2(tmp_path, args):
     p = run("train", *args, cwd=tmp_path)
     assert p.returncode == 2, p.stderr
     one_line_error(p, "train")
+
+
+def test_several_ranks_need_the_gpu(tmp_path):
+    """--gpus, --init and an mpirun's ranks are refused on the CPU with one
+    line, before any data is read or file written; so is an mpirun's
+    environment that is not a rank and a size."""
+    common = ["--data", tmp_path / "missing.txt", "-o", tmp_path / "m.ats",
+              "--device", "cpu"]
+    p = run("train", "--gpus", 2, *common, check=1)
+    assert "--gpus: training on several ranks needs a GPU (--device cuda)" \
+        in one_line_error(p, "train")
+    p = run("train", "--rank", 1, "--world", 2, "--init",
+            f"file:{tmp_path}/id", *common, check=1)
+    assert "--init: training on several ranks needs a GPU" \
+        in one_line_error(p, "train")
+    mpi = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}
+    p = run("train", "--init", f"file:{tmp_path}/id", *common, env=mpi,
+            check=1)
+    assert "needs a GPU" in one_line_error(p, "train")
+    mpi["OMPI_COMM_WORLD_SIZE"] = "two"
+    p = run("train", "--init", f"file:{tmp_path}/id", *common, env=mpi,
+            check=1)
+    assert "OMPI_COMM_WORLD_SIZE=two" in one_line_error(p, "train")
+    assert os.listdir(tmp_path) == []
 
 
 def test_bad_data_fails_with_one_line(tmp_path):

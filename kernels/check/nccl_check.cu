@@ -51,7 +51,7 @@ static void check_rank(at_comm *c, int rank, int world, uint64_t seed)
 			want[i] = rank_sum(seed, world, i);
 		}
 		float *d = h_upload(mine);
-		H_OP(at_comm_sum(c, d, n, 0));
+		H_OP(at_comm_sum(c, d, n, AT_COMM_FLOAT, 0));
 		snprintf(what, sizeof what, "sum rank %d of %d n=%zu", rank,
 			 world, n);
 		h_compare(what, d, want.data(), n, 1e-6);
@@ -84,6 +84,18 @@ static void check_rank(at_comm *c, int rank, int world, uint64_t seed)
 		H_CUDA(cudaFree(dm));
 		H_CUDA(cudaFree(da));
 	}
+	// doubles (the loss, the norm's square): summed exactly here
+	double mine2[2] = {rank + 0.25, 1e-12 * (rank + 1)}, *dd, got[2];
+	H_CUDA(cudaMalloc((void **)&dd, sizeof mine2));
+	H_CUDA(cudaMemcpy(dd, mine2, sizeof mine2, cudaMemcpyHostToDevice));
+	H_OP(at_comm_sum(c, dd, 2, AT_COMM_DOUBLE, 0));
+	H_CUDA(cudaMemcpy(got, dd, sizeof got, cudaMemcpyDeviceToHost));
+	H_CUDA(cudaFree(dd));
+	double want2[2] = {world * (world - 1) / 2.0 + 0.25 * world,
+			   1e-12 * world * (world + 1) / 2.0};
+	snprintf(what, sizeof what, "sum of doubles rank %d of %d", rank, world);
+	h_result(got[0] == want2[0] && fabs(got[1] - want2[1]) <= 1e-27, what,
+		 "");
 	snprintf(what, sizeof what, "no error pending rank %d of %d", rank,
 		 world);
 	int rc = at_comm_check(c);

@@ -97,11 +97,12 @@ at_comm *at_comm_join(const unsigned char id[AT_COMM_ID_BYTES], int rank,
 	return c;
 }
 
-int at_comm_sum(at_comm *c, float *buf, size_t n, cudaStream_t s)
+int at_comm_sum(at_comm *c, void *buf, size_t n, at_comm_type t,
+		cudaStream_t s)
 {
-	return nccl_ok(nccl.all_reduce(buf, buf, n, ncclFloat32, ncclSum, c->c,
-				       s),
-		       c, "summing over the ranks");
+	ncclDataType_t nt = t == AT_COMM_DOUBLE ? ncclFloat64 : ncclFloat32;
+	return nccl_ok(nccl.all_reduce(buf, buf, n, nt, ncclSum, c->c, s), c,
+		       "summing over the ranks");
 }
 
 int at_comm_sum_scatter(at_comm *c, const float *send, float *recv, size_t n,
@@ -151,7 +152,10 @@ at_comm *at_comm_join(const unsigned char *, int, int)
 	no_nccl();
 	return NULL;
 }
-int at_comm_sum(at_comm *, float *, size_t, cudaStream_t) { return no_nccl(); }
+int at_comm_sum(at_comm *, void *, size_t, at_comm_type, cudaStream_t)
+{
+	return no_nccl();
+}
 int at_comm_sum_scatter(at_comm *, const float *, float *, size_t,
 			cudaStream_t)
 {

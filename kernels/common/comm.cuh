@@ -26,8 +26,13 @@ int at_comm_id(unsigned char id[AT_COMM_ID_BYTES]);
 at_comm *at_comm_join(const unsigned char id[AT_COMM_ID_BYTES], int rank,
 		      int world);
 
-// buf (n floats) = the sum over the ranks of their buf.
-int at_comm_sum(at_comm *c, float *buf, size_t n, cudaStream_t s);
+// What a sum adds: the gradients' floats, or the doubles of the loss and
+// the gradient's squared norm.
+enum at_comm_type { AT_COMM_FLOAT, AT_COMM_DOUBLE };
+
+// buf (n elements of type t) = the sum over the ranks of their buf.
+int at_comm_sum(at_comm *c, void *buf, size_t n, at_comm_type t,
+		cudaStream_t s);
 
 // recv (n floats) = this rank's n of the sum over the ranks of their
 // send (world * n floats; rank r gets elements [r n, (r + 1) n)).

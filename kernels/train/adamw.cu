@@ -40,24 +40,25 @@ int tr_sumsq(double *out, const float *g, size_t n, double *partial)
 	return 0;
 }
 
-// The arithmetic of tr_adamw_update (train_adamw.c), element by element.
+// The arithmetic of tr_adamw_update (lib/train/adamw.c), element by
+// element.
 __global__ static void adamw_kernel(float *p, bf16 *p16, const float *g,
-				    float *m1, float *m2,
-				    const tr_chunk *chunks, float lr, float b1,
+				    float *m1, float *m2, size_t mom_base,
+				    const tr_piece *pieces, float lr, float b1,
 				    float b2, float eps, float wd, float c1,
 				    float c2, double clip, const double *normsq)
 {
-	tr_chunk ch = chunks[blockIdx.x];
-	float wdj = ch.wd * wd; // exactly wd or 0, as on the CPU
+	tr_piece pc = pieces[blockIdx.x];
+	float wdj = pc.decay ? wd : 0.0f; // exactly wd or 0, as on the CPU
 	double norm = sqrt(*normsq);
 	float gs = (float)(clip > 0 && norm > clip ? clip / norm : 1.0);
-	for (unsigned k = threadIdx.x; k < ch.len; k += blockDim.x) {
-		size_t j = ch.start + k;
+	for (unsigned k = threadIdx.x; k < pc.len; k += blockDim.x) {
+		size_t j = pc.start + k, jm = j - mom_base;
 		float gj = g[j] * gs;
-		float a = b1 * m1[j] + (1.0f - b1) * gj;
-		float b = b2 * m2[j] + (1.0f - b2) * gj * gj;
-		m1[j] = a;
-		m2[j] = b;
+		float a = b1 * m1[jm] + (1.0f - b1) * gj;
+		float b = b2 * m2[jm] + (1.0f - b2) * gj * gj;
+		m1[jm] = a;
+		m2[jm] = b;
 		float mh = a / c1, vh = b / c2;
 		float w = p[j];
 		w -= lr * (mh / (sqrtf(vh) + eps) + wdj * w);
@@ -68,14 +69,14 @@ __global__ static void adamw_kernel(float *p, bf16 *p16, const float *g,
 }
 
 int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
-	     const tr_chunk *chunks, int nchunks, float lr, float b1, float b2,
-	     float eps, float wd, float c1, float c2, double clip,
-	     const double *normsq)
+	     size_t mom_base, const tr_piece *pieces, int npieces, float lr,
+	     float b1, float b2, float eps, float wd, float c1, float c2,
+	     double clip, const double *normsq)
 {
-	if (nchunks == 0)
+	if (npieces == 0)
 		return 0;
-	adamw_kernel<<<nchunks, 256>>>(p, p16, g, m1, m2, chunks, lr, b1, b2,
-				       eps, wd, c1, c2, clip, normsq);
+	adamw_kernel<<<npieces, 256>>>(p, p16, g, m1, m2, mom_base, pieces, lr,
+				       b1, b2, eps, wd, c1, c2, clip, normsq);
 	CU_LAUNCHED("AdamW kernel");
 	return 0;
 }

@@ -238,12 +238,16 @@ int tr_backward(tr_cuda *d)
 	TRY(tr_layernorm_bwd(d->d_resid, d->dr16, g + d->lnfw, g + d->lnfb, d->d_ln,
 			     d->resid + L * BTC, d->p + d->lnfw, d->lnf_mean,
 			     d->lnf_rstd, BT, C, d->ln_part));
-	for (int l = L - 1; l >= 0; l--)
+	TRY(tr_ranks_stage_done(d, 0)); // stages: dist.h's tr_dist_stage
+	for (int l = L - 1; l >= 0; l--) {
 		TRY(block_backward(d, l));
+		TRY(tr_ranks_stage_done(d, 1 + (L - 1 - l)));
+	}
 	CU_CHECK(cudaMemsetAsync(g + d->wpe, 0,
 				 (size_t)d->cfg.ctx * C * sizeof(float)),
 		 "zeroing the position gradient");
 	TRY(tr_embed_bwd(g + d->wte, g + d->wpe, d->d_resid, d->off, d->pos, B,
 			 T, C, V, d->tied));
-	return tr_sumsq(d->res + 1, g, d->total, d->norm_part);
+	TRY(tr_ranks_stage_done(d, L + 1));
+	return tr_ranks_grads(d);
 }

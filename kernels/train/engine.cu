@@ -50,13 +50,14 @@ static int alloc_all(tr_cuda *d)
 	size_t BT = B * T, BTC = BT * C, TT = B * H * T * T;
 	size_t mm = d->prec == AT_PREC_BF16 ? 2 : 4, f = 4;
 	int bf = d->prec == AT_PREC_BF16;
-	TRY(dalloc(d, &d->p, d->total, f, "the parameters"));
-	TRY(dalloc(d, &d->g, d->total, f, "the gradients"));
-	TRY(dalloc(d, &d->m1, d->total, f, "the AdamW moments"));
-	TRY(dalloc(d, &d->m2, d->total, f, "the AdamW moments"));
+	TRY(dalloc(d, &d->p, d->padded, f, "the parameters"));
+	TRY(dalloc(d, &d->g, d->padded, f, "the gradients"));
+	TRY(dalloc(d, &d->m1, d->shard_len, f, "the AdamW moments"));
+	TRY(dalloc(d, &d->m2, d->shard_len, f, "the AdamW moments"));
 	if (bf)
 		TRY(dalloc(d, &d->p16, d->total, 2, "the bf16 parameters"));
-	TRY(dalloc(d, &d->chunks, d->nchunks, sizeof(tr_chunk), "the update's chunks"));
+	TRY(dalloc(d, &d->pieces, d->npieces, sizeof(tr_piece),
+		   "the update's pieces"));
 	TRY(dalloc(d, &d->in, BT, 4, "the batch"));
 	TRY(dalloc(d, &d->tg, BT, 4, "the batch"));
 	TRY(dalloc(d, &d->off, V + 1, 4, "the batch"));
@@ -115,7 +116,7 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->ln_part, 2 * LN_SPLITS * C, f, "backward scratch"));
 	if (d->biases)
 		TRY(dalloc(d, &d->ones, BT, mm, "backward scratch"));
-	TRY(dalloc(d, &d->res, 2, sizeof(double), "the results"));
+	TRY(dalloc(d, &d->res, RES_N, sizeof(double), "the results"));
 	TRY(dalloc(d, &d->norm_part, NORM_BLOCKS, sizeof(double), "the norm"));
 	for (int s = 0; s < SLOTS; s++) {
 		TRY(halloc(&d->h_in[s], BT * 4, "pinned batch memory"));
@@ -123,35 +124,10 @@ static int alloc_all(tr_cuda *d)
 		TRY(halloc(&d->h_off[s], (V + 1) * 4, "pinned batch memory"));
 		TRY(halloc(&d->h_pos[s], BT * 4, "pinned batch memory"));
 	}
-	TRY(halloc(&d->h_res, 2 * sizeof(double), "pinned memory"));
+	TRY(halloc(&d->h_res, RES_N * sizeof(double), "pinned memory"));
 	d->h_cursor = (int *)calloc(V + 1, sizeof(int));
 	if (!d->h_cursor)
 		return at_cu_failf("out of host memory");
-	return 0;
-}
-
-// The update's chunk table: every parameter cut into ADAMW_CHUNK pieces.
-static int make_chunks(tr_cuda *d, const tr_model *m, tr_chunk **out)
-{
-	int n = 0;
-	for (int i = 0; i < m->n_params; i++)
-		n += (int)((m->params[i].n + ADAMW_CHUNK - 1) / ADAMW_CHUNK);
-	tr_chunk *c = (tr_chunk *)malloc((n ? n : 1) * sizeof *c);
-	if (!c)
-		return at_cu_failf("out of host memory");
-	int k = 0;
-	for (int i = 0; i < m->n_params; i++) {
-		const tr_param *p = &m->params[i];
-		for (size_t s = 0; s < p->n; s += ADAMW_CHUNK) {
-			c[k].start = p->off + s;
-			c[k].len = (unsigned)(p->n - s < ADAMW_CHUNK ? p->n - s
-								     : ADAMW_CHUNK);
-			c[k].wd = p->decay ? 1.0f : 0.0f; // times --weight-decay
-			k++;
-		}
-	}
-	d->nchunks = n;
-	*out = c;
 	return 0;
 }
 
@@ -188,36 +164,44 @@ static int copy_head(tr_cuda *d)
 		       V);
 }
 
+// One AdamW moment onto the device: this rank's part of host (the whole
+// run's; NULL: zeros), its pads zero.
+static int upload_moment(tr_cuda *d, float *dev, const float *host)
+{
+	size_t n = host ? d->hi - d->lo : 0, f = sizeof(float);
+	CU_CHECK(cudaMemset(dev, 0, d->shard_len * f), "zeroing the moments");
+	if (n)
+		CU_CHECK(cudaMemcpy(dev + (d->lo - d->base), host + d->lo, n * f,
+				    cudaMemcpyHostToDevice),
+			 "copying the moments to the GPU");
+	return 0;
+}
+
 static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 		 const float *mom2)
 {
-	tr_chunk *chunks = NULL;
-	TRY(make_chunks(d, m, &chunks));
+	tr_piece *pieces = NULL;
+	if (tr_dist_pieces(m, d->lo, d->hi, ADAMW_CHUNK, &pieces,
+			   &d->npieces) < 0)
+		return at_cu_failf("out of host memory");
 	int rc = alloc_all(d);
 	if (rc == 0) {
-		cudaError_t e = cudaMemcpy(d->chunks, chunks,
-					   d->nchunks * sizeof *chunks,
+		cudaError_t e = cudaMemcpy(d->pieces, pieces,
+					   d->npieces * sizeof *pieces,
 					   cudaMemcpyHostToDevice);
 		if (e != cudaSuccess)
-			rc = at_cu_fail(e, "copying the chunk table", __FILE__,
+			rc = at_cu_fail(e, "copying the update's pieces", __FILE__,
 					__LINE__);
 	}
-	free(chunks);
+	free(pieces);
 	TRY(rc);
-	size_t nb = d->total * sizeof(float);
-	CU_CHECK(cudaMemcpy(d->p, m->p, nb, cudaMemcpyHostToDevice),
+	size_t f = sizeof(float);
+	CU_CHECK(cudaMemset(d->p, 0, d->padded * f), "zeroing the parameters");
+	CU_CHECK(cudaMemcpy(d->p, m->p, d->total * f, cudaMemcpyHostToDevice),
 		 "copying the parameters to the GPU");
-	CU_CHECK(cudaMemset(d->g, 0, nb), "zeroing the gradients");
-	if (mom1)
-		CU_CHECK(cudaMemcpy(d->m1, mom1, nb, cudaMemcpyHostToDevice),
-			 "copying the moments to the GPU");
-	else
-		CU_CHECK(cudaMemset(d->m1, 0, nb), "zeroing the moments");
-	if (mom2)
-		CU_CHECK(cudaMemcpy(d->m2, mom2, nb, cudaMemcpyHostToDevice),
-			 "copying the moments to the GPU");
-	else
-		CU_CHECK(cudaMemset(d->m2, 0, nb), "zeroing the moments");
+	CU_CHECK(cudaMemset(d->g, 0, d->padded * f), "zeroing the gradients");
+	TRY(upload_moment(d, d->m1, mom1));
+	TRY(upload_moment(d, d->m2, mom2));
 	if (d->p16)
 		TRY(at_cu_to_bf16(d->p16, d->p, d->total));
 	if (d->head_w)
@@ -225,7 +209,7 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 					   (d->prec == AT_PREC_BF16 ? 2 : 4)),
 			 "zeroing the padded head");
 	TRY(copy_head(d));
-	CU_CHECK(cudaMemset(d->res, 0, 2 * sizeof(double)), "zeroing results");
+	CU_CHECK(cudaMemset(d->res, 0, RES_N * sizeof(double)), "zeroing results");
 	if (d->ones)
 		TRY(fill_ones(d));
 	CU_CHECK(cudaDeviceSynchronize(), "setting up the training engine");
@@ -283,7 +267,7 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 
 extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 				const float *mom2, int B, int T, int precision,
-				int attention)
+				int attention, const tr_cuda_ranks *ranks)
 {
 	tr_cuda *d = (tr_cuda *)calloc(1, sizeof *d);
 	if (!d) {
@@ -332,7 +316,8 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		tr_cuda_free(d);
 		return NULL;
 	}
-	if (setup(d, m, mom1, mom2) < 0) {
+	tr_ranks_plan(d, m, ranks);
+	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0) {
 		at_cu_kept_error kept;
 		tr_cuda_free(d);
 		kept.restore();
@@ -346,6 +331,7 @@ extern "C" void tr_cuda_free(tr_cuda *d)
 	if (!d)
 		return;
 	cudaDeviceSynchronize();
+	tr_ranks_free(d);
 	for (int i = 0; i < d->nbufs; i++)
 		cudaFree(d->bufs[i]);
 	for (int s = 0; s < SLOTS; s++) {
@@ -471,11 +457,11 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 	TRY(at_cu_gemm(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
 		       head_weight(d), 0, 0.0f, d->logits, 0, 1,
 		       "the head product"));
-	float inv = 1.0f / BT;
+	float inv = 1.0f / (float)(BT * d->world); // the global batch's mean
 	void *dl = backward_too ? d->logits : NULL; // the gradient in place
 	TRY(MM_CALL(d, tr_crossentropy, dl, dl_ld(d), d->losses, d->logits,
 		    d->Vp, d->tg, BT, V, d->Vp, inv));
-	TRY(tr_mean(d->res, d->losses, BT));
+	TRY(tr_mean(d->res + RES_LOSS, d->losses, BT));
 	return backward_too ? tr_backward(d) : 0;
 }
 
@@ -484,20 +470,35 @@ extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,
 {
 	float c1 = (float)(1.0 - pow(h->beta1, (double)t));
 	float c2 = (float)(1.0 - pow(h->beta2, (double)t));
-	TRY(tr_adamw(d->p, d->p16, d->g, d->m1, d->m2, d->chunks, d->nchunks,
-		     (float)lr, (float)h->beta1, (float)h->beta2, (float)h->eps,
-		     (float)h->weight_decay, c1, c2, h->clip, d->res + 1));
+	// sharded, the bf16 copies follow the gathered parameters
+	bf16 *p16 = d->shard ? NULL : d->p16;
+	TRY(tr_adamw(d->p, p16, d->g, d->m1, d->m2, d->base, d->pieces,
+		     d->npieces, (float)lr, (float)h->beta1, (float)h->beta2,
+		     (float)h->eps, (float)h->weight_decay, c1, c2, h->clip,
+		     d->res + RES_NORMSQ));
+	TRY(tr_ranks_params(d));
 	return copy_head(d);
 }
 
-extern "C" int tr_cuda_finish(tr_cuda *d, double *loss, double *norm)
+extern "C" int tr_cuda_finish(tr_cuda *d, double *loss, double *norm,
+			      int *stop)
 {
-	CU_CHECK(cudaMemcpyAsync(d->h_res, d->res, 2 * sizeof(double),
+	double *h = d->h_res;
+	if (d->comm) { // the mean of the ranks' means; any rank's stop
+		h[RES_STOP] = stop && *stop;
+		CU_CHECK(cudaMemcpyAsync(d->res + RES_STOP, h + RES_STOP,
+					 sizeof *h, cudaMemcpyHostToDevice),
+			 "sending the stop flag");
+		TRY(at_comm_sum(d->comm, d->res, 2, AT_COMM_DOUBLE, 0));
+	}
+	CU_CHECK(cudaMemcpyAsync(h, d->res, RES_N * sizeof *h,
 				 cudaMemcpyDeviceToHost), "reading the loss");
-	CU_CHECK(cudaStreamSynchronize(0), "the training step");
-	*loss = d->h_res[0];
+	TRY(tr_ranks_wait(d, d->timeout_s, "the training step"));
+	*loss = h[RES_LOSS] / d->world;
 	if (norm)
-		*norm = sqrt(d->h_res[1]);
+		*norm = sqrt(h[RES_NORMSQ]);
+	if (stop && d->comm)
+		*stop = h[RES_STOP] > 0;
 	size_t fr = 0, tot = 0;
 	if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > d->peak_used)
 		d->peak_used = tot - fr;
@@ -505,17 +506,34 @@ extern "C" int tr_cuda_finish(tr_cuda *d, double *loss, double *norm)
 	return 0;
 }
 
+extern "C" int tr_cuda_barrier(tr_cuda *d, double timeout_s)
+{
+	if (!d->comm)
+		return 0;
+	TRY(at_comm_sum(d->comm, d->res + RES_STOP, 1, AT_COMM_DOUBLE, 0));
+	return tr_ranks_wait(d, timeout_s, "waiting for the other ranks");
+}
+
 extern "C" int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 				float *mom2)
 {
 	size_t nb = d->total * sizeof(float);
 	float *host[4] = {p, g, mom1, mom2};
-	const float *dev[4] = {d->p, d->g, d->m1, d->m2};
-	for (int i = 0; i < 4; i++)
-		if (host[i])
-			CU_CHECK(cudaMemcpy(host[i], dev[i], nb,
-					    cudaMemcpyDeviceToHost),
-				 "copying the model from the GPU");
+	float *dev[4] = {d->p, d->g, d->m1, d->m2};
+	for (int i = 0; i < 4; i++) {
+		if (!host[i])
+			continue;
+		// sharded: the gradients' shards in place, each moment's
+		// gathered over the gradients
+		if (d->shard && i > 0) {
+			float *from = i == 1 ? d->g + d->base : dev[i];
+			TRY(at_comm_gather(d->comm, from, d->g,
+					   d->shard_len * sizeof(float), 0));
+			dev[i] = d->g;
+		}
+		CU_CHECK(cudaMemcpy(host[i], dev[i], nb, cudaMemcpyDeviceToHost),
+			 "copying the model from the GPU");
+	}
 	return 0;
 }
 

@@ -4,10 +4,15 @@
 #ifndef ANDREA_TRAIN_ENGINE_CUH
 #define ANDREA_TRAIN_ENGINE_CUH
 
+#include "common/comm.cuh"
 #include "train/train_kernels.cuh"
 
 #define MAX_BUFS 64
 #define SLOTS 3 // two for training batches, one for evaluation
+
+// The doubles of res: the step's mean loss and its stop flag (summed over
+// the ranks together), the gradient's squared norm.
+enum { RES_LOSS, RES_STOP, RES_NORMSQ, RES_N };
 
 struct tr_cuda {
 	at_config cfg;
@@ -26,8 +31,20 @@ struct tr_cuda {
 	// parameters, gradients, moments; bf16 copies of the parameters
 	float *p, *g, *m1, *m2;
 	bf16 *p16;
-	tr_chunk *chunks;
-	int nchunks;
+	tr_piece *pieces;                // the update's, over [lo, hi)
+	int npieces;
+	// data parallel (ranks.cu): alone, comm is NULL, world 1, the whole
+	// update this process's; sharded, p and g hold `padded` elements,
+	// m1 and m2 the shard [base, base + shard_len), of which the update
+	// is [lo, hi) (the rest pads)
+	at_comm *comm;
+	int rank, world, shard;
+	double timeout_s;
+	size_t base, shard_len, padded, lo, hi;
+	cudaStream_t side;               // the gradients' sums
+	cudaEvent_t ready, summed;       // backward -> side, side -> backward
+	tr_bucket *buckets;              // in the order the backward ends them
+	int nbuckets, next_bucket;
 	// the batch on the device
 	int32_t *in, *tg;
 	int *off, *pos;
@@ -62,7 +79,7 @@ struct tr_cuda {
 	bf16 *ds16;                      // [B,H,T,T], bf16 mode
 	float *ln_part;                  // 2 x LN_SPLITS x C
 	void *ones;                      // [BT] mm, for the biases' gradients
-	double *res;                     // loss, squared norm
+	double *res;                     // RES_N: loss, stop, squared norm
 	double *norm_part;               // NORM_BLOCKS
 	// pinned host memory
 	int32_t *h_in[SLOTS], *h_tg[SLOTS];
@@ -131,7 +148,28 @@ static inline float *lse_at(const tr_cuda *d, int l)
 }
 
 // The backward pass of the step whose forward just ran, and the gradient's
-// squared norm into d->res[1] (backward.cu).
+// squared norm into d->res[RES_NORMSQ] (backward.cu).
 int tr_backward(tr_cuda *d);
+
+// ---- ranks.cu: data-parallel training; alone, each is (nearly) a no-op
+
+// From the ranks (NULL: alone): world, rank, the shard plan; before the
+// buffers are made.
+void tr_ranks_plan(tr_cuda *d, const tr_model *m, const tr_cuda_ranks *r);
+// Joins the communicator, makes the side stream and the buckets.
+int tr_ranks_join(tr_cuda *d, const tr_model *m, const tr_cuda_ranks *r);
+void tr_ranks_free(tr_cuda *d);
+// The backward pass is past `stage` (dist.h's tr_dist_stage): the sums
+// of the buckets it has completed start on the side stream.
+int tr_ranks_stage_done(tr_cuda *d, int stage);
+// After the backward pass: the summed gradients (this rank's shard of
+// them where sharded) on the default stream, their squared norm in
+// res[RES_NORMSQ].
+int tr_ranks_grads(tr_cuda *d);
+// After the update: the other ranks' shards of the parameters.
+int tr_ranks_params(tr_cuda *d);
+// Waits for the default stream; with ranks, no longer than timeout_s and
+// watching the communicator for a failed rank.
+int tr_ranks_wait(tr_cuda *d, double timeout_s, const char *what);
 
 #endif

@@ -16,6 +16,7 @@
 #include "forward/forward_kernels.cuh"
 
 extern "C" {
+#include "train/dist.h"
 #include "train/train_cuda.h"
 }
 
@@ -96,7 +97,6 @@ int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
 
 // ---- adamw.cu: the norm and the update ----
 
-// One contiguous piece of one parameter: the update's unit of work.
 // The sum of v over the block in a fixed tree order (so runs repeat bit
 // for bit); blockDim.x a power of two and sh blockDim.x doubles of shared
 // memory.  Every thread gets the total.
@@ -112,24 +112,22 @@ __device__ __forceinline__ double block_sum_double(double v, double *sh)
 	return sh[0];
 }
 
-struct tr_chunk {
-	unsigned long long start;
-	unsigned len;
-	float wd;
-};
+// The update's unit of work: one block a piece (dist.h's tr_piece) of
+// at most ADAMW_CHUNK elements of one parameter.
 #define ADAMW_CHUNK 4096
 #define NORM_BLOCKS 1024
 
 // *out = sum of g[i]^2 (double), via partial[NORM_BLOCKS], fixed order.
 int tr_sumsq(double *out, const float *g, size_t n, double *partial);
-// The AdamW update of every chunk (weight decay wd where the chunk's wd
-// is 1); the gradients are scaled by
-// clip / sqrt(*normsq) when clip > 0 and that norm exceeds clip; p16 (if
-// not NULL) gets bf16 copies of the new parameters.
+// The AdamW update of every piece (weight decay wd where the piece
+// decays); the gradients are scaled by clip / sqrt(*normsq) when clip > 0
+// and that norm exceeds clip; p16 (if not NULL) gets bf16 copies of the
+// new parameters.  The moments hold elements from mom_base on (a sharded
+// optimizer's shard), p and g the whole flat buffers.
 int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
-	     const tr_chunk *chunks, int nchunks, float lr, float b1, float b2,
-	     float eps, float wd, float c1, float c2, double clip,
-	     const double *normsq);
+	     size_t mom_base, const tr_piece *pieces, int npieces, float lr,
+	     float b1, float b2, float eps, float wd, float c1, float c2,
+	     double clip, const double *normsq);
 // dst (rows ld apart, float or bf16) = src, rows x cols packed: the
 // padded copy of a parameter whose rows are not 16-byte aligned.
 template <typename OUT>

@@ -166,29 +166,29 @@ static void window(const tr_data *d, size_t start, int b, int T,
 	       (size_t)T * sizeof *targets);
 }
 
-void tr_data_train_batch(const tr_data *d, uint64_t seed, long s, int B,
-			 int T, int32_t *inputs, int32_t *targets)
+void tr_data_train_batch(const tr_data *d, uint64_t seed, long s, int first,
+			 int rows, int T, int32_t *inputs, int32_t *targets)
 {
 	uint64_t k = seed ^ at_name_hash("andrea-train.batches");
 	uint32_t key[2] = {(uint32_t)k, (uint32_t)(k >> 32)};
 	uint64_t span = d->n_train - (uint64_t)T; /* starts 0..span-1 */
-	for (int b = 0; b < B; b++) {
+	for (int b = 0; b < rows; b++) {
 		uint32_t ctr[4] = {(uint32_t)s, (uint32_t)((uint64_t)s >> 32),
-				   (uint32_t)b, 0}, r[4];
+				   (uint32_t)(first + b), 0}, r[4];
 		at_philox4x32(ctr, key, r);
 		uint64_t u = (uint64_t)r[0] | (uint64_t)r[1] << 32;
 		window(d, (size_t)(u % span), b, T, inputs, targets);
 	}
 }
 
-void tr_data_val_batch(const tr_data *d, int i, int n, int B, int T,
-		       int32_t *inputs, int32_t *targets)
+void tr_data_val_batch(const tr_data *d, int i, int n, int B, int first,
+		       int rows, int T, int32_t *inputs, int32_t *targets)
 {
 	size_t n_val = d->n - d->n_train;
 	uint64_t last = n_val - (uint64_t)T - 1; /* the last start */
 	uint64_t K = (uint64_t)n * B;
-	for (int b = 0; b < B; b++) {
-		uint64_t w = (uint64_t)i * B + b;
+	for (int b = 0; b < rows; b++) {
+		uint64_t w = (uint64_t)i * B + first + b;
 		uint64_t off = K > 1 ? w * last / (K - 1) : 0;
 		window(d, d->n_train + (size_t)off, b, T, inputs, targets);
 	}

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "ops/ops_cuda.h"
+#include "train/dist.h"
+#include "train/rendezvous.h"
 #include "train/train_cuda.h"
 
 /* The GPU's slots: two for training batches, one for evaluation. */
@@ -18,6 +20,7 @@ struct tr_engine {
 	float *mom1, *mom2;
 	const tr_data *data;
 	int B, T, precision;
+	int first, rows;    /* this rank's rows of each batch of B (all alone) */
 	tr_cuda *gpu;       /* the GPU's engine, or NULL on the CPU */
 	int slot;           /* GPU: the training slot whose batch is next */
 	long drawn;         /* GPU: the step whose batch waits there; -1 none */
@@ -49,13 +52,44 @@ int tr_engine_precision_ok(at_device dev, int precision)
 	return precision == AT_PREC_FP32 || dev == AT_DEV_CUDA;
 }
 
+/* The GPU engine of rank r: its GPU, its rows of the batch of B, the
+ * communicator's id from rank 0; once every rank has joined, the
+ * rendezvous is cleared away. */
+static int gpu_of_rank(tr_engine *e, const tr_ranks *r, int attention,
+		       char *err, size_t errlen)
+{
+	tr_cuda_ranks cr = {.rank = r->rank, .world = r->world,
+			    .shard = r->shard, .timeout_s = r->timeout_s};
+	if (tr_dist_rows(e->B, r->rank, r->world, &e->first, &e->rows, err,
+			 errlen) < 0)
+		return -1;
+	if (tr_cuda_use_gpu(r->gpu) < 0 ||
+	    (r->rank == 0 && tr_cuda_comm_id(cr.id) < 0))
+		return gpu_error(err, errlen);
+	if (tr_rendezvous(r->init, r->rank, r->world, cr.id,
+			  TR_RANKS_PATIENCE_S, err, errlen) < 0)
+		return -1;
+	e->gpu = tr_cuda_new(e->m, e->mom1, e->mom2, e->rows, e->T,
+			     e->precision, attention, &cr);
+	if (!e->gpu)
+		return gpu_error(err, errlen);
+	tr_rendezvous_done(r->init, r->rank);
+	return 0;
+}
+
 int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 		  const tr_data *data, int B, int T, at_device dev,
-		  int precision, int attention, char *err, size_t errlen)
+		  int precision, int attention, const tr_ranks *ranks,
+		  char *err, size_t errlen)
 {
 	tr_engine *e;
 	size_t bt = (size_t)B * T;
 	*out = NULL;
+	if (ranks && dev != AT_DEV_CUDA) {
+		snprintf(err, errlen, "training on several ranks needs the GPU "
+			 "(--device cuda)");
+		return -1;
+	}
 	if (!tr_engine_precision_ok(dev, precision)) {
 		snprintf(err, errlen, "the CPU computes in fp32, not %s",
 			 at_precision_name(precision));
@@ -69,10 +103,17 @@ int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 	if (bt > (1u << 26) || !(e = calloc(1, sizeof *e)))
 		return out_of_memory(B, T, err, errlen);
 	*e = (tr_engine){.m = m, .mom1 = mom1, .mom2 = mom2, .data = data,
-			 .B = B, .T = T, .precision = precision, .drawn = -1};
-	if (dev == AT_DEV_CUDA) {
+			 .B = B, .T = T, .precision = precision, .rows = B,
+			 .drawn = -1};
+	if (ranks) {
+		int rc = gpu_of_rank(e, ranks, attention, err, errlen);
+		if (rc < 0) {
+			free(e);
+			return rc;
+		}
+	} else if (dev == AT_DEV_CUDA) {
 		if (!(e->gpu = tr_cuda_new(m, mom1, mom2, B, T, precision,
-					   attention))) {
+					   attention, NULL))) {
 			free(e);
 			return gpu_error(err, errlen);
 		}
@@ -116,7 +157,7 @@ static void draw_gpu_batch(tr_engine *e, int slot, uint64_t seed, long s)
 {
 	int32_t *in, *tg;
 	tr_cuda_batch(e->gpu, slot, &in, &tg);
-	tr_data_train_batch(e->data, seed, s, e->B, e->T, in, tg);
+	tr_data_train_batch(e->data, seed, s, e->first, e->rows, e->T, in, tg);
 	tr_cuda_prepare(e->gpu, slot);
 	e->drawn = s;
 }
@@ -127,6 +168,7 @@ static void draw_gpu_batch(tr_engine *e, int slot, uint64_t seed, long s)
 static int step_gpu(tr_engine *e, const tr_state *st, long stop_at,
 		    tr_step_out *out, char *err, size_t errlen)
 {
+	int stop = out->stop;
 	if (e->drawn != st->step)
 		draw_gpu_batch(e, e->slot, st->seed, st->step);
 	tr_cuda_batch(e->gpu, e->slot, &e->in, &e->tg);
@@ -137,20 +179,22 @@ static int step_gpu(tr_engine *e, const tr_state *st, long stop_at,
 		return gpu_error(err, errlen);
 	if (st->step + 1 < stop_at)
 		draw_gpu_batch(e, 1 - e->slot, st->seed, st->step + 1);
-	if (tr_cuda_finish(e->gpu, &out->loss, &out->norm) < 0)
+	if (tr_cuda_finish(e->gpu, &out->loss, &out->norm, &stop) < 0)
 		return gpu_error(err, errlen);
+	out->stop = stop;
 	e->slot = 1 - e->slot;
 	return 0;
 }
 
-int tr_engine_step(tr_engine *e, const tr_state *st, long stop_at,
+int tr_engine_step(tr_engine *e, const tr_state *st, long stop_at, int stop,
 		   tr_step_out *out, char *err, size_t errlen)
 {
+	out->stop = stop;
 	if (e->gpu)
 		return step_gpu(e, st, stop_at, out, err, errlen);
 	tr_model *m = e->m;
 	int B = e->B, T = e->T;
-	tr_data_train_batch(e->data, st->seed, st->step, B, T, e->in, e->tg);
+	tr_data_train_batch(e->data, st->seed, st->step, 0, B, T, e->in, e->tg);
 	out->loss = tr_forward(m, e->in, e->tg, B, T);
 	tr_backward(m, e->in, e->tg, B, T);
 	out->norm = tr_grad_norm(m->g, m->total);
@@ -172,14 +216,15 @@ int tr_engine_eval(tr_engine *e, long n, double *loss, char *err,
 		if (e->gpu) { /* the next training batch waits in its slot */
 			int32_t *in, *tg;
 			tr_cuda_batch(e->gpu, SLOT_EVAL, &in, &tg);
-			tr_data_val_batch(e->data, (int)i, (int)n, B, T, in, tg);
+			tr_data_val_batch(e->data, (int)i, (int)n, B, e->first,
+					  e->rows, T, in, tg);
 			if (tr_cuda_forward(e->gpu, SLOT_EVAL, 0) < 0 ||
-			    tr_cuda_finish(e->gpu, &l, NULL) < 0)
+			    tr_cuda_finish(e->gpu, &l, NULL, NULL) < 0)
 				return gpu_error(err, errlen);
 		} else {
 			tr_acts *a = &e->m->a;
-			tr_data_val_batch(e->data, (int)i, (int)n, B, T, e->in,
-					  e->tg);
+			tr_data_val_batch(e->data, (int)i, (int)n, B, 0, B, T,
+					  e->in, e->tg);
 			if (at_fwd_logits(e->eval, a->logits, e->in, B, T, err,
 					  errlen) < 0)
 				return -1;
@@ -189,6 +234,13 @@ int tr_engine_eval(tr_engine *e, long n, double *loss, char *err,
 		sum += l;
 	}
 	*loss = sum / n;
+	return 0;
+}
+
+int tr_engine_barrier(tr_engine *e, char *err, size_t errlen)
+{
+	if (e->gpu && tr_cuda_barrier(e->gpu, TR_RANKS_PATIENCE_S) < 0)
+		return gpu_error(err, errlen);
 	return 0;
 }
 

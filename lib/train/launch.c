@@ -16,10 +16,11 @@
 extern char **environ;
 
 static volatile sig_atomic_t passed_on; /* a signal to hand to the ranks */
+static volatile sig_atomic_t asked;     /* the last one that came */
 
 static void on_signal(int sig)
 {
-	passed_on = sig;
+	passed_on = asked = sig;
 }
 
 /* The environment with NCCL_NVLS_ENABLE=0 in place of any other value;
@@ -87,7 +88,7 @@ int tr_launch(const char *path, char *const argv[], int world,
 	struct sigaction sa = {0}, old_int, old_term;
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	passed_on = 0;
+	passed_on = asked = 0;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 
@@ -118,7 +119,9 @@ int tr_launch(const char *path, char *const argv[], int world,
 			done[r] = 1;
 			left--;
 			ended = 1;
-			int failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+			/* a rank stopped by a signal handed on ends 128 + it */
+			int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+			int failed = code != 0 && !(asked && code == 128 + asked);
 			if (failed && rc == 0) {
 				describe(err, errlen, r, status);
 				rc = -1;
@@ -142,5 +145,5 @@ int tr_launch(const char *path, char *const argv[], int world,
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	free(args), free(env), free(pid), free(done);
-	return rc;
+	return rc < 0 ? rc : asked;
 }

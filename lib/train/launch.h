@@ -13,8 +13,10 @@
  * NVLink multicast).  Waits for every rank.  When one fails (exits
  * non-zero or is killed) the others get SIGTERM, and SIGKILL grace_s
  * seconds later; SIGINT and SIGTERM sent to this process are passed on to
- * every rank.  Returns 0 when every rank exited 0, else -1 with the first
- * failure in err ("rank 2 was killed by signal 9"). */
+ * every rank, which may then exit 128 + the signal as well as 0.  Returns
+ * 0 when every rank exited 0, the signal's number when one was passed on
+ * and every rank ended so, else -1 with the first failure in err ("rank 2
+ * was killed by signal 9"). */
 int tr_launch(const char *path, char *const argv[], int world,
 	      const char *where, double grace_s, char *err, size_t errlen);
 

@@ -365,3 +365,16 @@ int tr_rank_from_env(int *rank, int *world, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+int tr_local_rank(int rank)
+{
+	static const char *names[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+				      "MPI_LOCALRANKID", "SLURM_LOCALID"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		const char *v = getenv(names[i]);
+		int local;
+		if (v && parse_int(v, 0, 1 << 20, &local) == 0)
+			return local;
+	}
+	return rank;
+}

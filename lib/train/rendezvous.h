@@ -51,4 +51,9 @@ void tr_rendezvous_done(const char *where, int rank);
  * is malformed or the rank is out of range. */
 int tr_rank_from_env(int *rank, int *world, char *err, size_t errlen);
 
+/* Which GPU of its host rank `rank` takes: the local rank a launcher put
+ * in the environment (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+ * MPI_LOCALRANKID, SLURM_LOCALID, first found first), else rank. */
+int tr_local_rank(int rank);
+
 #endif

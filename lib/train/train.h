@@ -176,14 +176,18 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 		 double val_fraction, int T, const at_read_opts *ro, char *err,
 		 size_t errlen);
 void tr_data_free(tr_data *d);
-/* The training batch of step s (0-based): row b is the window of T+1
- * tokens starting at a position drawn from Philox under (seed, s, b). */
-void tr_data_train_batch(const tr_data *d, uint64_t seed, long s, int B,
-			 int T, int32_t *inputs, int32_t *targets);
-/* Held-out batch i of n: the n*B windows are spread evenly over the
- * held-out split, the same ones at every evaluation. */
-void tr_data_val_batch(const tr_data *d, int i, int n, int B, int T,
-		       int32_t *inputs, int32_t *targets);
+/* Rows first .. first + rows - 1 of the training batch of step s
+ * (0-based), into rows 0 .. rows - 1 of inputs and targets [rows,T]:
+ * row b is the window of T+1 tokens starting at a position drawn from
+ * Philox under (seed, s, b), whatever the rows around it (so a rank of a
+ * data-parallel run draws its slice alone, dist.h). */
+void tr_data_train_batch(const tr_data *d, uint64_t seed, long s, int first,
+			 int rows, int T, int32_t *inputs, int32_t *targets);
+/* Rows first .. first + rows - 1 of held-out batch i of n, each of B
+ * rows: the n*B windows are spread evenly over the held-out split, the
+ * same ones at every evaluation. */
+void tr_data_val_batch(const tr_data *d, int i, int n, int B, int first,
+		       int rows, int T, int32_t *inputs, int32_t *targets);
 
 /* The resumable state of a run (checkpoint.c). */
 typedef struct {

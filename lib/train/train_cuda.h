@@ -26,18 +26,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "train/rendezvous.h"
 #include "train/train.h"
 
 typedef struct tr_cuda tr_cuda;
 
+/* A rank of data-parallel training (issue 21; dist.h): this process is
+ * rank `rank` of `world`, each with a GPU of its own and the same number
+ * of rows of every global batch; id (made by rank 0 with tr_cuda_comm_id,
+ * handed on by rendezvous.h) joins them into one NCCL communicator.
+ * With shard, each rank keeps the AdamW moments of its shard only (ZeRO
+ * stage 1).  No wait on the other ranks lasts longer than timeout_s. */
+typedef struct {
+	int rank, world, shard;
+	double timeout_s;
+	unsigned char id[TR_ID_BYTES];
+} tr_cuda_ranks;
+
+/* This process's CUDA work goes to GPU gpu (modulo the GPUs it sees);
+ * before any other call. */
+int tr_cuda_use_gpu(int gpu);
+/* A fresh communicator id into id. */
+int tr_cuda_comm_id(unsigned char id[TR_ID_BYTES]);
+
 /* Copies m's parameters (and mom1, mom2; zeros where NULL) to the device
  * and makes every buffer of a step over B rows of T positions, with the
- * attention as asked (train.h's TR_ATTN_*).  NULL on failure, with the
+ * attention as asked (train.h's TR_ATTN_*); with ranks (NULL: alone),
+ * B is this rank's rows, the gradients are summed over the ranks in
+ * buckets while the backward pass runs and the loss is the mean over
+ * them (returns once every rank has joined).  NULL on failure, with the
  * reason in at_cuda_error(): a fused attention asked for that cannot be
  * had, or running out of device memory ("CUDA: out of memory allocating
  * 9.4 GiB for the attention weights"). */
 tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
-		     int B, int T, int precision, int attention);
+		     int B, int T, int precision, int attention,
+		     const tr_cuda_ranks *ranks);
 void tr_cuda_free(tr_cuda *d);
 
 /* The pinned host buffers of batch slot 0 or 1: inputs and targets, B*T
@@ -55,11 +78,20 @@ int tr_cuda_forward(tr_cuda *d, int slot, int backward);
  * (decided on the device from the norm of the last backward). */
 int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr, long t);
 /* Waits for the device; *loss is the mean loss of the last forward, *norm
- * (when not NULL) the gradient norm of the last backward. */
-int tr_cuda_finish(tr_cuda *d, double *loss, double *norm);
+ * (when not NULL) the gradient norm of the last backward.  With stop (not
+ * NULL), *stop is this rank's wish to end the run on entry and whether
+ * any rank has it on return, so that every rank ends after the same step.
+ * With ranks, every rank calls it after each forward. */
+int tr_cuda_finish(tr_cuda *d, double *loss, double *norm, int *stop);
+
+/* With ranks: returns once every rank has called it (or after
+ * timeout_s, failing); alone: at once. */
+int tr_cuda_barrier(tr_cuda *d, double timeout_s);
 
 /* Copies the parameters, gradients and moments back (NULL skips one);
- * waits. */
+ * waits.  With sharded moments every rank calls it with the same
+ * buffers given, and the gradients' buffer is used to gather the
+ * moments: its contents are the gradients only until then. */
 int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 		     float *mom2);
 

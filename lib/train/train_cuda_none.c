@@ -4,8 +4,19 @@
 #include "train/train_cuda.h"
 
 #ifndef ANDREA_CUDA
+int tr_cuda_use_gpu(int gpu)
+{
+	return -1;
+}
+
+int tr_cuda_comm_id(unsigned char id[TR_ID_BYTES])
+{
+	return -1;
+}
+
 tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1, const float *mom2,
-		     int B, int T, int precision, int attention)
+		     int B, int T, int precision, int attention,
+		     const tr_cuda_ranks *ranks)
 {
 	return NULL;
 }
@@ -33,7 +44,12 @@ int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr, long t)
 	return -1;
 }
 
-int tr_cuda_finish(tr_cuda *d, double *loss, double *norm)
+int tr_cuda_finish(tr_cuda *d, double *loss, double *norm, int *stop)
+{
+	return -1;
+}
+
+int tr_cuda_barrier(tr_cuda *d, double timeout_s)
 {
 	return -1;
 }

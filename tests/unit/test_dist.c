@@ -2,9 +2,10 @@
  * (lib/train/dist.h), without NCCL: the rows each rank takes, the
  * gradient buckets and their stages, the optimizer's shards and the
  * update's pieces inside them, on small models of both forms (with and
- * without biases, tied and untied) and 1 to 8 ranks; and, on the CPU
- * trainer, that the ranks' scaled gradients add up to the global
- * batch's.
+ * without biases, tied and untied) and 1 to 8 ranks; that a rank's
+ * slice of a training or held-out batch is those rows of the whole
+ * batch; and, on the CPU trainer, that the ranks' scaled gradients add
+ * up to the global batch's.
  *
  * Prints one line per failed check and a final "N passed, M failed";
  * exits 1 when anything failed.
@@ -158,6 +159,35 @@ static void test_shards(const tr_model *m)
 		}
 }
 
+/* Each rank draws its rows of a batch alone (data.c): they must be the
+ * rows the whole batch has there, for training and held-out batches. */
+static void test_batch_slices(void)
+{
+	enum { N = 500, B = 8, T = 5 };
+	int32_t tok[N];
+	for (int i = 0; i < N; i++)
+		tok[i] = (i * 37 + i / 7) % 101;
+	tr_data d = {.tok = tok, .n = N, .n_train = 400};
+	int32_t in[B * T], tg[B * T], sin[B * T], stg[B * T];
+	char err[200];
+	for (int world = 1; world <= 8; world *= 2)
+		for (int r = 0; r < world; r++) {
+			int first, rows;
+			CHECK(tr_dist_rows(B, r, world, &first, &rows, err,
+					   sizeof err) == 0);
+			size_t at = (size_t)first * T, n = (size_t)rows * T * 4;
+			tr_data_train_batch(&d, 42, 3, 0, B, T, in, tg);
+			tr_data_train_batch(&d, 42, 3, first, rows, T, sin, stg);
+			CHECK(!memcmp(sin, in + at, n) && !memcmp(stg, tg + at, n));
+			tr_data_val_batch(&d, 1, 3, B, 0, B, T, in, tg);
+			tr_data_val_batch(&d, 1, 3, B, first, rows, T, sin, stg);
+			CHECK(!memcmp(sin, in + at, n) && !memcmp(stg, tg + at, n));
+		}
+	/* and the rows differ, so the check can tell a wrong slice */
+	tr_data_train_batch(&d, 42, 3, 0, B, T, in, tg);
+	CHECK(memcmp(in, in + T, T * 4) != 0);
+}
+
 /* What the rows' split and the 1 / (B T) scale promise, on the CPU
  * trainer: each rank's gradient of its rows' mean loss, times rows / B,
  * summed over the ranks, is the global batch's gradient (up to the order
@@ -212,6 +242,7 @@ static void test_split_gradient(int biases, int tied)
 int main(void)
 {
 	test_rows();
+	test_batch_slices();
 	for (int form = 0; form < 4; form++)
 		test_split_gradient(form & 1, form >> 1);
 	const at_config cfgs[] = {{3, 2, 8, 4, 11}, {1, 1, 4, 1, 5}};

@@ -2,7 +2,8 @@
  * with sh scripts for ranks: every rank gets its --rank, --world and
  * --init and NCCL_NVLS_ENABLE=0; one rank failing (a status, a signal)
  * stops the others within the grace period, SIGKILL for one that ignores
- * SIGTERM; a SIGTERM to the launcher reaches every rank.
+ * SIGTERM; a SIGTERM to the launcher reaches every rank, and ranks that
+ * then end 128 + SIGTERM did as asked.
  *
  * Prints one line per failed check and a final "N passed, M failed";
  * exits 1 when anything failed.
@@ -84,12 +85,27 @@ int main(void)
 		 "trap 'echo term > %s/term$2; kill $!; exit 0' TERM; "
 		 "sleep 30 >/dev/null 2>&1 & wait",
 		 dir);
-	CHECK(run(script, 2, 5.0, err, sizeof err, &took) == 0);
+	CHECK(run(script, 2, 5.0, err, sizeof err, &took) == SIGTERM);
 	CHECK(took < 4.0);
 	for (int r = 0; r < 2; r++) {
 		char path[600];
 		snprintf(path, sizeof path, "%s/term%d", dir, r);
 		CHECK(access(path, F_OK) == 0);
+	}
+	/* ranks that end 128 + the signal handed on did as asked; any other
+	 * status is still a failure */
+	for (int k = 0; k < 2; k++) {
+		if (fork() == 0) {
+			usleep(300000);
+			kill(me, SIGTERM);
+			_exit(0);
+		}
+		snprintf(script, sizeof script,
+			 "trap 'kill $!; exit %d' TERM; "
+			 "sleep 30 >/dev/null 2>&1 & wait",
+			 k ? 5 : 128 + SIGTERM);
+		int rc = run(script, 2, 5.0, err, sizeof err, &took);
+		CHECK(k ? rc < 0 && strstr(err, "status 5") : rc == SIGTERM);
 	}
 	CHECK(tr_launch("/nonexistent/andrea", (char *[]){(char *)"x", NULL}, 2,
 			"file:/tmp/x", 1.0, err, sizeof err) < 0);
