@@ -69,9 +69,9 @@ def data_file(tmp, V):
     return path
 
 
-def ours(tmp, name, V, prec, data, fuse_gelu=None):
-    """andrea-train's run; fuse_gelu True/False forces a GELU path, None
-    leaves the choice to andrea-train."""
+def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=()):
+    """andrea-train's run, with extra options; fuse_gelu True/False forces
+    a GELU path, None leaves the choice to andrea-train."""
     env = {k: v for k, v in os.environ.items() if k != "ANDREA_TRAIN_FUSE_GELU"}
     if fuse_gelu is not None:
         env["ANDREA_TRAIN_FUSE_GELU"] = "1" if fuse_gelu else "0"
@@ -83,7 +83,8 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None):
                         "--steps", str(WARM + TIMED), "--batch", str(B),
                         "--seq", str(T), "--warmup", "2", "--val-fraction", "0",
                         "--save-every", "0", "-z", "0", "--device", "cuda",
-                        "--precision", prec, "--log", log, "-o", out],
+                        "--precision", prec, "--log", log, "-o", out,
+                        *extra],
                        capture_output=True, text=True, env=env)
     for f in (out, out + ".ckpt"):
         if os.path.exists(f):

@@ -676,16 +676,21 @@ int main(int argc, char **argv)
 	if (o.dump_grads && world > 1)
 		cli_usage_error("--dump-grads writes one rank's batch: it runs "
 				"on one GPU");
-	at_device dev = stage_device(&o.c, 1);
-	stage_check_precision(dev, o.precision);
-	if (role != CLI_ALONE && dev != AT_DEV_CUDA)
-		cli_die("--%s: training on several ranks needs a GPU%s",
-			role == CLI_LAUNCHER ? "gpus" : "init",
-			o.c.device ? " (--device cuda)" : ", and none is usable");
-	if (role == CLI_LAUNCHER) { /* the ranks do the rest */
+	const char *flag = role == CLI_LAUNCHER ? "--gpus" : "--init";
+	if (role != CLI_ALONE && o.c.device && !strcmp(o.c.device, "cpu"))
+		cli_die("%s: training on several ranks needs a GPU (--device "
+			"cuda)", flag);
+	if (role == CLI_LAUNCHER) { /* the ranks do the rest; no CUDA here */
 		char ckpt[4200];
 		checkpoint_path(&o, ckpt, sizeof ckpt);
 		return cli_ranks_launch(&o.ranks, argc, argv);
 	}
+	if (role == CLI_RANK) /* before the device probe makes a context */
+		tr_engine_use_gpu(ranks.gpu);
+	at_device dev = stage_device(&o.c, 1);
+	stage_check_precision(dev, o.precision);
+	if (role == CLI_RANK && dev != AT_DEV_CUDA)
+		cli_die("%s: training on several ranks needs a GPU, and none is "
+			"usable", flag);
 	return train_main(&o, dev, role == CLI_RANK ? &ranks : NULL);
 }

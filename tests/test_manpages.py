@@ -73,7 +73,8 @@ def test_every_page_is_referenced_and_present():
 
 # what starts a command line in an example: a command or an assignment
 COMMANDS = ("andrea-", "printf ", "cmp ", "sed ", "echo ", "od ", "python3 ",
-            "find ", "export ", "ls ", "cat ", "grep ", "for ")
+            "find ", "export ", "ls ", "cat ", "grep ", "for ", "seq ",
+            "wait", "mpirun ")
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 ROFF = [("\\e", "\\"), ("\\-", "-"), ("\\(aq", "'"), ("\\(dq", '"'),
         ("\\&", ""), ("\\fB", ""), ("\\fI", ""), ("\\fR", ""), ("\\fP", "")]

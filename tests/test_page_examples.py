@@ -9,6 +9,7 @@ prints output on the page must print exactly that.  A block that needs what
 this machine lacks (a GPU, transformers, minutes of training) is skipped
 with its reason; the test prints how many blocks of each page ran."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,10 +54,23 @@ def has(module):
         return False
 
 
+def gpus():
+    """The GPUs the tests may use: none without ANDREA_TEST_DEVICE=cuda."""
+    if not has_gpu():
+        return 0
+    p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return p.stdout.count("GPU ")
+
+
 def why_skip(cmds):
     """The reason this machine cannot run a block, or None."""
+    if cmds.startswith("mpirun "):
+        return "needs mpirun and two hosts"
     if "--device cuda" in cmds and not has_gpu():
         return "needs a GPU"
+    ranks = re.search(r"--(?:gpus|world) (\d+)", cmds)
+    if ranks and gpus() < int(ranks.group(1)):
+        return f"needs {ranks.group(1)} GPUs"
     if "transformers" in cmds and not has("transformers"):
         return "needs Hugging Face transformers"
     if "--steps 2000" in cmds or "--resume --data fortunes.txt" in cmds:
@@ -197,6 +211,27 @@ def test_the_readme_tour_runs(tmp_path):
         want = 1 if "# exit status 1" in c else 0
         assert p.returncode == want, (c, p.stderr.decode())
     print(f"README tour: {len(cmds) - 1} commands ran")
+
+
+def test_the_readme_several_gpus_commands_run(tmp_path):
+    """README.md's commands for several GPUs, in order, where the machine
+    has the GPUs they name."""
+    text = open(os.path.join(ROOT, "README.md")).read()
+    part = text.split("### Training on several GPUs\n", 1)[1]
+    part = part.split("\n## ", 1)[0]
+    cmds = []
+    for line in part.splitlines():
+        if not line.startswith("    "):
+            continue
+        if cmds and cmds[-1].rstrip().endswith("\\"):
+            cmds[-1] += "\n" + line[4:]
+        else:
+            cmds.append(line[4:])
+    assert len(cmds) == 3 and cmds[1].startswith("andrea-train --gpus")
+    why = [why_skip(c) for c in cmds if why_skip(c)]
+    if why:
+        pytest.skip(why[0])
+    run_blocks(tmp_path, [(c, None) for c in cmds])
 
 
 def test_the_sessions_of_andrea_model5_run_as_printed(tmp_path):

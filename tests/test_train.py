@@ -531,6 +531,9 @@ def test_several_ranks_need_the_gpu(tmp_path):
     p = run("train", "--gpus", 2, *common, check=1)
     assert "--gpus: training on several ranks needs a GPU (--device cuda)" \
         in one_line_error(p, "train")
+    p = run("train", "--gpus", 2, *common[:-2], env={"CUDA_VISIBLE_DEVICES":
+                                                   ""}, check=1)
+    assert "--gpus 2: this host has 0 GPUs" in one_line_error(p, "train")
     p = run("train", "--rank", 1, "--world", 2, "--init",
             f"file:{tmp_path}/id", *common, check=1)
     assert "--init: training on several ranks needs a GPU" \

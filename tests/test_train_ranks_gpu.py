@@ -4,13 +4,14 @@
 log exactly, in fp32 and bf16, on both forms of the model; a run
 resumes between them; a signal to the launcher stops the ranks with
 their work saved; a rank that dies ends the run with one line and
-leaves the last checkpoint whole.  Run by `make test-gpu`
+leaves the last checkpoint whole; compute-sanitizer finds nothing.  Run by `make test-gpu`
 (ANDREA_TEST_DEVICE=cuda); skipped elsewhere.  What needs two GPUs or
 more (the sums over several ranks, a rank killed among others) cannot
 run here.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -66,14 +67,19 @@ def test_one_rank_through_nccl_is_the_plain_run(tmp_path, precision, gpt2):
             "shard": ["--gpus", 1, "--shard-optimizer"],
             "rank": ["--rank", 0, "--world", 1, "--init",
                      f"file:{tmp_path}/rendezvous"]}
+    peak = {}
     for tag, extra in ways.items():
         out, log, p = train(tmp_path, tag, data, model, precision, *extra)
         the_same(tmp_path, plain, out, tag)
         assert losses(log) == losses(plain_log), tag
         last = p.stderr.decode().strip().splitlines()
         assert len(last) == 1 and "6 steps on" in last[0], (tag, last)
+        peak[tag] = [json.loads(line) for line in open(log)][-1]["device_peak"]
     # the rendezvous is cleared away once the rank has joined
     assert not os.path.exists(tmp_path / "rendezvous")
+    # the launcher holds no CUDA context of its own (some 0.5 GiB): the
+    # device's peak use is the rank's alone
+    assert abs(peak["gpus"] - peak["rank"]) < 100 << 20, peak
 
 
 def test_a_run_resumes_on_another_number_of_ranks(tmp_path):
@@ -91,6 +97,33 @@ def test_a_run_resumes_on_another_number_of_ranks(tmp_path):
         run("train", "--resume", "--data", data, "-o", out, "--device",
             "cuda", "--precision", "fp32", *then, check=0)
         the_same(tmp_path, whole, out, tag)
+
+
+def test_memcheck_of_a_rank_is_clean(tmp_path):
+    """compute-sanitizer over one rank, sharded and not.  NCCL asks CUDA
+    for kernels of other GPUs' architectures as it starts (API errors it
+    expects), so API errors are not reported; every memory access is."""
+    cs = os.environ.get("COMPUTE_SANITIZER") or shutil.which(
+        "compute-sanitizer")
+    if not cs:
+        pytest.skip("compute-sanitizer not found")
+    rng = np.random.default_rng(25)
+    data = tokens_file(tmp_path, rng.integers(0, 67, 3000))
+    model, _ = write_model(tmp_path, rng, CFG, gpt2=True)
+    for precision, shard in (("fp32", []), ("bf16", ["--shard-optimizer"])):
+        logf = tmp_path / f"memcheck-{precision}.txt"
+        p = subprocess.run(
+            [cs, "--tool", "memcheck", "--report-api-errors", "no",
+             "--error-exitcode", "99", "--log-file", str(logf),
+             tool("train"), "-m", str(model), "--data", str(data),
+             "--steps", "3", "--batch", "2", "--seq", "32", "--eval-every",
+             "2", "--eval-batches", "1", "--save-every", "2", "--device",
+             "cuda", "--precision", precision, "--rank", "0", "--world", "1",
+             "--init", f"file:{tmp_path}/id", "-o", str(tmp_path / "m.ats"),
+             "-f", *shard], capture_output=True, env=tool_env(), timeout=600)
+        text = logf.read_text()
+        assert p.returncode == 0, text[-3000:]
+        assert "ERROR SUMMARY: 0 errors" in text, text[-3000:]
 
 
 def test_more_gpus_than_the_host_has_is_one_line(tmp_path):

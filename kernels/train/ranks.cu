@@ -19,6 +19,16 @@
 // Shards start 256 bytes apart.
 #define SHARD_ALIGN 64
 
+extern "C" int tr_cuda_gpus(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		cudaGetLastError(); // no driver, no device: none
+		return 0;
+	}
+	return n;
+}
+
 extern "C" int tr_cuda_use_gpu(int gpu)
 {
 	int n = 0;
@@ -164,9 +174,10 @@ int tr_ranks_wait(tr_cuda *d, double timeout_s, const char *what)
 			if (at_comm_check(d->comm) < 0)
 				return drop_comm(d);
 			if (timeout_s > 0 && t - start > timeout_s) {
-				at_cu_failf("rank %d of %d: %s: no word from the "
-					    "other ranks in %g s (has one stopped?)",
-					    d->rank, d->world, what, timeout_s);
+				at_cu_failf("%s: no word from the other %d "
+					    "rank%s in %g s (has one stopped?)",
+					    what, d->world - 1,
+					    d->world > 2 ? "s" : "", timeout_s);
 				return drop_comm(d);
 			}
 		}

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "ops/device.h"
 #include "train/launch.h"
 #include "train/rendezvous.h"
 
@@ -73,7 +72,7 @@ static int is_gpus(const char *a, int *with_value)
 
 int cli_ranks_launch(const cli_ranks *r, int argc, char **argv)
 {
-	int have = at_cuda_devices();
+	int have = tr_engine_gpus(); /* no CUDA context: the ranks need it */
 	if (r->gpus > have)
 		cli_die("--gpus %d: this host has %d GPU%s", r->gpus, have,
 			have == 1 ? "" : "s");

@@ -52,6 +52,16 @@ int tr_engine_precision_ok(at_device dev, int precision)
 	return precision == AT_PREC_FP32 || dev == AT_DEV_CUDA;
 }
 
+int tr_engine_gpus(void)
+{
+	return tr_cuda_gpus();
+}
+
+int tr_engine_use_gpu(int gpu)
+{
+	return tr_cuda_use_gpu(gpu);
+}
+
 /* The GPU engine of rank r: its GPU, its rows of the batch of B, the
  * communicator's id from rank 0; once every rank has joined, the
  * rendezvous is cleared away. */

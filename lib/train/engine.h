@@ -52,6 +52,14 @@ typedef struct {
 } tr_ranks;
 #define TR_RANKS_PATIENCE_S 600.0
 
+/* The GPUs this process sees, counted without making a CUDA context (0
+ * without CUDA): what a launcher of ranks may ask. */
+int tr_engine_gpus(void);
+/* Makes GPU gpu (modulo the GPUs seen) this process's: a rank calls it
+ * before anything else touches CUDA, so that it makes no context on
+ * another rank's GPU.  -1 where there is none. */
+int tr_engine_use_gpu(int gpu);
+
 /* 1 when dev computes products in precision (every device does fp32;
  * tf32 and bf16 need the GPU), else 0. */
 int tr_engine_precision_ok(at_device dev, int precision);

@@ -43,6 +43,8 @@ typedef struct {
 	unsigned char id[TR_ID_BYTES];
 } tr_cuda_ranks;
 
+/* The GPUs this process sees (no context is made; 0 on any error). */
+int tr_cuda_gpus(void);
 /* This process's CUDA work goes to GPU gpu (modulo the GPUs it sees);
  * before any other call. */
 int tr_cuda_use_gpu(int gpu);

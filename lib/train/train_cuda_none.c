@@ -4,6 +4,11 @@
 #include "train/train_cuda.h"
 
 #ifndef ANDREA_CUDA
+int tr_cuda_gpus(void)
+{
+	return 0;
+}
+
 int tr_cuda_use_gpu(int gpu)
 {
 	return -1;
