@@ -13,6 +13,8 @@
 #                      the kernel harnesses, compute-sanitizer; one summary line
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
 #   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
+#   make bench-train-ranks  on a machine with GPUs: andrea-train --gpus N
+#                      vs PyTorch DDP (torchrun), loss curves, a rank killed
 #                      (BENCH_ARGS='andrea-12m bf16' picks some configurations)
 #   make bench-train-profile  on a GPU machine: one step's kernels, andrea's
 #                      (ncu) beside the compiled model's (torch.profiler);
@@ -184,6 +186,10 @@ bench-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-gpu.sh
 
+bench-train-ranks: all
+	@test "$(CUDA)" = 1 || { echo "bench-train-ranks: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	$(GPU_PYTHON) bench/train-ranks.py
+
 bench-train-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-train-gpu.sh $(BENCH_ARGS)
@@ -247,7 +253,7 @@ clean:
 # make fuzz: the libFuzzer targets (fuzz/README)
 include fuzz/fuzz.mk
 
-.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-train-profile bench-generate \
+.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-train-ranks bench-train-profile bench-generate \
 	bench-forward bench-tokenize bench-attention bench-analysis experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

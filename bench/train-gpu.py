@@ -69,9 +69,10 @@ def data_file(tmp, V):
     return path
 
 
-def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=()):
-    """andrea-train's run, with extra options; fuse_gelu True/False forces
-    a GELU path, None leaves the choice to andrea-train."""
+def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=(), batch=B):
+    """andrea-train's run of `batch` rows a step, with extra options;
+    fuse_gelu True/False forces a GELU path, None leaves the choice to
+    andrea-train."""
     env = {k: v for k, v in os.environ.items() if k != "ANDREA_TRAIN_FUSE_GELU"}
     if fuse_gelu is not None:
         env["ANDREA_TRAIN_FUSE_GELU"] = "1" if fuse_gelu else "0"
@@ -80,7 +81,7 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=()):
     free, total = torch.cuda.mem_get_info()  # the device is shared with us
     p = subprocess.run([os.path.join(ROOT, "bin", "andrea-train"),
                         "--config", name, "--vocab", str(V), "--data", data,
-                        "--steps", str(WARM + TIMED), "--batch", str(B),
+                        "--steps", str(WARM + TIMED), "--batch", str(batch),
                         "--seq", str(T), "--warmup", "2", "--val-fraction", "0",
                         "--save-every", "0", "-z", "0", "--device", "cuda",
                         "--precision", prec, "--log", log, "-o", out,
@@ -94,7 +95,7 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=()):
     recs = [json.loads(line) for line in open(log)]
     dt = recs[-1]["elapsed"] - recs[WARM - 1]["elapsed"]
     summary = p.stderr.strip().splitlines()[-1]
-    return dict(tps=TIMED * B * T / dt, buf=recs[-1]["device_buffers"],
+    return dict(tps=TIMED * batch * T / dt, buf=recs[-1]["device_buffers"],
                 peak=recs[-1]["device_peak"] - (total - free),
                 loss=recs[-1]["loss"],
                 fused="GELU fused" in summary), summary
