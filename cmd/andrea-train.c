@@ -670,27 +670,17 @@ int main(int argc, char **argv)
 	if (o.forward) /* the device is chosen once the tokens are known */
 		return forward_main(&o, operand.v[0]);
 	tr_ranks ranks;
-	int role = cli_ranks_resolve(&o.ranks, &ranks);
-	int world = role == CLI_LAUNCHER ? o.ranks.gpus
-		    : role == CLI_RANK ? ranks.world : 1;
-	if (o.dump_grads && world > 1)
-		cli_usage_error("--dump-grads writes one rank's batch: it runs "
-				"on one GPU");
-	const char *flag = role == CLI_LAUNCHER ? "--gpus" : "--init";
-	if (role != CLI_ALONE && o.c.device && !strcmp(o.c.device, "cpu"))
-		cli_die("%s: training on several ranks needs a GPU (--device "
-			"cuda)", flag);
+	int role = cli_ranks_resolve(&o.ranks, o.c.device,
+				     o.dump_grads ? "--dump-grads" : NULL, &ranks);
 	if (role == CLI_LAUNCHER) { /* the ranks do the rest; no CUDA here */
 		char ckpt[4200];
 		checkpoint_path(&o, ckpt, sizeof ckpt);
 		return cli_ranks_launch(&o.ranks, argc, argv);
 	}
-	if (role == CLI_RANK) /* before the device probe makes a context */
-		tr_engine_use_gpu(ranks.gpu);
 	at_device dev = stage_device(&o.c, 1);
 	stage_check_precision(dev, o.precision);
 	if (role == CLI_RANK && dev != AT_DEV_CUDA)
-		cli_die("%s: training on several ranks needs a GPU, and none is "
-			"usable", flag);
+		cli_die("--init: training on several ranks needs a GPU, and none "
+			"is usable");
 	return train_main(&o, dev, role == CLI_RANK ? &ranks : NULL);
 }

@@ -14,7 +14,20 @@
  * before it kills them. */
 #define GRACE_S 10.0
 
-int cli_ranks_resolve(const cli_ranks *r, tr_ranks *out)
+/* A run of `world` ranks (more than one: one_gpu is misuse) on device. */
+static void check_ranks(int world, const char *flag, const char *device,
+			const char *one_gpu)
+{
+	if (one_gpu && world > 1)
+		cli_usage_error("%s is for one GPU: it cannot run on %d ranks",
+				one_gpu, world);
+	if (device && !strcmp(device, "cpu"))
+		cli_die("%s: training on several ranks needs a GPU (--device "
+			"cuda)", flag);
+}
+
+int cli_ranks_resolve(const cli_ranks *r, const char *device,
+		      const char *one_gpu, tr_ranks *out)
 {
 	int ranked = r->rank >= 0 || r->world >= 0;
 	if (r->gpus && (ranked || r->init))
@@ -27,8 +40,10 @@ int cli_ranks_resolve(const cli_ranks *r, tr_ranks *out)
 					r->shard ? "shard-optimizer" : "timeout");
 		return CLI_ALONE;
 	}
-	if (r->gpus)
+	if (r->gpus) {
+		check_ranks(r->gpus, "--gpus", device, one_gpu);
 		return CLI_LAUNCHER;
+	}
 	if (!r->init)
 		cli_usage_error("--rank and --world need --init (file:PATH or "
 				"tcp://HOST:PORT)");
@@ -52,7 +67,9 @@ int cli_ranks_resolve(const cli_ranks *r, tr_ranks *out)
 		cli_usage_error("--rank %d: expected 0 .. %d (--world %d)",
 				r->rank, r->world - 1, r->world);
 	}
+	check_ranks(out->world, "--init", device, one_gpu);
 	out->gpu = tr_local_rank(out->rank);
+	tr_engine_use_gpu(out->gpu); /* before the device probe makes a context */
 	if (out->rank > 0) {
 		static char prog[64];
 		snprintf(prog, sizeof prog, "%s: rank %d", cli_prog, out->rank);

@@ -22,12 +22,16 @@ typedef struct {
 /* What the options make of this process. */
 enum { CLI_ALONE, CLI_LAUNCHER, CLI_RANK };
 
-/* Checks the options' combinations (usage errors otherwise) and says
- * what this process is; for CLI_RANK, fills *out (its rank and world from
- * the environment where --rank and --world are not given, its GPU the
- * host's local rank) and names the program "andrea-train: rank R" for
- * ranks other than 0, so that their messages say whose they are. */
-int cli_ranks_resolve(const cli_ranks *r, tr_ranks *out);
+/* Checks the options' combinations (usage errors otherwise; one_gpu, if
+ * not NULL, an option given that a run on several ranks cannot have) and
+ * that device (--device, NULL: auto) is not the CPU, and says what this
+ * process is.  For CLI_RANK it fills *out (its rank and world from the
+ * environment where --rank and --world are not given, its GPU the host's
+ * local rank), makes that GPU the process's before anything else touches
+ * CUDA, and names the program "andrea-train: rank R" for ranks other
+ * than 0, so that their messages say whose they are. */
+int cli_ranks_resolve(const cli_ranks *r, const char *device,
+		      const char *one_gpu, tr_ranks *out);
 
 /* --gpus N: runs N ranks of this program with argv less its --gpus, each
  * given --rank, --world and --init through a fresh file; waits for them
