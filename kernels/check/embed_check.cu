@@ -75,6 +75,9 @@ int main(int argc, char **argv)
 	check_layernorm(33, 768, 0.0f, false);
 	check_layernorm(9, 1000, 50.0f, false);
 	check_layernorm(13, 64, 0.0f, true);
+	check_layernorm(7, 4, 3.0f, false);     // the vectorized kernel's edges:
+	check_layernorm(5, 1280, 0.0f, true);   // C = 4 and 1280, and beyond
+	check_layernorm(3, 1284, 0.0f, false);
 	if (h_full)
 		check_layernorm(8192, 768, 0.0f, false);
 	return h_finish();

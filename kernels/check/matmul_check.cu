@@ -66,10 +66,11 @@ static void *operands(std::vector<float> &v, int prec)
 // in double.  h NULL is the stage ops' way through cuBLAS.  pad > 0 lays
 // every operand out with rows pad elements longer than packed
 // (at_cu_gemm_ld; the pads of C must come back untouched), c_bf16 makes C
-// bf16.
+// bf16.  addend 1 gives beta a matrix X of C's layout apart from C (which
+// must come back unchanged), 2 gives it C itself as the addend.
 static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 		       int N, int K, float alpha, float beta, int batch,
-		       int reuse_a, int pad = 0, int c_bf16 = 0)
+		       int reuse_a, int pad = 0, int c_bf16 = 0, int addend = 0)
 {
 	int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
 	long long sA = reuse_a ? 0 : (long long)(ta ? K : M) * lda;
@@ -79,6 +80,8 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 	std::vector<float> c = h_randn((size_t)batch * sC);
 	void *da = operands(a, prec), *db = operands(b, prec);
 	void *dc = c_bf16 ? operands(c, AT_PREC_BF16) : h_upload(c);
+	std::vector<float> x = addend == 1 ? h_randn(c.size()) : c;
+	float *dx = addend == 1 ? h_upload(x) : addend ? (float *)dc : NULL;
 	std::vector<float> ref(c);
 	auto A = [&](int i, int m, int k) { // op(A_i)[m,k]
 		return (double)a[i * sA + (ta ? (size_t)k * lda + m : (size_t)m * lda + k)];
@@ -93,12 +96,12 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 				for (int k = 0; k < K; k++)
 					s += A(i, m, k) * B(i, k, n);
 				size_t o = i * sC + (size_t)m * ldc + n;
-				ref[o] = (float)(alpha * s + (double)beta * c[o]);
+				ref[o] = (float)(alpha * s + (double)beta * x[o]);
 			}
 	at_cu_gemm_mode g = {h, prec};
-	if (pad || c_bf16) {
+	if (pad || c_bf16 || addend) {
 		at_cu_gemm_layout ld = {pad ? lda : 0, pad ? ldb : 0,
-					pad ? ldc : 0, c_bf16};
+					pad ? ldc : 0, c_bf16, dx};
 		H_OP(at_cu_gemm_ld(&g, ta, tb, M, N, K, alpha, da, sA, db, sB,
 				   beta, dc, sC, batch, &ld, "the product"));
 	} else {
@@ -107,11 +110,13 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 	}
 	char what[160];
 	snprintf(what, sizeof what,
-		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s%s%s",
-		 h ? "own handle " : "", prec == AT_PREC_BF16 ? "bf16" : "fp32",
+		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s%s%s%s",
+		 h ? "own handle " : "", prec == AT_PREC_BF16 ? "bf16" :
+		 prec == AT_PREC_TF32 ? "tf32" : "fp32",
 		 M, N, K, ta ? " A^T" : "", tb ? " B^T" : "", alpha, beta, batch,
 		 reuse_a ? " (one A)" : "", pad ? " padded rows" : "",
-		 c_bf16 ? " bf16 C" : "");
+		 c_bf16 ? " bf16 C" : "", addend == 1 ? " addend apart" :
+		 addend ? " addend C" : "");
 	float *got = (float *)dc;
 	if (c_bf16) {
 		got = h_dev(ref.size());
@@ -119,12 +124,57 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 	}
 	// a bf16 C is rounded to 8 bits of mantissa
 	h_compare(what, got, ref.data(), ref.size(),
-		  c_bf16 ? 1e-2 : prec == AT_PREC_BF16 ? 1e-4 : 1e-5);
+		  c_bf16 ? 1e-2 : prec == AT_PREC_BF16 ? 1e-4 :
+		  prec == AT_PREC_TF32 ? 5e-3 : 1e-5);
+	if (addend == 1) { // the addend is only read
+		char kept[200];
+		snprintf(kept, sizeof kept, "%s: the addend", what);
+		h_compare(kept, dx, x.data(), x.size(), 0.0);
+		H_CUDA(cudaFree(dx));
+	}
 	if (got != dc)
 		H_CUDA(cudaFree(got));
 	H_CUDA(cudaFree(da));
 	H_CUDA(cudaFree(db));
 	H_CUDA(cudaFree(dc));
+}
+
+// The residual stream's product x_out = x_in + A . W two ways, timed on
+// the handle h: x_in copied into x_out and then beta = 1 (cuBLAS), against
+// x_in as the product's addend (cuBLASLt), both checked against each other.
+static void time_residual(cublasHandle_t h, int prec, int M, int N, int K)
+{
+	std::vector<float> a = h_randn((size_t)M * K), b = h_randn((size_t)K * N);
+	std::vector<float> x = h_randn((size_t)M * N);
+	void *da = operands(a, prec), *db = operands(b, prec);
+	float *dx = h_upload(x), *d1 = h_dev(x.size()), *d2 = h_dev(x.size());
+	at_cu_gemm_mode g = {h, prec};
+	at_cu_gemm_layout add = {0, 0, 0, 0, dx};
+	auto copied = [&] {
+		cudaMemcpyAsync(d1, dx, x.size() * 4, cudaMemcpyDeviceToDevice,
+				at_cu_stream);
+		at_cu_gemm(&g, 0, 0, M, N, K, 1.0f, da, 0, db, 0, 1.0f, d1, 0, 1,
+			   "the product");
+	};
+	auto added = [&] {
+		at_cu_gemm_ld(&g, 0, 0, M, N, K, 1.0f, da, 0, db, 0, 1.0f, d2, 0,
+			      1, &add, "the product");
+	};
+	float t1 = h_time_ms(copied, 20), t2 = h_time_ms(added, 20);
+	const char *p = prec == AT_PREC_BF16 ? "bf16" : prec == AT_PREC_TF32 ?
+		"tf32" : "fp32";
+	printf("time residual %s M=%d N=%d K=%d: copy + product %.4f ms, "
+	       "addend %.4f ms (%.2fx)\n", p, M, N, K, t1, t2, t1 / t2);
+	char what[96];
+	snprintf(what, sizeof what, "residual %s M=%d N=%d K=%d, both ways", p, M,
+		 N, K);
+	std::vector<float> ref = h_download(d1, x.size());
+	h_compare(what, d2, ref.data(), ref.size(), prec == AT_PREC_FP32 ? 1e-6 : 1e-3);
+	H_CUDA(cudaFree(da));
+	H_CUDA(cudaFree(db));
+	H_CUDA(cudaFree(dx));
+	H_CUDA(cudaFree(d1));
+	H_CUDA(cudaFree(d2));
 }
 
 static void check_scores(int BH, int T, int D, float scale)
@@ -216,9 +266,32 @@ int main(int argc, char **argv)
 				   t & 1 ? 1.0f : 0.0f, t == 3 ? 3 : 1, 0, 3);
 		check_gemm(w.h, w.prec, 0, 0, 5, 3, 0, 1.0f, 0.0f, 2, 0, 2);
 	}
+	// the residual's products: beta's matrix apart from C (cuBLASLt on a
+	// handle, copied first without one), or C itself; K = 0; padded rows;
+	// the four forms; T = 1 and C = 1 shapes
+	const struct { cublasHandle_t h; int prec; } adds[] = {
+		{nullptr, AT_PREC_FP32}, {own, AT_PREC_FP32}, {own, AT_PREC_TF32},
+		{own, AT_PREC_BF16}};
+	static const int am[][3] = {{1, 1, 1}, {1, 7, 3}, {19, 1, 5},
+				    {33, 17, 64}, {130, 96, 200}};
+	for (auto &w : adds) {
+		for (int t = 0; t < 4; t++)
+			for (int i = 0; i < 5; i++)
+				check_gemm(w.h, w.prec, t & 1, t >> 1, am[i][0],
+					   am[i][1], am[i][2], i & 1 ? 0.5f : 1.0f,
+					   1.0f, 1, 0, i == 3 ? 3 : 0, 0, 1);
+		check_gemm(w.h, w.prec, 0, 0, 17, 33, 5, 1.0f, 1.0f, 1, 0, 0, 0, 2);
+		check_gemm(w.h, w.prec, 0, 0, 5, 3, 0, 1.0f, 1.0f, 1, 0, 2, 0, 1);
+		check_gemm(w.h, w.prec, 0, 1, 9, 8, 16, 1.0f, 0.0f, 1, 0, 0, 0, 1);
+	}
 	// bf16 results (q, k, v and dO in rows for cuDNN), batched and padded
 	check_gemm(own, AT_PREC_BF16, 0, 0, 33, 17, 64, 1.0f, 0.0f, 3, 0, 0, 1);
 	check_gemm(own, AT_PREC_BF16, 0, 1, 17, 33, 5, 0.5f, 0.0f, 1, 0, 5, 1);
+	if (h_full) // andrea-120m's two, B = 16, T = 1024
+		for (int prec : {AT_PREC_BF16, AT_PREC_TF32, AT_PREC_FP32}) {
+			time_residual(own, prec, 16384, 768, 768);
+			time_residual(own, prec, 16384, 768, 3072);
+		}
 	at_cublas.destroy(own);
 	if (h_full) {
 		check_matmul(8192, 768, 2304, 0, 1.0f); // the fused Q|K|V product

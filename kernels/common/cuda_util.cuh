@@ -114,6 +114,10 @@ template <typename T> static inline bool aligned4(const T *p)
 	return (uintptr_t)p % (4 * sizeof(T)) == 0;
 }
 
+// X(NV) for NV = 1 .. 10: the cases of the row kernels that keep a row of
+// C <= 32 * 4 * NV floats in registers, a float4 a lane (C up to 1280).
+#define AT_FOR_NV(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10)
+
 // Four floats stored as float or bf16 (round to nearest even, as
 // store_as), at p aligned to four elements.
 __device__ __forceinline__ void store4_as(float *p, float4 v)

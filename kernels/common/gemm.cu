@@ -3,6 +3,7 @@
 #include "common/cuda_util.cuh"
 #include "common/cublas_lazy.cuh"
 #include "common/gemm.cuh"
+#include "common/gemm_lt.cuh"
 
 // cuBLAS grids once limited batches to 65535; larger ones go in pieces.
 #define MAX_BATCH 65535
@@ -95,26 +96,51 @@ static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 	return 0;
 }
 
+// C = addend (rows ldc apart), for a product then to take beta.
+static int copy_addend(float *C, const float *addend, int M, int N, int ldc,
+		       const char *what)
+{
+	if (addend != C)
+		CU_CHECK(cudaMemcpy2DAsync(C, ldc * sizeof *C, addend,
+					   ldc * sizeof *C, N * sizeof *C, M,
+					   cudaMemcpyDeviceToDevice,
+					   at_cu_stream),
+			 what);
+	return 0;
+}
+
 int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 		  int K, float alpha, const void *A, long long sA,
 		  const void *B, long long sB, float beta, void *C,
 		  long long sC, int batch, const at_cu_gemm_layout *ld,
 		  const char *what)
 {
-	static const at_cu_gemm_layout packed = {0, 0, 0, 0};
+	static const at_cu_gemm_layout packed = {0, 0, 0, 0, NULL};
 	if (!ld)
 		ld = &packed;
 	if (ld->c_bf16 && g->prec != AT_PREC_BF16)
 		return at_cu_failf("%s: a bf16 result needs bf16 operands", what);
+	if (ld->addend && (ld->c_bf16 || batch != 1))
+		return at_cu_failf("%s: an addend takes one product with a "
+				   "float result", what);
 	int ldc = ld->ldc ? ld->ldc : N;
 	if (M == 0 || N == 0 || batch == 0)
 		return 0;
+	int lda = ld->lda ? ld->lda : ta ? M : K;
+	int ldb = ld->ldb ? ld->ldb : tb ? K : N;
+	if (ld->addend) {
+		int rc = g->h && K > 0 ?
+			at_cu_lt_gemm_add(g->prec, ta, tb, M, N, K, alpha, A,
+					  lda, B, ldb, beta, ld->addend,
+					  (float *)C, ldc, what) : 1;
+		if (rc <= 0)
+			return rc;
+		TRY(copy_addend((float *)C, ld->addend, M, N, ldc, what));
+	}
 	if (K == 0 && beta == 0.0f)
 		return zero(C, M, N, ldc, ld->c_bf16 ? 2 : 4, sC, batch, what);
 	cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-	int lda = ld->lda ? ld->lda : ta ? M : K;
-	int ldb = ld->ldb ? ld->ldb : tb ? K : N;
 	if (!g->h)
 		return sgemm(g, opa, opb, M, N, K, alpha, (const float *)A, lda,
 			     sA, (const float *)B, ldb, sB, beta, (float *)C,

@@ -47,9 +47,15 @@ int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 // leading dimensions in elements (0: packed, as at_cu_gemm) and whether C
 // is bf16 (bf16 products on a handle only).  Padded leading dimensions
 // keep every row 16-byte aligned, which cuBLAS's Hopper kernels want.
+// addend (float C, one product, rows ldc apart) is the matrix beta
+// multiplies in place of C's own contents: C = alpha op(A) op(B) + beta
+// addend, C only written.  On a handle that is one cuBLASLt kernel
+// (gemm_lt.cuh; the residual stream's products, which otherwise copied
+// x_in into x_out first); elsewhere addend is copied into C first.
 struct at_cu_gemm_layout {
 	int lda, ldb, ldc;
 	int c_bf16;
+	const float *addend;
 };
 
 // at_cu_gemm with the layout ld (NULL: packed, float C).

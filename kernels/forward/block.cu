@@ -380,15 +380,28 @@ static int add(float *out, const float *x, const float *y, size_t n)
 	return 0;
 }
 
-// xmid = x_in + bo + merged . Wo, the residual in the product's beta.
+// y[M,N] = x + b + A[M,K] . W, the residual in the product's beta: without
+// a bias x is the product's addend (no copy of it into y first).
+static int residual_product(const at_cu_gemm_mode *g, int M, int N, int K,
+			    const void *A, const void *W, const float *x,
+			    const float *b, float *y, const char *what)
+{
+	at_cu_gemm_layout add = {0, 0, 0, 0, b ? NULL : x};
+	if (b) {
+		float beta;
+		TRY(bias_fill(y, x, b, M, N, 1, &beta));
+	}
+	return at_cu_gemm_ld(g, 0, 0, M, N, K, 1.0f, A, 0, W, 0, 1.0f, y, 0, 1,
+			     &add, what);
+}
+
+// xmid = x_in + bo + merged . Wo
 static int xmid_fused(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		      const at_cu_block_acts *a, const float *x_in, int BT,
 		      int C)
 {
-	float beta;
-	TRY(bias_fill(a->xmid, x_in, w->bo, BT, C, 1, &beta));
-	return at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->merged, 0, w->wo, 0, 1.0f,
-			  a->xmid, 0, 1, "the output projection");
+	return residual_product(g, BT, C, C, a->merged, w->wo, x_in, w->bo,
+				a->xmid, "the output projection");
 }
 
 // y = merged . Wo + bo into y, without the residual.
@@ -548,7 +561,6 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	if (mlp == AT_HOOK_WRITE)
 		return add(x_out, a->xmid, a->buf3, BTC);
 	// x_out = xmid + bproj + gelu . proj
-	TRY(bias_fill(x_out, a->xmid, w->bproj, BT, C, 1, &beta));
-	return at_cu_gemm(g, 0, 0, BT, C, F, 1.0f, a->gelu, 0, w->proj, 0, 1.0f,
-			  x_out, 0, 1, "the MLP's second product");
+	return residual_product(g, BT, C, F, a->gelu, w->proj, a->xmid, w->bproj,
+				x_out, "the MLP's second product");
 }

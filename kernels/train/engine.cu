@@ -113,7 +113,7 @@ static int alloc_all(tr_cuda *d)
 		TRY(dalloc(d, &d->d_att, TT, f, "the attention gradient"));
 	if (bf && !d->fused_attn)
 		TRY(dalloc(d, &d->ds16, TT, 2, "the attention gradient"));
-	TRY(dalloc(d, &d->ln_part, 2 * LN_SPLITS * C, f, "backward scratch"));
+	TRY(dalloc(d, &d->ln_part, 2 * LN_PARTS * C, f, "backward scratch"));
 	if (d->biases)
 		TRY(dalloc(d, &d->ones, BT, mm, "backward scratch"));
 	TRY(dalloc(d, &d->res, RES_N, sizeof(double), "the results"));

@@ -77,7 +77,7 @@ struct tr_cuda {
 	bf16 *d_fc16;                    // [BT,F], bf16 mode
 	float *d_att;                    // [B,H,T,T] (explicit attention)
 	bf16 *ds16;                      // [B,H,T,T], bf16 mode
-	float *ln_part;                  // 2 x LN_SPLITS x C
+	float *ln_part;                  // 2 x LN_PARTS x C
 	void *ones;                      // [BT] mm, for the biases' gradients
 	double *res;                     // RES_N: loss, stop, squared norm
 	double *norm_part;               // NORM_BLOCKS

@@ -13,20 +13,12 @@
 
 #include "train/train_kernels.cuh"
 #include "common/cublas_lazy.cuh"
-
-#define WORKSPACE (32u << 20) // cuBLASLt's scratch, as cuBLAS's default on Hopper
-
-struct plan {
-	cublasLtMatmulDesc_t desc;
-	cublasLtMatrixLayout_t a, b, d;
-	cublasLtMatmulAlgo_t algo;
-};
+#include "common/gemm_lt.cuh"
 
 struct tr_gelu_mm {
-	cublasLtHandle_t h;
-	void *ws;
+	at_cu_lt *lt; // the process's handle and workspace
 	int M, N, K;
-	plan fwd, bwd;
+	at_cu_lt_plan fwd, bwd;
 };
 
 #define LT(call)                                    \
@@ -38,7 +30,7 @@ struct tr_gelu_mm {
 // Row-major out[M,N] = A[M,K] . B, B stored [K,N] (or [N,K] when tb), is
 // column-major out^T = B^T A^T: cuBLASLt's A is our B and its B our A, as
 // in common/gemm.cu.  Returns 1 when cuBLASLt has an algorithm for it.
-static int make_plan(tr_gelu_mm *g, plan *p, int prec, int tb,
+static int make_plan(tr_gelu_mm *g, at_cu_lt_plan *p, int prec, int tb,
 		     cublasLtEpilogue_t epi)
 {
 	const at_cublaslt_api &lt = at_cublaslt;
@@ -57,43 +49,15 @@ static int make_plan(tr_gelu_mm *g, plan *p, int prec, int tb,
 	      : lt.layout_create(&p->a, ty, N, K, N));
 	LT(lt.layout_create(&p->b, ty, K, M, K));
 	LT(lt.layout_create(&p->d, ty, N, M, N));
-	cublasLtMatmulPreference_t pref;
-	LT(lt.pref_create(&pref));
-	size_t ws = WORKSPACE;
-	cublasLtMatmulHeuristicResult_t r;
-	int found = 0;
-	if (lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-			sizeof ws) == CUBLAS_STATUS_SUCCESS)
-		lt.heuristic(g->h, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r,
-			     &found);
-	lt.pref_destroy(pref);
-	if (found < 1 || r.state != CUBLAS_STATUS_SUCCESS)
-		return 0;
-	p->algo = r.algo;
-	return 1;
-}
-
-static void free_plan(plan *p)
-{
-	if (p->desc)
-		at_cublaslt.desc_destroy(p->desc);
-	if (p->a)
-		at_cublaslt.layout_destroy(p->a);
-	if (p->b)
-		at_cublaslt.layout_destroy(p->b);
-	if (p->d)
-		at_cublaslt.layout_destroy(p->d);
+	return at_cu_lt_pick(g->lt, p);
 }
 
 void tr_gelu_mm_free(tr_gelu_mm *g)
 {
 	if (!g)
 		return;
-	free_plan(&g->fwd);
-	free_plan(&g->bwd);
-	if (g->h)
-		at_cublaslt.destroy(g->h);
-	cudaFree(g->ws);
+	at_cu_lt_plan_free(&g->fwd);
+	at_cu_lt_plan_free(&g->bwd);
 	free(g);
 }
 
@@ -102,23 +66,19 @@ int tr_gelu_mm_new(tr_gelu_mm **out, int prec, int M, int N, int K)
 	*out = NULL;
 	// the auxiliary buffer's leading dimension must be a multiple of 8,
 	// and every layer's slice of it 16-byte aligned
-	if (N % 8 || M == 0 || K == 0 || at_cublaslt_load() < 0)
+	if (N % 8 || M == 0 || K == 0)
 		return 0;
+	at_cu_lt *lt;
+	int rc = at_cu_lt_get(&lt);
+	if (rc)
+		return rc < 0 ? -1 : 0;
 	tr_gelu_mm *g = (tr_gelu_mm *)calloc(1, sizeof *g);
 	if (!g)
 		return at_cu_failf("out of host memory");
+	g->lt = lt;
 	g->M = M;
 	g->N = N;
 	g->K = K;
-	if (at_cublaslt.create(&g->h) != CUBLAS_STATUS_SUCCESS) {
-		g->h = nullptr;
-		tr_gelu_mm_free(g);
-		return 0;
-	}
-	if (at_cu_alloc(&g->ws, WORKSPACE, "cuBLASLt's workspace") < 0) {
-		tr_gelu_mm_free(g);
-		return -1;
-	}
 	if (!make_plan(g, &g->fwd, prec, 0, CUBLASLT_EPILOGUE_GELU_AUX) ||
 	    !make_plan(g, &g->bwd, prec, 1, CUBLASLT_EPILOGUE_DGELU)) {
 		tr_gelu_mm_free(g);
@@ -128,7 +88,7 @@ int tr_gelu_mm_new(tr_gelu_mm **out, int prec, int M, int N, int K)
 	return 0;
 }
 
-static int run(tr_gelu_mm *g, plan *p, const void *A, const void *B,
+static int run(tr_gelu_mm *g, at_cu_lt_plan *p, const void *A, const void *B,
 	       void *out, const void *aux, const char *what)
 {
 	const float one = 1.0f, zero = 0.0f;
@@ -136,9 +96,9 @@ static int run(tr_gelu_mm *g, plan *p, const void *A, const void *B,
 					CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
 					&aux, sizeof aux),
 		   what);
-	BLAS_CHECK(at_cublaslt.matmul(g->h, p->desc, &one, B, p->a, A, p->b,
+	BLAS_CHECK(at_cublaslt.matmul(g->lt->h, p->desc, &one, B, p->a, A, p->b,
 				      &zero, out, p->d, out, p->d, &p->algo,
-				      g->ws, WORKSPACE, 0),
+				      g->lt->ws, AT_LT_WORKSPACE, 0),
 		   what);
 	return 0;
 }

@@ -3,24 +3,44 @@
 // the embedding tables.
 #include "train/train_kernels.cuh"
 
-// One warp per row of logits: an online maximum and sum of exponentials,
-// the row's loss, then (with dl) one write of (softmax - onehot) * inv.
-// Where dl lies over the logits, a bf16 gradient element j overwrites the
-// float z[j/2]: each 32 are read by the whole warp before any is written,
-// so the writes only land on what has been read.  Columns V .. Vd - 1 of
-// dl get zeros.
+// One warp per row of logits, four columns a lane at a time (ld, ldd and
+// Vd multiples of 4, rows aligned: the engine pads the vocabulary to 8;
+// one float a lane took 0.49 ms a step at andrea-120m, V 8449): an online
+// maximum and sum of exponentials, the row's loss, then (with dl) one
+// write of (softmax - onehot) * inv.  Where dl lies over the logits, a
+// bf16 gradient element j overwrites the float z[j/2]: the 128 written
+// after each __syncwarp cover the floats j0/2 .. j0/2 + 63, all read by
+// the whole warp by then and none read again.  Columns V .. Vd - 1 of dl
+// get zeros.
 template <typename OUT>
 __global__ static void ce_kernel(OUT *dl, size_t ldd, float *losses,
-				 const float *logits, size_t ld,
-				 const int32_t *targets, int N, int V, int Vd,
-				 float inv)
+				     const float *logits, size_t ld,
+				     const int32_t *targets, int N, int V,
+				     int Vd, float inv)
 {
 	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
 		const float *z = logits + n * ld;
-		float M, L;
-		warp_softmax_stats(z, V, 1.0f, &M, &L);
+		float m = -INFINITY, l = 0.0f; // online, as warp_softmax_stats
+		for (int j = 4 * lane; j < V; j += 128) {
+			float4 q = *(const float4 *)(z + j);
+			float v4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				if (j + c >= V)
+					break;
+				float v = v4[c];
+				if (v > m) {
+					l = l * expf(m - v) + 1.0f;
+					m = v;
+				} else {
+					l += expf(v - m);
+				}
+			}
+		}
+		float M = warp_max(m);
+		float L = warp_sum(m == -INFINITY ? 0.0f : l * expf(m - M));
 		int t = targets[n];
 		float zt = z[t];
 		__syncwarp(); // every lane has read z[t] before dl may overwrite it
@@ -30,12 +50,26 @@ __global__ static void ce_kernel(OUT *dl, size_t ldd, float *losses,
 			continue;
 		OUT *d = dl + n * ldd;
 		float rl = 1.0f / L;
-		for (int j0 = 0; j0 < Vd; j0 += 32) { // whole warps: see above
-			int j = j0 + lane;
-			float p = j < V ? expf(z[j] - M) * rl : 0.0f;
+		for (int j0 = 0; j0 < Vd; j0 += 128) { // whole warps: see above
+			int j = j0 + 4 * lane;
+			float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+			if (j < V) {
+				float4 q = *(const float4 *)(z + j);
+				float v4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					if (j + c < V)
+						p[c] = expf(v4[c] - M) * rl;
+			}
 			__syncwarp();
-			if (j < Vd)
-				store_as(d + j, (p - (j == t ? 1.0f : 0.0f)) * inv);
+			if (j < Vd) {
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					if (j + c == t)
+						p[c] -= 1.0f;
+				store4_as(d + j, make_float4(p[0] * inv, p[1] * inv,
+							     p[2] * inv, p[3] * inv));
+			}
 		}
 	}
 }
@@ -47,6 +81,10 @@ int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
 {
 	if (N == 0)
 		return 0;
+	if (ld % 4 || ldd % 4 || Vd % 4 || !aligned4(logits) ||
+	    !aligned4(dlogits))
+		return at_cu_failf("the loss wants rows of whole float4s "
+				   "(ld %zu, ldd %zu, %d columns)", ld, ldd, Vd);
 	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256>>>(dlogits, ldd, losses,
 						     logits, ld, targets, N, V,
 						     Vd, inv);

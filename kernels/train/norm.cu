@@ -1,10 +1,13 @@
 // norm.cu - LayerNorm backward for the training engine (the forward
 // pass, shared with the stages, is layernorm.cu).
 //
-// Backward: one warp per row for dx, then the sums over rows for dw and db
-// in two kernels: blocks of 32 columns x 8 row phases make LN_SPLITS
-// partial sums per column, and a second kernel adds them in order, so the
-// result never depends on timing (no atomics).
+// Backward: one warp per row for dx; the sums over rows for dw and db go
+// through LN_PARTS partial sums per column, which a second kernel adds in
+// a fixed order, so the result never depends on timing (no atomics).
+// Where C allows (C % 4 == 0, C <= 1280, aligned), one kernel makes dx and
+// the partial sums in the same pass over the rows (block b's are the sums
+// over its warps' rows); elsewhere a kernel apart makes them from blocks
+// of 32 columns x 8 row phases.
 #include "train/train_kernels.cuh"
 
 
@@ -40,17 +43,27 @@ __global__ static void ln_bwd_dx_kernel(float *dx, bf16 *dx16,
 }
 
 // The same for C a multiple of 4 of at most 128 NV, all pointers 16-byte
-// aligned: each lane reads its NV float4 of dout, x and w once and keeps
-// them in registers for the second pass (at andrea-120m, C = 768: 76 us a
-// call against the scalar kernel's 99, ncu).
+// aligned, with the partial sums for dw and db: each lane reads its NV
+// float4 of dout, x and w once and keeps them in registers for the second
+// pass, and adds dout * xhat and dout of its columns over its warp's rows;
+// the block then sums its 8 warps' in shared memory (8 C floats, dynamic)
+// into part[blockIdx.x * C + c] and part[(LN_PARTS + blockIdx.x) * C + c].
+// At andrea-120m, C = 768: dx alone took 76 us a call and the separate
+// partial sums 35 (ncu).
 template <int NV>
-__global__ static void ln_bwd_dx_vec_kernel(float *dx, bf16 *dx16,
-					    const float *dout, const float *in,
-					    const float *w, const float *mean,
-					    const float *rstd, int N, int C)
+__global__ static void __launch_bounds__(256)
+ln_bwd_vec_kernel(float *dx, bf16 *dx16, float *part, const float *dout,
+		  const float *in, const float *w, const float *mean,
+		  const float *rstd, int N, int C)
 {
-	int lane = threadIdx.x % 32, wpb = blockDim.x / 32, C4 = C / 4;
+	extern __shared__ float warp_sums[]; // [8][C]
+	int lane = threadIdx.x % 32, warp = threadIdx.x / 32, C4 = C / 4;
 	const float4 *w4 = (const float4 *)w;
+	float4 sw[NV], sb[NV]; // this lane's sums of dout * xhat and dout
+#pragma unroll
+	for (int k = 0; k < NV; k++)
+		sw[k] = sb[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	int wpb = blockDim.x / 32;
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
 		const float4 *x = (const float4 *)(in + n * C);
@@ -68,6 +81,14 @@ __global__ static void ln_bwd_dx_vec_kernel(float *dx, bf16 *dx16,
 					    (a.z - mu) * rs, (a.w - mu) * rs);
 			dxh[k] = make_float4(g.x * ww.x, g.y * ww.y, g.z * ww.z,
 					     g.w * ww.w);
+			sw[k].x += g.x * xh[k].x;
+			sw[k].y += g.y * xh[k].y;
+			sw[k].z += g.z * xh[k].z;
+			sw[k].w += g.w * xh[k].w;
+			sb[k].x += g.x;
+			sb[k].y += g.y;
+			sb[k].z += g.z;
+			sb[k].w += g.w;
 			s1 += dxh[k].x + dxh[k].y + dxh[k].z + dxh[k].w;
 			s2 += dxh[k].x * xh[k].x + dxh[k].y * xh[k].y +
 			      dxh[k].z * xh[k].z + dxh[k].w * xh[k].w;
@@ -92,38 +113,58 @@ __global__ static void ln_bwd_dx_vec_kernel(float *dx, bf16 *dx16,
 			}
 		}
 	}
+	// the block's sums, dw's and then db's, warp by warp in order
+	for (int which = 0; which < 2; which++) {
+		float4 *mine = (float4 *)(warp_sums + (size_t)warp * C);
+#pragma unroll
+		for (int k = 0; k < NV; k++)
+			if (lane + 32 * k < C4)
+				mine[lane + 32 * k] = which ? sb[k] : sw[k];
+		__syncthreads();
+		float *out = part + (size_t)(which * LN_PARTS + blockIdx.x) * C;
+		for (int c = threadIdx.x; c < C; c += blockDim.x) {
+			float t = 0.0f;
+			for (int y = 0; y < wpb; y++)
+				t += warp_sums[(size_t)y * C + c];
+			out[c] = t;
+		}
+		__syncthreads();
+	}
 }
 
-// ln_bwd_dx_vec_kernel<NV> for the smallest NV that holds C, if one does
-// (NV up to 10: C up to 1280).
-static bool ln_bwd_dx_vec(float *dx, bf16 *dx16, const float *dout,
-			  const float *in, const float *w, const float *mean,
-			  const float *rstd, int N, int C)
+// ln_bwd_vec_kernel<NV> for the smallest NV that holds C, if one does
+// (NV up to 10: C up to 1280), on LN_PARTS blocks of 8 warps.
+static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const float *dout,
+		       const float *in, const float *w, const float *mean,
+		       const float *rstd, int N, int C)
 {
 	uintptr_t all = (uintptr_t)dx | (uintptr_t)dx16 | (uintptr_t)dout |
 			(uintptr_t)in | (uintptr_t)w;
 	if (C % 4 || all % 16)
 		return false;
-	unsigned grid = at_cu_blocks(N, 8);
-#define LN_VEC(NV)                                                             	case NV:                                                               		ln_bwd_dx_vec_kernel<NV><<<grid, 256>>>(dx, dx16, dout, in, w, 							mean, rstd, N, C);     		return true
+	size_t smem = 8 * (size_t)C * sizeof(float);
+#define LN_VEC(NV)                                                      \
+	case NV:                                                        \
+		ln_bwd_vec_kernel<NV><<<LN_PARTS, 256, smem>>>(         \
+			dx, dx16, part, dout, in, w, mean, rstd, N, C); \
+		return true;
 	switch ((C / 4 + 31) / 32) {
-		LN_VEC(1); LN_VEC(2); LN_VEC(3); LN_VEC(4); LN_VEC(5); LN_VEC(6);
-		LN_VEC(7); LN_VEC(8); LN_VEC(9); LN_VEC(10);
+		AT_FOR_NV(LN_VEC)
 	default:
 		return false;
 	}
 #undef LN_VEC
 }
 
-// Block (x: 32 columns, y: 8 row phases); grid (column tiles, LN_SPLITS).
-// part[s*C + c] and part[(LN_SPLITS + s)*C + c]: split s's sums for dw, db.
+// Block (x: 32 columns, y: 8 row phases); grid (column tiles, LN_PARTS).
+// part[s*C + c] and part[(LN_PARTS + s)*C + c]: split s's sums for dw, db.
 __global__ static void ln_bwd_dwdb_kernel(float *part, const float *dout,
 					  const float *in, const float *mean,
 					  const float *rstd, int N, int C)
 {
 	__shared__ float sw[8][33], sb[8][33];
 	int c = blockIdx.x * 32 + threadIdx.x, s = blockIdx.y;
-	int per = (N + LN_SPLITS - 1) / LN_SPLITS;
+	int per = (N + LN_PARTS - 1) / LN_PARTS;
 	int lo = s * per, hi = min(N, lo + per);
 	float aw = 0.0f, ab = 0.0f;
 	if (c < C)
@@ -142,23 +183,34 @@ __global__ static void ln_bwd_dwdb_kernel(float *part, const float *dout,
 			tb += sb[y][threadIdx.x];
 		}
 		part[(size_t)s * C + c] = tw;
-		part[(size_t)(LN_SPLITS + s) * C + c] = tb;
+		part[(size_t)(LN_PARTS + s) * C + c] = tb;
 	}
 }
 
+// dw, db = the sums of the LN_PARTS partial sums, in a fixed order: block
+// (x: 32 columns, y: 8 phases over the parts); grid: column tiles.
 __global__ static void ln_bwd_sum_kernel(float *dw, float *db,
 					 const float *part, int C)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= C)
-		return;
+	__shared__ float sw[8][33], sb[8][33];
+	int c = blockIdx.x * 32 + threadIdx.x;
 	float tw = 0.0f, tb = 0.0f;
-	for (int s = 0; s < LN_SPLITS; s++) {
-		tw += part[(size_t)s * C + c];
-		tb += part[(size_t)(LN_SPLITS + s) * C + c];
+	if (c < C)
+		for (int s = threadIdx.y; s < LN_PARTS; s += 8) {
+			tw += part[(size_t)s * C + c];
+			tb += part[(size_t)(LN_PARTS + s) * C + c];
+		}
+	sw[threadIdx.y][threadIdx.x] = tw;
+	sb[threadIdx.y][threadIdx.x] = tb;
+	__syncthreads();
+	if (threadIdx.y == 0 && c < C) {
+		for (int y = 1; y < 8; y++) {
+			tw += sw[y][threadIdx.x];
+			tb += sb[y][threadIdx.x];
+		}
+		dw[c] = tw;
+		db[c] = tb;
 	}
-	dw[c] = tw;
-	db[c] = tb;
 }
 
 int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
@@ -168,15 +220,18 @@ int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
 {
 	if (N == 0 || C == 0)
 		return 0;
-	if (!ln_bwd_dx_vec(dx, dx16, dout, in, w, mean, rstd, N, C))
+	dim3 block(32, 8);
+	if (!ln_bwd_vec(dx, dx16, scratch, dout, in, w, mean, rstd, N, C)) {
 		ln_bwd_dx_kernel<<<at_cu_blocks(N, 8), 256>>>(dx, dx16, dout, in,
 							       w, mean, rstd, N,
 							       C);
+		CU_LAUNCHED("LayerNorm backward kernel");
+		dim3 grid((C + 31) / 32, LN_PARTS);
+		ln_bwd_dwdb_kernel<<<grid, block>>>(scratch, dout, in, mean,
+						    rstd, N, C);
+	}
 	CU_LAUNCHED("LayerNorm backward kernel");
-	dim3 grid((C + 31) / 32, LN_SPLITS), block(32, 8);
-	ln_bwd_dwdb_kernel<<<grid, block>>>(scratch, dout, in, mean, rstd, N, C);
-	CU_LAUNCHED("LayerNorm weight-gradient kernel");
-	ln_bwd_sum_kernel<<<(C + 255) / 256, 256>>>(dw, db, scratch, C);
+	ln_bwd_sum_kernel<<<(C + 31) / 32, block>>>(dw, db, scratch, C);
 	CU_LAUNCHED("LayerNorm weight-gradient sum kernel");
 	return 0;
 }

@@ -49,9 +49,9 @@ int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 // row's mean and 1/sqrt(var + eps) for the backward pass.
 // dx += the LN backward of dout, and dx16 (if not NULL) = bf16(dx): the
 // operand of the products that read it next; dw, db = sums over rows
-// (overwritten), through partial sums in scratch (2 * LN_SPLITS * C
+// (overwritten), through partial sums in scratch (2 * LN_PARTS * C
 // floats), in a fixed order.
-#define LN_SPLITS 64
+#define LN_PARTS 256
 int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
 		     const float *dout, const float *in, const float *w,
 		     const float *mean, const float *rstd, int N, int C,
@@ -73,7 +73,8 @@ int tr_softmax_causal_bwd(OUT *ds, const float *da, const float *a,
 // against targets[n]; with dlogits (float or bf16, rows ldd apart) also
 // dlogits = (softmax - onehot) * inv, and 0 in its columns V .. Vd - 1
 // (a padded vocabulary).  dlogits may lie over logits: each row's
-// gradient is written over its own row once it has been read.
+// gradient is written over its own row once it has been read.  ld, ldd
+// and Vd must be multiples of 4 and the rows 16-byte aligned.
 template <typename OUT>
 int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
 		    const float *logits, size_t ld, const int32_t *targets,

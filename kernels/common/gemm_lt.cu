@@ -1,0 +1,161 @@
+// gemm_lt.cu - the process's cuBLASLt handle and workspace, and products
+// whose result is written apart from the matrix they add (gemm_lt.cuh).
+#include <cstdlib>
+
+#include "common/cuda_util.cuh"
+#include "common/cublas_lazy.cuh"
+#include "common/gemm_lt.cuh"
+#include "ops/precision.h"
+
+int at_cu_lt_get(at_cu_lt **out)
+{
+	static at_cu_lt lt;
+	static int state; // 0: not tried, 1: made, 2: no cuBLASLt
+	*out = NULL;
+	if (state == 2)
+		return 1;
+	if (state == 0) {
+		if (at_cublaslt_load() < 0 ||
+		    at_cublaslt.create(&lt.h) != CUBLAS_STATUS_SUCCESS) {
+			state = 2;
+			return 1;
+		}
+		if (at_cu_alloc(&lt.ws, AT_LT_WORKSPACE, "cuBLASLt's workspace") < 0) {
+			at_cublaslt.destroy(lt.h);
+			return -1;
+		}
+		state = 1;
+	}
+	*out = &lt;
+	return 0;
+}
+
+#define LT_OK(call) ((call) == CUBLAS_STATUS_SUCCESS)
+
+int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p)
+{
+	const at_cublaslt_api &L = at_cublaslt;
+	cublasLtMatmulPreference_t pref;
+	if (!LT_OK(L.pref_create(&pref)))
+		return 0;
+	size_t ws = AT_LT_WORKSPACE;
+	cublasLtMatmulHeuristicResult_t r;
+	int found = 0;
+	if (LT_OK(L.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+			     &ws, sizeof ws)))
+		L.heuristic(lt->h, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r,
+			    &found);
+	L.pref_destroy(pref);
+	if (found < 1 || r.state != CUBLAS_STATUS_SUCCESS)
+		return 0;
+	p->algo = r.algo;
+	return 1;
+}
+
+void at_cu_lt_plan_free(at_cu_lt_plan *p)
+{
+	if (p->desc)
+		at_cublaslt.desc_destroy(p->desc);
+	if (p->a)
+		at_cublaslt.layout_destroy(p->a);
+	if (p->b)
+		at_cublaslt.layout_destroy(p->b);
+	if (p->d)
+		at_cublaslt.layout_destroy(p->d);
+	*p = at_cu_lt_plan{};
+}
+
+// One shape's plan: row-major operands as column-major cuBLASLt sees them
+// (our B is its A, as in common/gemm.cu).
+struct add_plan {
+	int prec, ta, tb, M, N, K, lda, ldb, ldd;
+	at_cu_lt_plan lt;
+};
+
+#define PLANS 16 // a run has a few shapes; more are planned again
+
+// Fills p (its shape set) with descriptors and the heuristic's first
+// algorithm; 1 on success, 0 where cuBLASLt has none.
+static int make(const at_cu_lt *lt, add_plan *p)
+{
+	const at_cublaslt_api &L = at_cublaslt;
+	cudaDataType_t ty = p->prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cublasComputeType_t ct = p->prec == AT_PREC_TF32 ?
+		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+	cublasOperation_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasOperation_t opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	at_cu_lt_plan *q = &p->lt;
+	if (!LT_OK(L.desc_create(&q->desc, ct, CUDA_R_32F)) ||
+	    !LT_OK(L.desc_set(q->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
+			      sizeof opa)) ||
+	    !LT_OK(L.desc_set(q->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
+			      sizeof opb)))
+		return 0;
+	// column-major: its A is our B^T ([N,K] stored, or [K,N] when tb)
+	int ar = p->tb ? p->K : p->N, ac = p->tb ? p->N : p->K;
+	int br = p->ta ? p->M : p->K, bc = p->ta ? p->K : p->M;
+	if (!LT_OK(L.layout_create(&q->a, ty, ar, ac, p->ldb)) ||
+	    !LT_OK(L.layout_create(&q->b, ty, br, bc, p->lda)) ||
+	    !LT_OK(L.layout_create(&q->d, CUDA_R_32F, p->N, p->M, p->ldd)))
+		return 0;
+	return at_cu_lt_pick(lt, q);
+}
+
+// The plan for this shape: a kept one, or a new one in the next slot
+// (the default stream is synchronized before a slot in use is replaced).
+static add_plan *plan_for(const at_cu_lt *lt, const add_plan *want)
+{
+	static add_plan plans[PLANS];
+	static int next;
+	for (int i = 0; i < PLANS; i++) {
+		add_plan *p = &plans[i];
+		if (p->lt.desc && p->prec == want->prec && p->ta == want->ta &&
+		    p->tb == want->tb && p->M == want->M && p->N == want->N &&
+		    p->K == want->K && p->lda == want->lda &&
+		    p->ldb == want->ldb && p->ldd == want->ldd)
+			return p;
+	}
+	add_plan *p = &plans[next];
+	next = (next + 1) % PLANS;
+	if (p->lt.desc) {
+		cudaStreamSynchronize(at_cu_stream);
+		at_cu_lt_plan_free(&p->lt);
+	}
+	*p = *want;
+	p->lt = at_cu_lt_plan{};
+	if (!make(lt, p)) {
+		at_cu_lt_plan_free(&p->lt);
+		return NULL;
+	}
+	return p;
+}
+
+int at_cu_lt_gemm_add(int prec, int ta, int tb, int M, int N, int K,
+		      float alpha, const void *A, int lda, const void *B,
+		      int ldb, float beta, const float *X, float *D, int ldd,
+		      const char *what)
+{
+	at_cu_lt *lt;
+	int rc = at_cu_lt_get(&lt);
+	if (rc)
+		return rc;
+	add_plan want = {};
+	want.prec = prec;
+	want.ta = ta;
+	want.tb = tb;
+	want.M = M;
+	want.N = N;
+	want.K = K;
+	want.lda = lda;
+	want.ldb = ldb;
+	want.ldd = ldd;
+	add_plan *p = plan_for(lt, &want);
+	if (!p)
+		return 1;
+	const at_cu_lt_plan *q = &p->lt;
+	BLAS_CHECK(at_cublaslt.matmul(lt->h, q->desc, &alpha, B, q->a, A, q->b,
+				      &beta, X, q->d, D, q->d, &q->algo, lt->ws,
+				      AT_LT_WORKSPACE, at_cu_stream),
+		   what);
+	return 0;
+}

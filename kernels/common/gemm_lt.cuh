@@ -1,0 +1,47 @@
+// gemm_lt.cuh - cuBLASLt for the products plain cuBLAS cannot do in one
+// kernel: a result written apart from the matrix it adds (D = A.B + X,
+// X not D: the residual stream's products), and the GELU epilogues of
+// andrea-train's MLP (kernels/train/gelu_mm.cu).  One handle and one
+// workspace for the process, made on first use; the products run on the
+// default stream one after another, so they share the workspace.
+#ifndef ANDREA_GEMM_LT_CUH
+#define ANDREA_GEMM_LT_CUH
+
+#include <cublasLt.h>
+
+#define AT_LT_WORKSPACE (32u << 20) // cuBLAS's default on Hopper
+
+struct at_cu_lt {
+	cublasLtHandle_t h;
+	void *ws;
+};
+
+// The process's handle and workspace: 0, -1 with the reason in
+// at_cuda_error() where the device failed, or 1 where cuBLASLt is not
+// there (the caller takes another way).
+int at_cu_lt_get(at_cu_lt **out);
+
+// A product's cuBLASLt descriptors and the algorithm chosen for them.
+struct at_cu_lt_plan {
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t a, b, d;
+	cublasLtMatmulAlgo_t algo;
+};
+
+// p's algo: the heuristic's first for its descriptors (C laid out as D)
+// within the workspace; 1 when there is one, else 0.
+int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p);
+// Destroys what p holds and zeroes it.
+void at_cu_lt_plan_free(at_cu_lt_plan *p);
+
+// Row-major D[M,N] = alpha op(A) op(B) + beta X, as at_cu_gemm's operands
+// (A [K,M] when ta, B [N,K] when tb, leading dimensions lda, ldb; 0:
+// packed), operands bf16 (prec AT_PREC_BF16) or float, X and D float with
+// leading dimension ldd; X may be D.  Plans are chosen once per shape.
+// Returns 0, -1 with the reason, or 1 where cuBLASLt has no way for it.
+int at_cu_lt_gemm_add(int prec, int ta, int tb, int M, int N, int K,
+		      float alpha, const void *A, int lda, const void *B,
+		      int ldb, float beta, const float *X, float *D, int ldd,
+		      const char *what);
+
+#endif
