@@ -129,7 +129,7 @@ static void compare(const char *what, const problem &p,
 static void check(int B, int H, int T, int D, int causal, int rows_layout)
 {
 	float scale = 1.0f / sqrtf((float)D);
-	at_sdpa_shape s = rows_layout ? at_sdpa_block(B, H, T, D)
+	at_sdpa_shape s = rows_layout ? at_sdpa_block(B, H, T, D, H * D)
 				      : at_sdpa_contiguous(B, H, T, D, scale, causal);
 	char what[160];
 	snprintf(what, sizeof what, "cudnn attention %s B=%d H=%d T=%d D=%d%s",

@@ -299,12 +299,12 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 // kernels in fp32 and tf32.
 static int attend_fused(int prec, const at_cu_block_acts *a,
 			const at_cu_kv *kv, int B, int T, int H, int D,
-			float scale)
+			float scale, int qkv_ld)
 {
 	if (a->hook || kv) // a hook would see no scores, attn or out
 		return at_cu_failf("the fused attention takes no hook or cache");
 	if (prec == AT_PREC_BF16) {
-		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
+		at_sdpa_shape s = at_sdpa_block(B, H, T, D, qkv_ld);
 		return at_cudnn_sdpa_forward(&s, a->merged, a->lse, a->q, a->k,
 					     a->v);
 	}
@@ -447,31 +447,39 @@ static int hooked_attention_out(const at_cu_gemm_mode *g,
 	return report(a, "xmid", a->xmid, 0, 3, B, T, C, 0);
 }
 
-// q, k, v (rows [B*T,C], one after the other from a->q; bf16 in bf16)
-// straight from the product, as the fused attentions read them; bf16
-// with biases by way of buf3.
+// q, k, v (rows [B*T,C], one after the other from a->q; or side by side
+// in rows [B*T,3C] with w->wqkv_cat; bf16 in bf16) straight from the
+// product, as the fused attentions read them; bf16 with biases by way of
+// buf3.
 static int qkv_rows(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		    const at_cu_block_acts *a, int BT, int C)
 {
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
-	int bf = g->prec == AT_PREC_BF16;
+	int bf = g->prec == AT_PREC_BF16, cat = w->wqkv_cat != NULL;
 	size_t es = bf ? sizeof(bf16) : sizeof(float);
-	if ((char *)a->k != (char *)a->q + BTC * es ||
-	    (char *)a->v != (char *)a->k + BTC * es)
-		return at_cu_failf("the fused attention wants q, k and v one "
-				   "after the other");
+	size_t apart = cat ? (size_t)C : BTC; // k - q, v - k
+	if ((char *)a->k != (char *)a->q + apart * es ||
+	    (char *)a->v != (char *)a->k + apart * es)
+		return at_cu_failf("the fused attention wants q, k and v %s",
+				   cat ? "side by side" : "one after the other");
+	if (cat && !bf) // andrea's fp32 kernels read each in rows of C
+		return at_cu_failf("q, k and v side by side are bf16 only");
+	// one product of N = 3C, or three of C (bq, bk, bv lie one after the
+	// other either way: train.h)
+	int n = cat ? 3 * C : C, batch = cat ? 1 : 3;
+	const void *wt = cat ? w->wqkv_cat : w->wqkv;
+	long long sw = cat ? 0 : (long long)CC, so = cat ? 0 : (long long)BTC;
+	float beta;
 	if (!w->bqkv || !bf) {
-		float beta;
-		TRY(bias_fill((float *)a->q, NULL, w->bqkv, BT, C, 3, &beta));
+		TRY(bias_fill((float *)a->q, NULL, w->bqkv, BT, n, batch, &beta));
 		at_cu_gemm_layout rows = {0, 0, 0, bf};
-		return at_cu_gemm_ld(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv,
-				     CC, beta, a->q, BTC, 3, &rows,
+		return at_cu_gemm_ld(g, 0, 0, BT, n, C, 1.0f, a->ln1, 0, wt, sw,
+				     beta, a->q, so, batch, &rows,
 				     "the q, k, v products");
 	}
-	float beta;
-	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, C, 3, &beta));
-	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, beta,
-		       a->buf3, BTC, 3, "the q, k, v products"));
+	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, n, batch, &beta));
+	TRY(at_cu_gemm(g, 0, 0, BT, n, C, 1.0f, a->ln1, 0, wt, sw, beta,
+		       a->buf3, so, batch, "the q, k, v products"));
 	return at_cu_to_bf16((bf16 *)a->q, a->buf3, 3 * BTC);
 }
 
@@ -486,7 +494,8 @@ static int attention(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	float scale = (float)(1.0 / sqrt((double)D));
 	if (a->lse) { // fused: no T x T weights
 		TRY(qkv_rows(g, w, a, BT, C));
-		return attend_fused(p, a, kv, B, T, H, D, scale);
+		return attend_fused(p, a, kv, B, T, H, D, scale,
+				    w->wqkv_cat ? 3 * C : C);
 	}
 	float beta;
 	TRY(bias_fill(a->buf3, NULL, w->bqkv, BT, C, 3, &beta));

@@ -76,6 +76,11 @@ struct at_cu_block_w {
 	const float *ln1w, *ln1b, *ln2w, *ln2b;
 	const void *wqkv, *wo, *fc, *proj;
 	const float *bqkv, *bo, *bfc, *bproj;
+	// Wq, Wk, Wv side by side, [C,3C] (the trainer's copy, bf16 with the
+	// attention fused): one product then writes q, k, v side by side in
+	// rows [B*T,3C] (a->k = a->q + C, a->v = a->q + 2C), and the
+	// backward's input gradient is one product over K = 3C.  NULL: none.
+	const void *wqkv_cat;
 };
 
 // The MLP's first product with the GELU fused (the trainer's cuBLASLt
@@ -90,8 +95,9 @@ struct at_cu_fc_fused {
 // Where one block's forward writes.  The LayerNorm statistics may be
 // NULL; att16 is needed in bf16 only; fc is mm with a fused GELU, float
 // otherwise.  Without a cache q, k, v are [3,B,H,T,D] one after the
-// other (rows [3,B*T,C] where the attention is fused in bf16, as cuDNN
-// reads them); with one, q is [B,H,T,D] and k, v are the layer's cache.
+// other (rows [3,B*T,C] where the attention is fused, as the fused
+// kernels read them; side by side in rows [B*T,3C] with w->wqkv_cat);
+// with one, q is [B,H,T,D] and k, v are the layer's cache.
 struct at_cu_block_acts {
 	void *ln1, *ln2;                 // [B*T,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // [B*T]

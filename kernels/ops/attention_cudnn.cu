@@ -369,12 +369,16 @@ extern "C" at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D,
 	return s;
 }
 
-extern "C" at_sdpa_shape at_sdpa_block(int B, int H, int T, int D)
+extern "C" at_sdpa_shape at_sdpa_block(int B, int H, int T, int D,
+				       int qkv_ld)
 {
 	at_sdpa_shape s = at_sdpa_contiguous(B, H, T, D,
 					     (float)(1.0 / sqrt((double)D)), 1);
 	long long C = (long long)H * D, rows[3] = {T * C, D, C};
-	for (long long *p : {s.q, s.k, s.v, s.o, s.dq, s.dk, s.dv, s.dout})
+	long long qkv[3] = {(long long)T * qkv_ld, D, qkv_ld};
+	for (long long *p : {s.o, s.dout})
 		memcpy(p, rows, sizeof rows);
+	for (long long *p : {s.q, s.k, s.v, s.dq, s.dk, s.dv})
+		memcpy(p, qkv, sizeof qkv);
 	return s;
 }

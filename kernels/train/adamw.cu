@@ -104,3 +104,24 @@ int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols)
 }
 template int tr_copy_rows<float>(float *, size_t, const float *, int, int);
 template int tr_copy_rows<bf16>(bf16 *, size_t, const float *, int, int);
+
+__global__ static void cat_three_kernel(bf16 *dst, const float *src, int rows,
+					int cols)
+{
+	size_t rc = (size_t)rows * cols, n = 3 * rc;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t m = i / rc, r = i % rc / cols, c = i % cols;
+		dst[r * 3 * cols + m * cols + c] = __float2bfloat16(src[i]);
+	}
+}
+
+int tr_cat_three(bf16 *dst, const float *src, int rows, int cols)
+{
+	size_t n = 3 * (size_t)rows * cols;
+	if (n == 0)
+		return 0;
+	cat_three_kernel<<<at_cu_blocks(n, 256), 256>>>(dst, src, rows, cols);
+	CU_LAUNCHED("parameter copy kernel");
+	return 0;
+}

@@ -39,13 +39,16 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	int D = C / H, BH = B * H, bf = d->prec == AT_PREC_BF16;
 	size_t BTC = (size_t)B * T * C, TD = (size_t)T * D, TT = (size_t)T * T;
 	const at_cu_gemm_mode *bl = &d->blas;
-	const void *k = mm_at(d, (void *)q, BTC), *v = mm_at(d, (void *)q, 2 * BTC);
+	size_t apart = qkv_apart(d);
+	const void *k = mm_at(d, (void *)q, apart);
+	const void *v = mm_at(d, (void *)q, 2 * apart);
 	float scale = (float)(1.0 / sqrt((double)D));
 	if (cudnn_attention(d)) { // cuDNN writes d_qkv's rows itself
-		at_sdpa_shape s = at_sdpa_block(B, H, T, D);
-		return at_cudnn_sdpa_backward(&s, d->d_qkv, mm_at(d, d->d_qkv, BTC),
-					      mm_at(d, d->d_qkv, 2 * BTC), q, k,
-					      v, merged, d->d_out,
+		at_sdpa_shape s = at_sdpa_block(B, H, T, D, qkv_ld(d));
+		return at_cudnn_sdpa_backward(&s, d->d_qkv,
+					      mm_at(d, d->d_qkv, apart),
+					      mm_at(d, d->d_qkv, 2 * apart), q,
+					      k, v, merged, d->d_out,
 					      lse_at(d, l));
 	}
 	if (d->fused_attn) { // fp32, tf32: andrea's kernels, rows as well
@@ -123,6 +126,45 @@ static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc_mm)
 			 "the MLP's second bias, backward");
 }
 
+// From d_qkv to the gradients of Wq, Wk, Wv (and bq, bk, bv) and to d_ln,
+// the gradient of layer l's ln1.
+static int qkv_backward(tr_cuda *d, int l, const void *ln1)
+{
+	const tr_layer_off *o = &d->layer[l];
+	int C = d->cfg.d_model, BT = d->B * d->T;
+	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
+	const at_cu_gemm_mode *bl = &d->blas;
+	float *g = d->g;
+	if (d->wqkv_cat) { // d_qkv's rows [B*T,3C]: q's, k's, v's side by side
+		TRY(bias_grad(d, o->bq, d->d_qkv, 3 * C, 1,
+			      "the q, k, v biases, backward"));
+		at_cu_gemm_layout side = {0, 3 * C, 0, 0};
+		for (int i = 0; i < 3; i++)
+			TRY(at_cu_gemm_ld(bl, 1, 0, C, C, BT, 1.0f, ln1, 0,
+					  mm_at(d, d->d_qkv, (size_t)i * C), 0,
+					  0.0f, g + o->wq + i * CC, 0, 1, &side,
+					  "the q, k, v products, backward"));
+		return at_cu_gemm(bl, 0, 1, BT, C, 3 * C, 1.0f, d->d_qkv, 0,
+				  wqkv_cat_at(d, l), 0, 0.0f, d->d_ln, 0, 1,
+				  "the q, k, v products, backward");
+	}
+	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
+	for (int i = 0; i < 3; i++) {
+		// three products, not one batched: cuBLAS splits a plain
+		// product's long K (B*T) across blocks, not a batched one's;
+		// batched, 3 x C^2 outputs fill too few blocks (2.3x slower)
+		const void *dqkv = mm_at(d, d->d_qkv, i * BTC);
+		TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, dqkv, 0, 0.0f,
+			       g + o->wq + i * CC, 0, 1,
+			       "the q, k, v products, backward"));
+		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, dqkv, 0,
+			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
+			       d->d_ln, 0, 1,
+			       "the q, k, v products, backward"));
+	}
+	return 0;
+}
+
 // Back through one block (lib/train/backward.c's block_backward): d_resid
 // holds the gradient of the block's output on entry, of its input on
 // return.
@@ -131,7 +173,7 @@ static int block_backward(tr_cuda *d, int l)
 	const tr_layer_off *o = &d->layer[l];
 	int B = d->B, T = d->T, C = d->cfg.d_model, H = d->cfg.n_head;
 	int D = C / H, F = 4 * C, BT = B * T;
-	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
+	size_t BTC = (size_t)BT * C;
 	const at_cu_gemm_mode *bl = &d->blas;
 	int bf = d->prec == AT_PREC_BF16;
 	float *xin = d->resid + l * BTC, *xm = d->xmid + l * BTC;
@@ -173,20 +215,7 @@ static int block_backward(tr_cuda *d, int l)
 			    H, D));
 	}
 	TRY(attention_backward(d, l, q, merged));
-	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
-	for (int i = 0; i < 3; i++) {
-		// three products, not one batched: cuBLAS splits a plain
-		// product's long K (B*T) across blocks, not a batched one's;
-		// batched, 3 x C^2 outputs fill too few blocks (2.3x slower)
-		const void *dqkv = mm_at(d, d->d_qkv, i * BTC);
-		TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, dqkv, 0, 0.0f,
-			       g + o->wq + i * CC, 0, 1,
-			       "the q, k, v products, backward"));
-		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, dqkv, 0,
-			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
-			       d->d_ln, 0, 1,
-			       "the q, k, v products, backward"));
-	}
+	TRY(qkv_backward(d, l, ln1));
 	TRY(tr_layernorm_bwd(dr, d->dr16, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
 			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
 			     BT, C, d->ln_part));

@@ -90,6 +90,9 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->logits, BT * d->Vp, f, "the logits"));
+	if (cudnn_attention(d))
+		TRY(dalloc(d, &d->wqkv_cat, L * 3 * C * C, 2,
+			   "Wq, Wk, Wv side by side"));
 	if ((size_t)d->Vp != V) {
 		TRY(dalloc(d, &d->head_w, C * d->Vp, mm, "the padded head"));
 		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));
@@ -151,13 +154,18 @@ static int fill_ones(tr_cuda *d)
 	return bf ? at_cu_to_bf16((bf16 *)d->ones, one.p, n) : 0;
 }
 
-// The padded copy of the head (engine.cuh's head_weight), after each
-// change of the parameters; its pads stay the zeros setup wrote.
-static int copy_head(tr_cuda *d)
+// The copies of parameters the products read in another layout, after
+// each change of the parameters: Wq|Wk|Wv side by side (wqkv_cat), and
+// the padded head (engine.cuh's head_weight), whose pads stay the zeros
+// setup wrote.
+static int copy_weights(tr_cuda *d)
 {
+	int C = d->cfg.d_model, V = d->cfg.vocab;
+	for (int l = 0; d->wqkv_cat && l < d->cfg.n_layer; l++)
+		TRY(tr_cat_three(d->wqkv_cat + (size_t)l * 3 * C * C,
+				 d->p + d->layer[l].wq, C, C));
 	if (!d->head_w)
 		return 0;
-	int C = d->cfg.d_model, V = d->cfg.vocab;
 	if (d->tied)
 		return MM_CALL(d, tr_copy_rows, d->head_w, C, d->p + d->wte, V, C);
 	return MM_CALL(d, tr_copy_rows, d->head_w, d->Vp, d->p + d->lm_head, C,
@@ -208,7 +216,7 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 		CU_CHECK(cudaMemset(d->head_w, 0, (size_t)d->cfg.d_model * d->Vp *
 					   (d->prec == AT_PREC_BF16 ? 2 : 4)),
 			 "zeroing the padded head");
-	TRY(copy_head(d));
+	TRY(copy_weights(d));
 	CU_CHECK(cudaMemset(d->res, 0, RES_N * sizeof(double)), "zeroing results");
 	if (d->ones)
 		TRY(fill_ones(d));
@@ -252,7 +260,7 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 	if (precision != AT_PREC_BF16)
 		return attention == TR_ATTN_FUSED ||
 		       at_cu_attention_tc_takes(D, at_heads{H, H * D}, NULL, 0);
-	at_sdpa_shape s = at_sdpa_block(B, H, T, D);
+	at_sdpa_shape s = at_sdpa_block(B, H, T, D, 3 * H * D);
 	if (at_cudnn_sdpa_supported(&s, 0) && at_cudnn_sdpa_supported(&s, 1))
 		return 1;
 	if (attention == TR_ATTN_FUSED) { // the reason, less its "CUDA: "
@@ -393,6 +401,8 @@ static int block_forward(tr_cuda *d, int l)
 	at_cu_block_w w = {d->p + o->ln1w, d->p + o->ln1b, d->p + o->ln2w,
 			   d->p + o->ln2b, W(d, o->wq), W(d, o->wo),
 			   W(d, o->fc), W(d, o->proj)};
+	if (d->wqkv_cat)
+		w.wqkv_cat = wqkv_cat_at(d, l);
 	if (d->biases) { // bq, bk, bv lie one after the other (train.h)
 		w.bqkv = d->p + o->bq;
 		w.bo = d->p + o->bo;
@@ -408,8 +418,8 @@ static int block_forward(tr_cuda *d, int l)
 	a.ln2_mean = d->ln2_mean + lr;
 	a.ln2_rstd = d->ln2_rstd + lr;
 	a.q = q;
-	a.k = mm_at(d, q, BTC);
-	a.v = mm_at(d, q, 2 * BTC);
+	a.k = mm_at(d, q, qkv_apart(d));
+	a.v = mm_at(d, q, 2 * qkv_apart(d));
 	if (d->fused_attn) {
 		a.lse = lse_at(d, l);
 	} else {
@@ -477,7 +487,7 @@ extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,
 		     (float)h->eps, (float)h->weight_decay, c1, c2, h->clip,
 		     d->res + RES_NORMSQ));
 	TRY(tr_ranks_params(d));
-	return copy_head(d);
+	return copy_weights(d);
 }
 
 extern "C" int tr_cuda_finish(tr_cuda *d, double *loss, double *norm,

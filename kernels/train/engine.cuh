@@ -52,7 +52,8 @@ struct tr_cuda {
 	float *resid, *xmid;             // (L+1) x [BT,C], L x [BT,C]
 	void *ln1, *ln2;                 // L x [BT,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
-	void *qkv;                       // L x 3 x [B,H,T,D] mm, rows if fused
+	void *qkv;                       // L x 3 x [B,H,T,D] mm; fused, rows
+					 // (side by side with cuDNN: qkv_apart)
 	float *att;                      // L x [B,H,T,T] (explicit attention)
 	bf16 *att16;                     // L x [B,H,T,T], bf16 mode
 	int fused_attn;                  // else explicit (tr_cuda_new)
@@ -65,6 +66,8 @@ struct tr_cuda {
 	float *lnf_mean, *lnf_rstd;      // [BT]
 	float *logits;                   // [BT,Vp]; the gradient over it (dl_ld)
 	void *head_w;                    // mm: the padded head, or NULL
+	bf16 *wqkv_cat;                  // L x [C,3C]: Wq|Wk|Wv side by side
+					 // (cuDNN's attention), or NULL
 	float *head_g;                   // its gradient, padded
 	float *losses;                   // [BT]
 	// backward scratch
@@ -72,7 +75,7 @@ struct tr_cuda {
 	float *d_resid, *d_ln, *d_merged; // [BT,C] (d_merged: explicit)
 	bf16 *dr16;                      // [BT,C], bf16 mode
 	void *d_out;                     // [B,H,T,D] mm, rows if fused
-	void *d_qkv;                     // 3 x [BT,C] mm
+	void *d_qkv;                     // 3 x [BT,C] mm (as qkv)
 	float *d_fc;                     // [BT,F]
 	bf16 *d_fc16;                    // [BT,F], bf16 mode
 	float *d_att;                    // [B,H,T,T] (explicit attention)
@@ -100,10 +103,30 @@ static inline const void *W(const tr_cuda *d, size_t off)
 				  : (const void *)(d->p + off);
 }
 
-// Whether the attention is cuDNN's (fused, bf16): q, k, v, dO in rows.
+// Whether the attention is cuDNN's (fused, bf16): q, k, v, dO in rows,
+// q, k, v side by side ([B*T,3C], from one product with wqkv_cat).
 static inline int cudnn_attention(const tr_cuda *d)
 {
 	return d->fused_attn && d->prec == AT_PREC_BF16;
+}
+
+// Layer l's q, k, v: k and v's offsets from q in elements (side by side
+// in rows for cuDNN, else one matrix after the other), and their rows'
+// stride.
+static inline size_t qkv_apart(const tr_cuda *d)
+{
+	return cudnn_attention(d) ? (size_t)d->cfg.d_model
+				  : (size_t)d->B * d->T * d->cfg.d_model;
+}
+static inline int qkv_ld(const tr_cuda *d)
+{
+	return (cudnn_attention(d) ? 3 : 1) * d->cfg.d_model;
+}
+
+// Layer l's Wq|Wk|Wv side by side [C,3C] (cudnn_attention).
+static inline const bf16 *wqkv_cat_at(const tr_cuda *d, int l)
+{
+	return d->wqkv_cat + (size_t)l * 3 * d->cfg.d_model * d->cfg.d_model;
 }
 
 // The logits' gradient lies over the logits, in the products' type: its

@@ -133,5 +133,9 @@ int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 // padded copy of a parameter whose rows are not 16-byte aligned.
 template <typename OUT>
 int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols);
+// dst [rows, 3 cols] (bf16) = three matrices [rows, cols] of src, one
+// after the other, side by side: Wq|Wk|Wv for the products of q, k, v
+// that read one matrix [C,3C].
+int tr_cat_three(bf16 *dst, const float *src, int rows, int cols);
 
 #endif

@@ -133,8 +133,10 @@ at_sdpa_shape at_sdpa_contiguous(int B, int H, int T, int D, float scale,
 				 int causal);
 /* The model block's causal attention (scale 1/sqrt(D)): q, k, v, out and
  * their gradients the heads side by side in rows [B,T,H*D], as the
- * products before and after write and read them. */
-at_sdpa_shape at_sdpa_block(int B, int H, int T, int D);
+ * products before and after write and read them; the rows of q, k, v and
+ * of their gradients qkv_ld elements apart (H*D: each its own matrix; 3
+ * H*D: side by side in one, as one product writes them). */
+at_sdpa_shape at_sdpa_block(int B, int H, int T, int D, int qkv_ld);
 /* andrea-attention: out [BH,T,D] and lse [BH,T] (if not NULL) from q, k,
  * v [BH,T,D] through at_cuda_attention_forward. */
 int at_cuda_attention_host(float *out, float *lse, const float *q,
