@@ -114,9 +114,24 @@ template <typename T> static inline bool aligned4(const T *p)
 	return (uintptr_t)p % (4 * sizeof(T)) == 0;
 }
 
-// X(NV) for NV = 1 .. 10: the cases of the row kernels that keep a row of
-// C <= 32 * 4 * NV floats in registers, a float4 a lane (C up to 1280).
-#define AT_FOR_NV(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10)
+// In a function returning bool: LAUNCH(NV) for the smallest NV = 1 .. 10
+// that holds a row of C floats, a float4 a lane (C <= 32 * 4 * NV), and
+// return true; past C = 1280, nothing (the caller takes its scalar way).
+// For the row kernels that keep their row in registers.
+#define AT_NV_LAUNCH(C, LAUNCH)                                      \
+	switch (((C) / 4 + 31) / 32) {                               \
+	case 1: LAUNCH(1); return true;                              \
+	case 2: LAUNCH(2); return true;                              \
+	case 3: LAUNCH(3); return true;                              \
+	case 4: LAUNCH(4); return true;                              \
+	case 5: LAUNCH(5); return true;                              \
+	case 6: LAUNCH(6); return true;                              \
+	case 7: LAUNCH(7); return true;                              \
+	case 8: LAUNCH(8); return true;                              \
+	case 9: LAUNCH(9); return true;                              \
+	case 10: LAUNCH(10); return true;                            \
+	default: break;                                              \
+	}
 
 // Four floats stored as float or bf16 (round to nearest even, as
 // store_as), at p aligned to four elements.

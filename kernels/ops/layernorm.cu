@@ -65,16 +65,11 @@ static bool layernorm_vec(OUT *out, float *mean, float *rstd, const float *in,
 	    !aligned4(b))
 		return false;
 #define LN_VEC(NV)                                                     \
-	case NV:                                                       \
-		layernorm_vec_kernel<NV, OUT><<<grid, bs, 0, at_cu_stream>>>( \
-			out, mean, rstd, in, w, b, N, C, eps);         \
-		return true;
-	switch ((C / 4 + 31) / 32) {
-		AT_FOR_NV(LN_VEC)
-	default:
-		return false;
-	}
+	layernorm_vec_kernel<NV, OUT><<<grid, bs, 0, at_cu_stream>>>(  \
+		out, mean, rstd, in, w, b, N, C, eps)
+	AT_NV_LAUNCH(C, LN_VEC)
 #undef LN_VEC
+	return false;
 }
 
 template <typename OUT>

@@ -144,16 +144,11 @@ static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const float *dout,
 		return false;
 	size_t smem = 8 * (size_t)C * sizeof(float);
 #define LN_VEC(NV)                                                      \
-	case NV:                                                        \
-		ln_bwd_vec_kernel<NV><<<LN_PARTS, 256, smem>>>(         \
-			dx, dx16, part, dout, in, w, mean, rstd, N, C); \
-		return true;
-	switch ((C / 4 + 31) / 32) {
-		AT_FOR_NV(LN_VEC)
-	default:
-		return false;
-	}
+	ln_bwd_vec_kernel<NV><<<LN_PARTS, 256, smem>>>(                 \
+		dx, dx16, part, dout, in, w, mean, rstd, N, C)
+	AT_NV_LAUNCH(C, LN_VEC)
 #undef LN_VEC
+	return false;
 }
 
 // Block (x: 32 columns, y: 8 row phases); grid (column tiles, LN_PARTS).
