@@ -17,7 +17,10 @@ andrea-train's time comes from its --log (the elapsed seconds between the
 andrea-train runs twice: as it chooses (the andrea column), then with
 ANDREA_TRAIN_FUSE_GELU forcing the other GELU path; "fuse" is the tokens/s
 with the GELU in the epilogue of the MLP's first product (cuBLASLt) over
-those with a separate GELU kernel each way.
+those with a separate GELU kernel each way.  A third run has
+ANDREA_CUDA_GRAPHS=0; "graph" is the tokens/s of the default run (its
+steps replayed as one CUDA graph) over that one's (every kernel launched
+from the host).
 Memory: andrea's engine buffers and the device memory its process held
 at its peak (total - free: its CUDA context and the cuBLAS and cuDNN
 workspaces included), less what was in use before it started (this
@@ -69,13 +72,17 @@ def data_file(tmp, V):
     return path
 
 
-def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=(), batch=B):
+def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=(), batch=B,
+         graphs=True):
     """andrea-train's run of `batch` rows a step, with extra options;
     fuse_gelu True/False forces a GELU path, None leaves the choice to
-    andrea-train."""
-    env = {k: v for k, v in os.environ.items() if k != "ANDREA_TRAIN_FUSE_GELU"}
+    andrea-train; graphs False launches every kernel from the host."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ANDREA_TRAIN_FUSE_GELU", "ANDREA_CUDA_GRAPHS")}
     if fuse_gelu is not None:
         env["ANDREA_TRAIN_FUSE_GELU"] = "1" if fuse_gelu else "0"
+    if not graphs:
+        env["ANDREA_CUDA_GRAPHS"] = "0"
     log = os.path.join(tmp, "log.jsonl")
     out = os.path.join(tmp, "m.ats")
     free, total = torch.cuda.mem_get_info()  # the device is shared with us
@@ -240,7 +247,7 @@ def main():
           f"(TFLOP/s) fp32 67, tf32 495, bf16 990; a PyTorch process's "
           f"context {context / (1 << 30):.2f} GiB")
     print(f"{'config':<12}{'V':>5} {'prec':<5}{'andrea tok/s':>13}{'MFU':>6}"
-          f"{'fuse':>6}{'eager':>9}{'+SDPA':>9}{'compiled':>10}{'MFU':>6}"
+          f"{'fuse':>6}{'graph':>6}{'eager':>9}{'+SDPA':>9}{'compiled':>10}{'MFU':>6}"
           f"{'ratio':>7}  {'andrea GiB buf/process':>22}"
           f"{'torch GiB tensors/process':>26}")
     rows, gains, lighter = [], {}, []
@@ -259,11 +266,13 @@ def main():
                     a, msg = ours(tmp, name, V, prec, data)
                     o, omsg = (ours(tmp, name, V, prec, data, not a["fused"])
                                if a else (None, ""))
+                    e, emsg = (ours(tmp, name, V, prec, data, graphs=False)
+                               if o else (None, omsg))
                     ts = {w: theirs(name, V, prec, w, context) for w in WAYS}
                     t = ts["compiled"]  # the reference
-                    if a is None or o is None:
+                    if a is None or e is None:
                         print(f"{name:<12}{V:>5} {prec:<5} andrea failed: "
-                              f"{msg if a is None else omsg}")
+                              f"{msg if a is None else emsg}")
                         continue
                     f, u = (a, o) if a["fused"] else (o, a)
                     r = a["tps"] / t["tps"]
@@ -275,7 +284,8 @@ def main():
                     gib = 1 << 30
                     print(f"{name:<12}{V:>5} {prec:<5}{a['tps']:>13.0f}"
                           f"{fpt * a['tps'] / PEAK[prec]:>6.1%}"
-                          f"{gain:>6}{ts['eager']['tps']:>9.0f}"
+                          f"{gain:>6}{a['tps'] / e['tps']:>5.2f}x"
+                          f"{ts['eager']['tps']:>9.0f}"
                           f"{ts['sdpa']['tps']:>9.0f}{t['tps']:>10.0f}"
                           f"{fpt * t['tps'] / PEAK[prec]:>6.1%}{r:>6.2f}x  "
                           f"{a['buf'] / gib:>12.2f}/{a['peak'] / gib:<9.2f}"

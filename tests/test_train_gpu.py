@@ -103,14 +103,14 @@ def test_odd_width_keeps_the_gelu_apart(tmp_path):
     assert not bad, bad
 
 
-def curve(tmp, data, device, precision="fp32", *extra):
-    log = os.path.join(tmp, f"log-{device}-{precision}{'-'.join(extra)}.jsonl")
+def curve(tmp, data, device, precision="fp32", *extra, env=None, tag=""):
+    log = os.path.join(tmp, f"log-{device}-{precision}{'-'.join(extra)}{tag}.jsonl")
     p = run("train", "--config", "tiny", "--seed", 3, "--data", data,
             "--steps", 10, "--batch", 4, "--seq", 64, "--lr", 3e-3,
             "--warmup", 2, "--eval-every", 5, "--eval-batches", 2,
             "--threads", 2, "--device", device, "--precision", precision,
             "--log", log, "-o", os.path.join(tmp, f"c-{device}.ats"), "-f",
-            *extra, check=0)
+            *extra, env=env, check=0)
     return [json.loads(line) for line in open(log)], p
 
 
@@ -133,6 +133,27 @@ def test_ten_step_loss_curves_agree(tmp_path):
         assert "tokens/s, peak device memory" in last and precision in last
         assert ("GELU fused" in last) == (precision == "bf16"), last
         assert "attention fused" in last, last
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_graph_replays_the_eager_step(tmp_path, precision):
+    """From the second step on the step is one CUDA graph: the same
+    kernels on the same buffers as launched one by one, so the same losses
+    (to the order of the attention backward's atomic sums)."""
+    rng = np.random.default_rng(13)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 20000))
+    eager, pe = curve(tmp_path, data, "cuda", precision,
+                      env={"ANDREA_CUDA_GRAPHS": "0"}, tag="eager")
+    graph, pg = curve(tmp_path, data, "cuda", precision, tag="graph")
+    assert "CUDA graph" in pg.stderr.decode().splitlines()[-1]
+    assert "CUDA graph" not in pe.stderr.decode().splitlines()[-1]
+    for key in ("loss", "val_loss", "grad_norm"):
+        e = [r[key] for r in eager if key in r]
+        g = [r[key] for r in graph if key in r]
+        assert len(e) == len(g) > 0, key
+        worst = max(abs(a - b) / abs(a) for a, b in zip(e, g))
+        print(f"{precision} {key}: graph against eager {worst:.2e}")
+        assert worst <= (1e-6 if precision == "fp32" else 1e-4), (key, e, g)
 
 
 def test_checkpoints_move_between_cpu_and_gpu(tmp_path):

@@ -36,8 +36,7 @@ struct at_cu_gemm_mode {
 // reuses one).  A and B are float, or bf16 in AT_PREC_BF16; C is float.
 // batch 1 is one plain product, more a strided batched one (in pieces of
 // at most 65535).  K = 0 with beta = 0 zeroes C, which BLAS would leave
-// alone.  what names the product in the error.  Launches on the default
-// stream; returns 0, or -1 with the reason in at_cuda_error().
+// alone.  what names the product in the error.  Launches on at_cu_stream; returns 0, or -1 with the reason in at_cuda_error().
 int at_cu_gemm(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 	       int K, float alpha, const void *A, long long sA, const void *B,
 	       long long sB, float beta, float *C, long long sC, int batch,
@@ -57,6 +56,11 @@ struct at_cu_gemm_layout {
 	int c_bf16;
 	const float *addend;
 };
+
+// The workspace a handle's products take (cuBLAS's default on Hopper),
+// given to the handle (cublasSetWorkspace) so that recording its products
+// into a CUDA graph allocates nothing (common/graph.cuh).
+#define AT_BLAS_WORKSPACE (32u << 20)
 
 // at_cu_gemm with the layout ld (NULL: packed, float C).
 int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,

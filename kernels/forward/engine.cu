@@ -17,12 +17,10 @@
 
 #include "forward/engine.cuh"
 #include "common/cublas_lazy.cuh"
+#include "common/graph.cuh"
 #include "model/arch.h"
 
 using namespace fwd_engine;
-
-
-#define BLAS_WORKSPACE (32u << 20)
 
 int fwd_engine::dalloc(void *pp, size_t bytes, const char *what)
 {
@@ -214,8 +212,8 @@ static int setup(at_cuda_fwd *g, const at_weights *w)
 {
 	TRY(at_cublas_load());
 	BLAS_CHECK(at_cublas.create(&g->g.h), "creating the cuBLAS handle");
-	TRY(dalloc(&g->blas_ws, BLAS_WORKSPACE, "cuBLAS's workspace"));
-	BLAS_CHECK(at_cublas.set_workspace(g->g.h, g->blas_ws, BLAS_WORKSPACE),
+	TRY(dalloc(&g->blas_ws, AT_BLAS_WORKSPACE, "cuBLAS's workspace"));
+	BLAS_CHECK(at_cublas.set_workspace(g->g.h, g->blas_ws, AT_BLAS_WORKSPACE),
 		   "setting cuBLAS's workspace");
 	TRY(upload_all(g, w));
 	if (g->rows > 0) {
@@ -236,8 +234,7 @@ static int setup(at_cuda_fwd *g, const at_weights *w)
 		g->steps = (int *)calloc(g->rows + 1, sizeof *g->steps);
 		if (!g->graph || !g->steps)
 			return at_cu_failf("out of host memory");
-		const char *e = getenv("ANDREA_CUDA_GRAPHS");
-		g->graphs = !(e && strcmp(e, "0") == 0);
+		g->graphs = at_cu_graphs_wanted();
 	}
 	return 0;
 }
@@ -516,29 +513,25 @@ static int decode_launches(at_cuda_fwd *g, const at_cu_hook *h, int B)
 	return head(g, b, h, b->x, B, 1);
 }
 
-// Records the step of B rows as a graph; 0 with graphs turned off if
-// recording fails (the step then runs eagerly, as before).
-static int record(at_cuda_fwd *g, int B)
+struct decode_rec {
+	at_cuda_fwd *g;
+	int B;
+};
+
+static int decode_rec_launches(void *ctx)
 {
-	cudaGraph_t graph = NULL;
-	CU_CHECK(cudaStreamBeginCapture(g->stream,
-					cudaStreamCaptureModeThreadLocal),
-		 "recording a decoding step");
-	at_cu_stream = g->stream;
-	int rc = decode_launches(g, NULL, B);
-	at_cu_stream = 0;
-	cudaError_t e = cudaStreamEndCapture(g->stream, &graph);
-	if (rc == 0 && e == cudaSuccess &&
-	    cudaGraphInstantiate(&g->graph[B], graph, 0) == cudaSuccess) {
-		cudaGraphDestroy(graph);
-		return 0;
-	}
-	if (graph)
-		cudaGraphDestroy(graph);
-	g->graph[B] = NULL;
-	g->graphs = 0;
-	cudaGetLastError();
-	return 0;
+	decode_rec *r = (decode_rec *)ctx;
+	return decode_launches(r->g, NULL, r->B);
+}
+
+// Records the step of B rows as a graph; with graphs turned off if
+// recording fails (the step then runs eagerly, as before).
+static void record(at_cuda_fwd *g, int B)
+{
+	decode_rec r = {g, B};
+	at_cu_record(g->stream, decode_rec_launches, &r, &g->graph[B]);
+	if (!g->graph[B])
+		g->graphs = 0;
 }
 
 extern "C" int at_cuda_fwd_decode(at_cuda_fwd *g, const int32_t *tokens,
@@ -550,7 +543,7 @@ extern "C" int at_cuda_fwd_decode(at_cuda_fwd *g, const int32_t *tokens,
 	const at_cu_hook *h = device_hook(g, hook, &hd);
 	int graph = g->graphs && !h && g->steps[B]++ > 0;
 	if (graph && !g->graph[B])
-		TRY(record(g, B));
+		record(g, B);
 	graph = graph && g->graph[B];
 	cudaStream_t st = graph ? g->stream : 0;
 	memcpy(g->h_tok, tokens, B * 4);

@@ -33,9 +33,9 @@ __global__ static void sumsq_final_kernel(double *out, const double *partial)
 
 int tr_sumsq(double *out, const float *g, size_t n, double *partial)
 {
-	sumsq_kernel<<<NORM_BLOCKS, 256>>>(partial, g, n);
+	sumsq_kernel<<<NORM_BLOCKS, 256, 0, at_cu_stream>>>(partial, g, n);
 	CU_LAUNCHED("gradient norm kernel");
-	sumsq_final_kernel<<<1, NORM_BLOCKS>>>(out, partial);
+	sumsq_final_kernel<<<1, NORM_BLOCKS, 0, at_cu_stream>>>(out, partial);
 	CU_LAUNCHED("gradient norm sum kernel");
 	return 0;
 }
@@ -75,8 +75,9 @@ int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 {
 	if (npieces == 0)
 		return 0;
-	adamw_kernel<<<npieces, 256>>>(p, p16, g, m1, m2, mom_base, pieces, lr,
-				       b1, b2, eps, wd, c1, c2, clip, normsq);
+	adamw_kernel<<<npieces, 256, 0, at_cu_stream>>>(
+		p, p16, g, m1, m2, mom_base, pieces, lr, b1, b2, eps, wd, c1,
+		c2, clip, normsq);
 	CU_LAUNCHED("AdamW kernel");
 	return 0;
 }
@@ -97,8 +98,8 @@ int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols)
 	size_t n = (size_t)rows * cols;
 	if (n == 0)
 		return 0;
-	copy_rows_kernel<OUT><<<at_cu_blocks(n, 256), 256>>>(dst, ld, src, rows,
-							     cols);
+	copy_rows_kernel<OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
+		dst, ld, src, rows, cols);
 	CU_LAUNCHED("parameter copy kernel");
 	return 0;
 }
@@ -121,7 +122,8 @@ int tr_cat_three(bf16 *dst, const float *src, int rows, int cols)
 	size_t n = 3 * (size_t)rows * cols;
 	if (n == 0)
 		return 0;
-	cat_three_kernel<<<at_cu_blocks(n, 256), 256>>>(dst, src, rows, cols);
+	cat_three_kernel<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
+		dst, src, rows, cols);
 	CU_LAUNCHED("parameter copy kernel");
 	return 0;
 }

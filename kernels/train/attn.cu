@@ -32,8 +32,8 @@ int tr_softmax_causal_bwd(OUT *ds, const float *da, const float *a,
 {
 	if (rows == 0)
 		return 0;
-	softmax_bwd_kernel<OUT><<<at_cu_blocks(rows, 8), 256>>>(ds, da, a, rows,
-								 T, scale);
+	softmax_bwd_kernel<OUT><<<at_cu_blocks(rows, 8), 256, 0, at_cu_stream>>>(
+		ds, da, a, rows, T, scale);
 	CU_LAUNCHED("causal softmax backward kernel");
 	return 0;
 }

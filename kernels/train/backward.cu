@@ -242,7 +242,8 @@ int tr_backward(tr_cuda *d)
 		if (d->head_g)
 			CU_CHECK(cudaMemcpyAsync(g + d->wte, hg,
 						 (size_t)V * C * sizeof(float),
-						 cudaMemcpyDeviceToDevice),
+						 cudaMemcpyDeviceToDevice,
+						 at_cu_stream),
 				 "packing the head's gradient");
 		TRY(at_cu_gemm_ld(bl, 0, 0, BT, C, Vp, 1.0f, dl, 0,
 				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &ldl,
@@ -256,13 +257,15 @@ int tr_backward(tr_cuda *d)
 			CU_CHECK(cudaMemcpy2DAsync(g + d->lm_head, V * sizeof(float),
 						   hg, Vp * sizeof(float),
 						   V * sizeof(float), C,
-						   cudaMemcpyDeviceToDevice),
+						   cudaMemcpyDeviceToDevice,
+						   at_cu_stream),
 				 "packing the head's gradient");
 		TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, Vp, 1.0f, dl, 0,
 				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &ldl,
 				  "the head product, backward"));
 	}
-	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float)),
+	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float),
+				 at_cu_stream),
 		 "zeroing the residual gradient");
 	TRY(tr_layernorm_bwd(d->d_resid, d->dr16, g + d->lnfw, g + d->lnfb, d->d_ln,
 			     d->resid + L * BTC, d->p + d->lnfw, d->lnf_mean,
@@ -273,7 +276,8 @@ int tr_backward(tr_cuda *d)
 		TRY(tr_ranks_stage_done(d, 1 + (L - 1 - l)));
 	}
 	CU_CHECK(cudaMemsetAsync(g + d->wpe, 0,
-				 (size_t)d->cfg.ctx * C * sizeof(float)),
+				 (size_t)d->cfg.ctx * C * sizeof(float),
+				 at_cu_stream),
 		 "zeroing the position gradient");
 	TRY(tr_embed_bwd(g + d->wte, g + d->wpe, d->d_resid, d->off, d->pos, B,
 			 T, C, V, d->tied));

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "common/cublas_lazy.cuh"
+#include "common/graph.cuh"
 #include "ops/attention_tc.cuh"
 #include "model/arch.h"
 #include "train/engine.cuh"
@@ -120,6 +121,7 @@ static int alloc_all(tr_cuda *d)
 	if (d->biases)
 		TRY(dalloc(d, &d->ones, BT, mm, "backward scratch"));
 	TRY(dalloc(d, &d->res, RES_N, sizeof(double), "the results"));
+	TRY(dalloc(d, &d->blas_ws, AT_BLAS_WORKSPACE, 1, "cuBLAS's workspace"));
 	TRY(dalloc(d, &d->norm_part, NORM_BLOCKS, sizeof(double), "the norm"));
 	for (int s = 0; s < SLOTS; s++) {
 		TRY(halloc(&d->h_in[s], BT * 4, "pinned batch memory"));
@@ -218,6 +220,9 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 			 "zeroing the padded head");
 	TRY(copy_weights(d));
 	CU_CHECK(cudaMemset(d->res, 0, RES_N * sizeof(double)), "zeroing results");
+	BLAS_CHECK(at_cublas.set_workspace(d->blas.h, d->blas_ws,
+					   AT_BLAS_WORKSPACE),
+		   "setting cuBLAS's workspace");
 	if (d->ones)
 		TRY(fill_ones(d));
 	CU_CHECK(cudaDeviceSynchronize(), "setting up the training engine");
@@ -247,6 +252,11 @@ extern "C" int tr_cuda_attention_fused(const tr_cuda *d)
 	return d->fused_attn;
 }
 
+extern "C" int tr_cuda_graphed(const tr_cuda *d)
+{
+	return d->step_graph != NULL;
+}
+
 // Whether the engine fuses the attention (train.h's TR_ATTN_*): in bf16
 // where cuDNN plans the block's shape, in fp32/tf32 where the tensor-core
 // kernels take the heads (others run andrea's FMA kernels only when
@@ -270,6 +280,16 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 			 strncmp(e, "CUDA: ", 6) ? e : e + 6);
 		return at_cu_failf("no fused attention in bf16 here: %s", why);
 	}
+	return 0;
+}
+
+// The step as a graph, alone (the ranks' sums wait on events of a side
+// stream, kept eager): its stream.
+static int graphs_setup(tr_cuda *d)
+{
+	d->graphs = at_cu_graphs_wanted() && !d->comm;
+	if (d->graphs)
+		CU_CHECK(cudaStreamCreate(&d->stream), "creating a stream");
 	return 0;
 }
 
@@ -325,7 +345,8 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		return NULL;
 	}
 	tr_ranks_plan(d, m, ranks);
-	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0) {
+	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0 ||
+	    graphs_setup(d) < 0) {
 		at_cu_kept_error kept;
 		tr_cuda_free(d);
 		kept.restore();
@@ -349,6 +370,10 @@ extern "C" void tr_cuda_free(tr_cuda *d)
 		cudaFreeHost(d->h_pos[s]);
 	}
 	cudaFreeHost(d->h_res);
+	if (d->step_graph)
+		cudaGraphExecDestroy(d->step_graph);
+	if (d->stream)
+		cudaStreamDestroy(d->stream);
 	tr_gelu_mm_free(d->gelu_mm);
 	if (d->blas.h)
 		at_cublas.destroy(d->blas.h);
@@ -438,24 +463,13 @@ static int block_forward(tr_cuda *d, int l)
 }
 
 
-extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
+// The step's launches once its batch is on the device: the forward pass,
+// the loss and, with backward_too, the backward pass.
+static int step_launches(tr_cuda *d, int backward_too)
 {
 	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
-	CU_CHECK(cudaMemcpyAsync(d->in, d->h_in[slot], BT * sizeof(int32_t),
-				 cudaMemcpyHostToDevice), "copying the batch");
-	CU_CHECK(cudaMemcpyAsync(d->tg, d->h_tg[slot], BT * sizeof(int32_t),
-				 cudaMemcpyHostToDevice), "copying the batch");
-	if (backward_too) {
-		CU_CHECK(cudaMemcpyAsync(d->off, d->h_off[slot],
-					 (V + 1) * sizeof(int),
-					 cudaMemcpyHostToDevice),
-			 "copying the batch");
-		CU_CHECK(cudaMemcpyAsync(d->pos, d->h_pos[slot], BT * sizeof(int),
-					 cudaMemcpyHostToDevice),
-			 "copying the batch");
-	}
 	TRY(at_cuda_embed_forward(d->resid, d->in, d->p + d->wte, d->p + d->wpe,
 				  B, T, C));
 	for (int l = 0; l < L; l++)
@@ -473,6 +487,48 @@ extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
 		    d->Vp, d->tg, BT, V, d->Vp, inv));
 	TRY(tr_mean(d->res + RES_LOSS, d->losses, BT));
 	return backward_too ? tr_backward(d) : 0;
+}
+
+static int training_step_launches(void *d)
+{
+	return step_launches((tr_cuda *)d, 1);
+}
+
+// Records the training step as a graph; without graphs from here on if
+// recording fails.
+static void record_step(tr_cuda *d)
+{
+	at_cu_record(d->stream, training_step_launches, d, &d->step_graph);
+	if (!d->step_graph)
+		d->graphs = 0;
+}
+
+extern "C" int tr_cuda_forward(tr_cuda *d, int slot, int backward_too)
+{
+	int BT = d->B * d->T, V = d->cfg.vocab;
+	CU_CHECK(cudaMemcpyAsync(d->in, d->h_in[slot], BT * sizeof(int32_t),
+				 cudaMemcpyHostToDevice), "copying the batch");
+	CU_CHECK(cudaMemcpyAsync(d->tg, d->h_tg[slot], BT * sizeof(int32_t),
+				 cudaMemcpyHostToDevice), "copying the batch");
+	if (backward_too) {
+		CU_CHECK(cudaMemcpyAsync(d->off, d->h_off[slot],
+					 (V + 1) * sizeof(int),
+					 cudaMemcpyHostToDevice),
+			 "copying the batch");
+		CU_CHECK(cudaMemcpyAsync(d->pos, d->h_pos[slot], BT * sizeof(int),
+					 cudaMemcpyHostToDevice),
+			 "copying the batch");
+	}
+	if (backward_too && d->graphs) {
+		if (!d->step_graph && d->eager_steps++ > 0)
+			record_step(d);
+		if (d->step_graph) {
+			CU_CHECK(cudaGraphLaunch(d->step_graph, d->stream),
+				 "the training step");
+			return 0;
+		}
+	}
+	return step_launches(d, backward_too);
 }
 
 extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,

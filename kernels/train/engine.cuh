@@ -88,6 +88,15 @@ struct tr_cuda {
 	int32_t *h_in[SLOTS], *h_tg[SLOTS];
 	int *h_off[SLOTS], *h_pos[SLOTS], *h_cursor;
 	double *h_res;
+	// the training step's launches as a CUDA graph (common/graph.cuh),
+	// recorded at the second step, once the first has made every plan
+	// and workspace
+	int graphs;                      // 0: every step eager (or ranks)
+	long eager_steps;
+	cudaStream_t stream;             // where it is recorded and replayed
+	cudaGraphExec_t step_graph;
+	void *blas_ws;                   // cuBLAS's workspace: recording
+					 // allocates none
 };
 
 // The element at offset i of an mm buffer.

@@ -98,7 +98,7 @@ static int run(tr_gelu_mm *g, at_cu_lt_plan *p, const void *A, const void *B,
 		   what);
 	BLAS_CHECK(at_cublaslt.matmul(g->lt->h, p->desc, &one, B, p->a, A, p->b,
 				      &zero, out, p->d, out, p->d, &p->algo,
-				      g->lt->ws, AT_LT_WORKSPACE, 0),
+				      g->lt->ws, AT_LT_WORKSPACE, at_cu_stream),
 		   what);
 	return 0;
 }

@@ -85,9 +85,8 @@ int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
 	    !aligned4(dlogits))
 		return at_cu_failf("the loss wants rows of whole float4s "
 				   "(ld %zu, ldd %zu, %d columns)", ld, ldd, Vd);
-	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256>>>(dlogits, ldd, losses,
-						     logits, ld, targets, N, V,
-						     Vd, inv);
+	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256, 0, at_cu_stream>>>(
+		dlogits, ldd, losses, logits, ld, targets, N, V, Vd, inv);
 	CU_LAUNCHED("cross-entropy kernel");
 	return 0;
 }
@@ -110,7 +109,7 @@ __global__ static void mean_kernel(double *out, const float *x, int N)
 
 int tr_mean(double *out, const float *losses, int N)
 {
-	mean_kernel<<<1, 1024>>>(out, losses, N);
+	mean_kernel<<<1, 1024, 0, at_cu_stream>>>(out, losses, N);
 	CU_LAUNCHED("mean kernel");
 	return 0;
 }
@@ -151,7 +150,7 @@ int tr_gelu_bwd(OUT *din, OUT *act, const float *in, const float *dout,
 	bool vec = aligned4(din) && aligned4(act) && aligned4(in) &&
 		   aligned4(dout); // act may be NULL, which is aligned
 	size_t n4 = vec ? n / 4 : 0;
-	gelu_bwd_kernel<OUT><<<at_cu_blocks(n4 ? n4 : n, 256), 256>>>(
+	gelu_bwd_kernel<OUT><<<at_cu_blocks(n4 ? n4 : n, 256), 256, 0, at_cu_stream>>>(
 		din, act, in, dout, n4, n);
 	CU_LAUNCHED("GELU backward kernel");
 	return 0;
@@ -195,8 +194,8 @@ int tr_gelu_again(bf16 *out, const bf16 *in, size_t n)
 		return 0;
 	int aligned = ((uintptr_t)out | (uintptr_t)in) % 16 == 0;
 	size_t n8 = aligned ? n / 8 : 0;
-	gelu_again_kernel<<<at_cu_blocks(n8 ? n8 : n, 256), 256>>>(out, in, n8,
-								   n);
+	gelu_again_kernel<<<at_cu_blocks(n8 ? n8 : n, 256), 256, 0, at_cu_stream>>>(
+		out, in, n8, n);
 	CU_LAUNCHED("GELU kernel");
 	return 0;
 }
@@ -238,9 +237,11 @@ int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
 	size_t n = (size_t)T * C;
 	if (n == 0)
 		return 0;
-	dwpe_kernel<<<at_cu_blocks(n, 256), 256>>>(dwpe, dx, B, T, C);
+	dwpe_kernel<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
+		dwpe, dx, B, T, C);
 	CU_LAUNCHED("position-embedding gradient kernel");
-	dwte_kernel<<<V < 65535 ? V : 65535, 128>>>(dwte, dx, off, pos, C, V, add);
+	dwte_kernel<<<V < 65535 ? V : 65535, 128, 0, at_cu_stream>>>(
+		dwte, dx, off, pos, C, V, add);
 	CU_LAUNCHED("token-embedding gradient kernel");
 	return 0;
 }

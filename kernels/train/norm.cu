@@ -144,7 +144,7 @@ static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const float *dout,
 		return false;
 	size_t smem = 8 * (size_t)C * sizeof(float);
 #define LN_VEC(NV)                                                      \
-	ln_bwd_vec_kernel<NV><<<LN_PARTS, 256, smem>>>(                 \
+	ln_bwd_vec_kernel<NV><<<LN_PARTS, 256, smem, at_cu_stream>>>(  \
 		dx, dx16, part, dout, in, w, mean, rstd, N, C)
 	AT_NV_LAUNCH(C, LN_VEC)
 #undef LN_VEC
@@ -217,16 +217,16 @@ int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
 		return 0;
 	dim3 block(32, 8);
 	if (!ln_bwd_vec(dx, dx16, scratch, dout, in, w, mean, rstd, N, C)) {
-		ln_bwd_dx_kernel<<<at_cu_blocks(N, 8), 256>>>(dx, dx16, dout, in,
-							       w, mean, rstd, N,
-							       C);
+		ln_bwd_dx_kernel<<<at_cu_blocks(N, 8), 256, 0, at_cu_stream>>>(
+			dx, dx16, dout, in, w, mean, rstd, N, C);
 		CU_LAUNCHED("LayerNorm backward kernel");
 		dim3 grid((C + 31) / 32, LN_PARTS);
-		ln_bwd_dwdb_kernel<<<grid, block>>>(scratch, dout, in, mean,
-						    rstd, N, C);
+		ln_bwd_dwdb_kernel<<<grid, block, 0, at_cu_stream>>>(
+			scratch, dout, in, mean, rstd, N, C);
 	}
 	CU_LAUNCHED("LayerNorm backward kernel");
-	ln_bwd_sum_kernel<<<(C + 31) / 32, block>>>(dw, db, scratch, C);
+	ln_bwd_sum_kernel<<<(C + 31) / 32, block, 0, at_cu_stream>>>(
+		dw, db, scratch, C);
 	CU_LAUNCHED("LayerNorm weight-gradient sum kernel");
 	return 0;
 }

@@ -110,5 +110,10 @@ int tr_cuda_gelu_fused(const tr_cuda *d);
  * cuDNN's in bf16, andrea's fp32 kernels otherwise); 0 when explicit. */
 int tr_cuda_attention_fused(const tr_cuda *d);
 
+/* 1 when the training steps are replayed as one CUDA graph (from the
+ * second step on; ANDREA_CUDA_GRAPHS=0 and several GPUs keep them
+ * eager). */
+int tr_cuda_graphed(const tr_cuda *d);
+
 
 #endif
