@@ -107,6 +107,12 @@ __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v)
 {
 	*p = __float2bfloat16(v);
 }
+// A float read from float or bf16.
+__device__ __forceinline__ float as_float(float v) { return v; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
 // Whether p is aligned to four of its elements: where float4 loads and
 // store4_as may go (elementwise passes are bound by memory).
 template <typename T> static inline bool aligned4(const T *p)
@@ -143,6 +149,18 @@ __device__ __forceinline__ void store4_as(__nv_bfloat16 *p, float4 v)
 {
 	((__nv_bfloat162 *)p)[0] = __floats2bfloat162_rn(v.x, v.y);
 	((__nv_bfloat162 *)p)[1] = __floats2bfloat162_rn(v.z, v.w);
+}
+
+// Four floats read from float or bf16, at p aligned to four elements.
+__device__ __forceinline__ float4 load4_as(const float *p)
+{
+	return *(const float4 *)p;
+}
+__device__ __forceinline__ float4 load4_as(const __nv_bfloat16 *p)
+{
+	float2 a = __bfloat1622float2(((const __nv_bfloat162 *)p)[0]);
+	float2 b = __bfloat1622float2(((const __nv_bfloat162 *)p)[1]);
+	return make_float4(a.x, a.y, b.x, b.y);
 }
 
 // embed.cu: x[N,C] = wte[tokens[n]] + wpe[pos[n]] (decoding).

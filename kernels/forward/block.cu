@@ -111,9 +111,6 @@ static int kv_store(OUT *cache, const float *in, int B, int T, int H, int D,
 	return 0;
 }
 
-__device__ __forceinline__ float as_float(float v) { return v; }
-__device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); }
-
 // One decoding step's attention, a block per (row, head): the query q
 // [B,H*D] (float) against the row's n = pos[b] + 1 cached keys, their
 // softmax in s (scratch, [B*H,cap]), and out[b, h*D + d] = sum_j p_j

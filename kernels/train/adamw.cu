@@ -106,24 +106,42 @@ int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols)
 template int tr_copy_rows<float>(float *, size_t, const float *, int, int);
 template int tr_copy_rows<bf16>(bf16 *, size_t, const float *, int, int);
 
-__global__ static void cat_three_kernel(bf16 *dst, const float *src, int rows,
-					int cols)
+// Three matrices [rows, cols] one after the other (apart) and side by
+// side in [rows, 3 cols] (side): CAT copies apart into side, else side
+// into apart.
+template <typename S, bool CAT>
+__global__ static void three_kernel(S *side, float *apart, int rows, int cols)
 {
 	size_t rc = (size_t)rows * cols, n = 3 * rc;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		size_t m = i / rc, r = i % rc / cols, c = i % cols;
-		dst[r * 3 * cols + m * cols + c] = __float2bfloat16(src[i]);
+		S *s = side + r * 3 * cols + m * cols + c;
+		if (CAT)
+			store_as(s, apart[i]);
+		else
+			apart[i] = (float)*s;
 	}
 }
 
-int tr_cat_three(bf16 *dst, const float *src, int rows, int cols)
+template <typename S, bool CAT>
+static int three(S *side, float *apart, int rows, int cols)
 {
 	size_t n = 3 * (size_t)rows * cols;
 	if (n == 0)
 		return 0;
-	cat_three_kernel<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
-		dst, src, rows, cols);
-	CU_LAUNCHED("parameter copy kernel");
+	three_kernel<S, CAT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
+		side, apart, rows, cols);
+	CU_LAUNCHED(CAT ? "parameter copy kernel" : "gradient copy kernel");
 	return 0;
+}
+
+int tr_cat_three(bf16 *dst, const float *src, int rows, int cols)
+{
+	return three<bf16, true>(dst, (float *)src, rows, cols);
+}
+
+int tr_split_three(float *dst, const float *src, int rows, int cols)
+{
+	return three<float, false>((float *)src, dst, rows, cols);
 }

@@ -138,15 +138,16 @@ static int qkv_backward(tr_cuda *d, int l, const void *ln1)
 	if (d->wqkv_cat) { // d_qkv's rows [B*T,3C]: q's, k's, v's side by side
 		TRY(bias_grad(d, o->bq, d->d_qkv, 3 * C, 1,
 			      "the q, k, v biases, backward"));
-		at_cu_gemm_layout side = {0, 3 * C, 0, 0};
-		for (int i = 0; i < 3; i++)
-			TRY(at_cu_gemm_ld(bl, 1, 0, C, C, BT, 1.0f, ln1, 0,
-					  mm_at(d, d->d_qkv, (size_t)i * C), 0,
-					  0.0f, g + o->wq + i * CC, 0, 1, &side,
-					  "the q, k, v products, backward"));
-		return at_cu_gemm(bl, 0, 1, BT, C, 3 * C, 1.0f, d->d_qkv, 0,
-				  wqkv_cat_at(d, l), 0, 0.0f, d->d_ln, 0, 1,
-				  "the q, k, v products, backward");
+		// one product of [C,3C] (wide enough to fill the GPU without
+		// splitting K), then apart into the three gradients
+		TRY(at_cu_gemm(bl, 1, 0, C, 3 * C, BT, 1.0f, ln1, 0, d->d_qkv, 0,
+			       0.0f, d->wgrad3, 0, 1,
+			       "the q, k, v products, backward"));
+		TRY(tr_split_three(g + o->wq, d->wgrad3, C, C));
+		at_cu_gemm_layout ln16 = {0, 0, 0, 1};
+		return at_cu_gemm_ld(bl, 0, 1, BT, C, 3 * C, 1.0f, d->d_qkv, 0,
+				     wqkv_cat_at(d, l), 0, 0.0f, d->d_ln, 0, 1,
+				     &ln16, "the q, k, v products, backward");
 	}
 	TRY(bias_grad(d, o->bq, d->d_qkv, C, 3, "the q, k, v biases, backward"));
 	for (int i = 0; i < 3; i++) {
@@ -159,10 +160,27 @@ static int qkv_backward(tr_cuda *d, int l, const void *ln1)
 			       "the q, k, v products, backward"));
 		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, dqkv, 0,
 			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
-			       d->d_ln, 0, 1,
+			       (float *)d->d_ln, 0, 1,
 			       "the q, k, v products, backward"));
 	}
 	return 0;
+}
+
+// d_resid += the backward of the LayerNorm with weight and bias at w and
+// b of the parameters, from d_ln, the gradient of its output; in the
+// input, mean and rstd of its forward pass.
+static int ln_backward(tr_cuda *d, size_t w, size_t b, const float *in,
+		       const float *mean, const float *rstd)
+{
+	int BT = d->B * d->T, C = d->cfg.d_model;
+	float *g = d->g;
+	if (ln_grad_bf16(d))
+		return tr_layernorm_bwd(d->d_resid, d->dr16, g + w, g + b,
+					(const bf16 *)d->d_ln, in, d->p + w,
+					mean, rstd, BT, C, d->ln_part);
+	return tr_layernorm_bwd(d->d_resid, d->dr16, g + w, g + b,
+				(const float *)d->d_ln, in, d->p + w, mean,
+				rstd, BT, C, d->ln_part);
 }
 
 // Back through one block (lib/train/backward.c's block_backward): d_resid
@@ -181,7 +199,7 @@ static int block_backward(tr_cuda *d, int l)
 	void *q = mm_at(d, d->qkv, l * 3 * BTC);
 	void *merged = mm_at(d, d->merged, l * BTC);
 	size_t lr = (size_t)l * BT;
-	float *g = d->g, *dr = d->d_resid;
+	float *g = d->g;
 	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
@@ -190,12 +208,12 @@ static int block_backward(tr_cuda *d, int l)
 	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
 		       g + o->fc, 0, 1, "the MLP's first product, backward"));
 	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));
-	TRY(at_cu_gemm(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
-		       0.0f, d->d_ln, 0, 1,
-		       "the MLP's first product, backward"));
-	TRY(tr_layernorm_bwd(dr, d->dr16, g + o->ln2w, g + o->ln2b, d->d_ln, xm,
-			     d->p + o->ln2w, d->ln2_mean + lr, d->ln2_rstd + lr,
-			     BT, C, d->ln_part));
+	at_cu_gemm_layout ln16 = {0, 0, 0, ln_grad_bf16(d)};
+	TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
+			  0.0f, d->d_ln, 0, 1, &ln16,
+			  "the MLP's first product, backward"));
+	TRY(ln_backward(d, o->ln2w, o->ln2b, xm, d->ln2_mean + lr,
+			d->ln2_rstd + lr));
 
 	// x_mid = x_in + concat(heads).Wo
 	drm = resid_grad_mm(d);
@@ -216,10 +234,8 @@ static int block_backward(tr_cuda *d, int l)
 	}
 	TRY(attention_backward(d, l, q, merged));
 	TRY(qkv_backward(d, l, ln1));
-	TRY(tr_layernorm_bwd(dr, d->dr16, g + o->ln1w, g + o->ln1b, d->d_ln, xin,
-			     d->p + o->ln1w, d->ln1_mean + lr, d->ln1_rstd + lr,
-			     BT, C, d->ln_part));
-	return 0;
+	return ln_backward(d, o->ln1w, o->ln1b, xin, d->ln1_mean + lr,
+			   d->ln1_rstd + lr);
 }
 
 int tr_backward(tr_cuda *d)
@@ -234,6 +250,7 @@ int tr_backward(tr_cuda *d)
 	const void *dl = d->logits; // the gradient over the logits (dl_ld)
 	int Vp = d->Vp;
 	at_cu_gemm_layout ldl = {(int)dl_ld(d), 0, 0, 0};
+	at_cu_gemm_layout to_ln = {(int)dl_ld(d), 0, 0, ln_grad_bf16(d)};
 	float *hg = d->head_g ? d->head_g : g + (d->tied ? d->wte : d->lm_head);
 	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
 		TRY(at_cu_gemm_ld(bl, 1, 0, Vp, C, BT, 1.0f, dl, 0, d->lnf, 0,
@@ -246,7 +263,7 @@ int tr_backward(tr_cuda *d)
 						 at_cu_stream),
 				 "packing the head's gradient");
 		TRY(at_cu_gemm_ld(bl, 0, 0, BT, C, Vp, 1.0f, dl, 0,
-				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &ldl,
+				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &to_ln,
 				  "the head product, backward"));
 	} else {
 		at_cu_gemm_layout ldb = {0, (int)dl_ld(d), 0, 0};
@@ -261,15 +278,14 @@ int tr_backward(tr_cuda *d)
 						   at_cu_stream),
 				 "packing the head's gradient");
 		TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, Vp, 1.0f, dl, 0,
-				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &ldl,
+				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &to_ln,
 				  "the head product, backward"));
 	}
 	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float),
 				 at_cu_stream),
 		 "zeroing the residual gradient");
-	TRY(tr_layernorm_bwd(d->d_resid, d->dr16, g + d->lnfw, g + d->lnfb, d->d_ln,
-			     d->resid + L * BTC, d->p + d->lnfw, d->lnf_mean,
-			     d->lnf_rstd, BT, C, d->ln_part));
+	TRY(ln_backward(d, d->lnfw, d->lnfb, d->resid + L * BTC, d->lnf_mean,
+			d->lnf_rstd));
 	TRY(tr_ranks_stage_done(d, 0)); // stages: dist.h's tr_dist_stage
 	for (int l = L - 1; l >= 0; l--) {
 		TRY(block_backward(d, l));

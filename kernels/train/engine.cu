@@ -91,9 +91,11 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->logits, BT * d->Vp, f, "the logits"));
-	if (cudnn_attention(d))
+	if (cudnn_attention(d)) {
 		TRY(dalloc(d, &d->wqkv_cat, L * 3 * C * C, 2,
 			   "Wq, Wk, Wv side by side"));
+		TRY(dalloc(d, &d->wgrad3, 3 * C * C, f, "backward scratch"));
+	}
 	if ((size_t)d->Vp != V) {
 		TRY(dalloc(d, &d->head_w, C * d->Vp, mm, "the padded head"));
 		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));
@@ -102,7 +104,7 @@ static int alloc_all(tr_cuda *d)
 	if (!d->fused_attn || (bf && d->biases)) // q, k, v's products in float
 		TRY(dalloc(d, &d->buf3, 3 * BTC, f, "backward scratch"));
 	TRY(dalloc(d, &d->d_resid, BTC, f, "backward scratch"));
-	TRY(dalloc(d, &d->d_ln, BTC, f, "backward scratch"));
+	TRY(dalloc(d, &d->d_ln, BTC, ln_grad_bf16(d) ? 2 : f, "backward scratch"));
 	if (!d->fused_attn)
 		TRY(dalloc(d, &d->d_merged, BTC, f, "backward scratch"));
 	if (bf)

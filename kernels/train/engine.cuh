@@ -68,11 +68,15 @@ struct tr_cuda {
 	void *head_w;                    // mm: the padded head, or NULL
 	bf16 *wqkv_cat;                  // L x [C,3C]: Wq|Wk|Wv side by side
 					 // (cuDNN's attention), or NULL
+	float *wgrad3;                   // [C,3C]: their gradient, side by
+					 // side (wqkv_cat)
 	float *head_g;                   // its gradient, padded
 	float *losses;                   // [BT]
 	// backward scratch
 	float *buf3;                     // 3 x [BT,C] (explicit; bf16 biases)
-	float *d_resid, *d_ln, *d_merged; // [BT,C] (d_merged: explicit)
+	float *d_resid, *d_merged;       // [BT,C] (d_merged: explicit)
+	void *d_ln;                      // [BT,C]: a LayerNorm output's
+					 // gradient, bf16 where ln_grad_bf16
 	bf16 *dr16;                      // [BT,C], bf16 mode
 	void *d_out;                     // [B,H,T,D] mm, rows if fused
 	void *d_qkv;                     // 3 x [BT,C] mm (as qkv)
@@ -117,6 +121,15 @@ static inline const void *W(const tr_cuda *d, size_t off)
 static inline int cudnn_attention(const tr_cuda *d)
 {
 	return d->fused_attn && d->prec == AT_PREC_BF16;
+}
+
+// Whether the products write the LayerNorms' output gradients (d_ln) in
+// bf16, as their other outputs in bf16 mode: with cuDNN's attention,
+// whose q, k, v input gradient is one product (the three products apart
+// accumulate into d_ln, which stays float for them).
+static inline int ln_grad_bf16(const tr_cuda *d)
+{
+	return cudnn_attention(d);
 }
 
 // Layer l's q, k, v: k and v's offsets from q in elements (side by side

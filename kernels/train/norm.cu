@@ -12,9 +12,11 @@
 
 
 // dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
-// dxhat = dout * w; dx16 (if not NULL) = bf16(dx).
+// dxhat = dout * w; dx16 (if not NULL) = bf16(dx).  dout is G: float, or
+// bf16 where the products write it so.
+template <typename G>
 __global__ static void ln_bwd_dx_kernel(float *dx, bf16 *dx16,
-					const float *dout,
+					const G *dout,
 					const float *in, const float *w,
 					const float *mean, const float *rstd,
 					int N, int C)
@@ -22,19 +24,20 @@ __global__ static void ln_bwd_dx_kernel(float *dx, bf16 *dx16,
 	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
-		const float *x = in + n * C, *d = dout + n * C;
+		const float *x = in + n * C;
+		const G *d = dout + n * C;
 		float *o = dx + n * C;
 		float mu = mean[n], rs = rstd[n];
 		float s1 = 0.0f, s2 = 0.0f;
 		for (int c = lane; c < C; c += 32) {
-			float dxh = d[c] * w[c];
+			float dxh = as_float(d[c]) * w[c];
 			s1 += dxh;
 			s2 += dxh * ((x[c] - mu) * rs);
 		}
 		float m1 = warp_sum(s1) / C, m2 = warp_sum(s2) / C;
 		for (int c = lane; c < C; c += 32) {
 			float xh = (x[c] - mu) * rs;
-			float v = o[c] + rs * (d[c] * w[c] - m1 - xh * m2);
+			float v = o[c] + rs * (as_float(d[c]) * w[c] - m1 - xh * m2);
 			o[c] = v;
 			if (dx16)
 				dx16[n * C + c] = __float2bfloat16(v);
@@ -50,9 +53,9 @@ __global__ static void ln_bwd_dx_kernel(float *dx, bf16 *dx16,
 // into part[blockIdx.x * C + c] and part[(LN_PARTS + blockIdx.x) * C + c].
 // At andrea-120m, C = 768: dx alone took 76 us a call and the separate
 // partial sums 35 (ncu).
-template <int NV>
+template <int NV, typename G>
 __global__ static void __launch_bounds__(256)
-ln_bwd_vec_kernel(float *dx, bf16 *dx16, float *part, const float *dout,
+ln_bwd_vec_kernel(float *dx, bf16 *dx16, float *part, const G *dout,
 		  const float *in, const float *w, const float *mean,
 		  const float *rstd, int N, int C)
 {
@@ -67,7 +70,7 @@ ln_bwd_vec_kernel(float *dx, bf16 *dx16, float *part, const float *dout,
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
 		const float4 *x = (const float4 *)(in + n * C);
-		const float4 *d = (const float4 *)(dout + n * C);
+		const G *d = dout + n * C;
 		float mu = mean[n], rs = rstd[n];
 		float4 xh[NV], dxh[NV]; // x normalized, dout * w
 		float s1 = 0.0f, s2 = 0.0f;
@@ -76,7 +79,7 @@ ln_bwd_vec_kernel(float *dx, bf16 *dx16, float *part, const float *dout,
 			int c = lane + 32 * k;
 			if (c >= C4)
 				continue;
-			float4 a = x[c], g = d[c], ww = w4[c];
+			float4 a = x[c], g = load4_as(d + 4 * c), ww = w4[c];
 			xh[k] = make_float4((a.x - mu) * rs, (a.y - mu) * rs,
 					    (a.z - mu) * rs, (a.w - mu) * rs);
 			dxh[k] = make_float4(g.x * ww.x, g.y * ww.y, g.z * ww.z,
@@ -134,7 +137,8 @@ ln_bwd_vec_kernel(float *dx, bf16 *dx16, float *part, const float *dout,
 
 // ln_bwd_vec_kernel<NV> for the smallest NV that holds C, if one does
 // (NV up to 10: C up to 1280), on LN_PARTS blocks of 8 warps.
-static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const float *dout,
+template <typename G>
+static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const G *dout,
 		       const float *in, const float *w, const float *mean,
 		       const float *rstd, int N, int C)
 {
@@ -144,7 +148,7 @@ static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const float *dout,
 		return false;
 	size_t smem = 8 * (size_t)C * sizeof(float);
 #define LN_VEC(NV)                                                      \
-	ln_bwd_vec_kernel<NV><<<LN_PARTS, 256, smem, at_cu_stream>>>(  \
+	ln_bwd_vec_kernel<NV, G><<<LN_PARTS, 256, smem, at_cu_stream>>>(\
 		dx, dx16, part, dout, in, w, mean, rstd, N, C)
 	AT_NV_LAUNCH(C, LN_VEC)
 #undef LN_VEC
@@ -153,7 +157,8 @@ static bool ln_bwd_vec(float *dx, bf16 *dx16, float *part, const float *dout,
 
 // Block (x: 32 columns, y: 8 row phases); grid (column tiles, LN_PARTS).
 // part[s*C + c] and part[(LN_PARTS + s)*C + c]: split s's sums for dw, db.
-__global__ static void ln_bwd_dwdb_kernel(float *part, const float *dout,
+template <typename G>
+__global__ static void ln_bwd_dwdb_kernel(float *part, const G *dout,
 					  const float *in, const float *mean,
 					  const float *rstd, int N, int C)
 {
@@ -164,7 +169,7 @@ __global__ static void ln_bwd_dwdb_kernel(float *part, const float *dout,
 	float aw = 0.0f, ab = 0.0f;
 	if (c < C)
 		for (int n = lo + threadIdx.y; n < hi; n += 8) {
-			float g = dout[(size_t)n * C + c];
+			float g = as_float(dout[(size_t)n * C + c]);
 			aw += g * ((in[(size_t)n * C + c] - mean[n]) * rstd[n]);
 			ab += g;
 		}
@@ -208,8 +213,9 @@ __global__ static void ln_bwd_sum_kernel(float *dw, float *db,
 	}
 }
 
+template <typename G>
 int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
-		     const float *dout, const float *in, const float *w,
+		     const G *dout, const float *in, const float *w,
 		     const float *mean, const float *rstd, int N, int C,
 		     float *scratch)
 {
@@ -217,11 +223,11 @@ int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
 		return 0;
 	dim3 block(32, 8);
 	if (!ln_bwd_vec(dx, dx16, scratch, dout, in, w, mean, rstd, N, C)) {
-		ln_bwd_dx_kernel<<<at_cu_blocks(N, 8), 256, 0, at_cu_stream>>>(
+		ln_bwd_dx_kernel<G><<<at_cu_blocks(N, 8), 256, 0, at_cu_stream>>>(
 			dx, dx16, dout, in, w, mean, rstd, N, C);
 		CU_LAUNCHED("LayerNorm backward kernel");
 		dim3 grid((C + 31) / 32, LN_PARTS);
-		ln_bwd_dwdb_kernel<<<grid, block, 0, at_cu_stream>>>(
+		ln_bwd_dwdb_kernel<G><<<grid, block, 0, at_cu_stream>>>(
 			scratch, dout, in, mean, rstd, N, C);
 	}
 	CU_LAUNCHED("LayerNorm backward kernel");
@@ -230,3 +236,11 @@ int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
 	CU_LAUNCHED("LayerNorm weight-gradient sum kernel");
 	return 0;
 }
+template int tr_layernorm_bwd<float>(float *, bf16 *, float *, float *,
+				     const float *, const float *,
+				     const float *, const float *,
+				     const float *, int, int, float *);
+template int tr_layernorm_bwd<bf16>(float *, bf16 *, float *, float *,
+				    const bf16 *, const float *, const float *,
+				    const float *, const float *, int, int,
+				    float *);

@@ -50,10 +50,12 @@ int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 // dx += the LN backward of dout, and dx16 (if not NULL) = bf16(dx): the
 // operand of the products that read it next; dw, db = sums over rows
 // (overwritten), through partial sums in scratch (2 * LN_PARTS * C
-// floats), in a fixed order.
+// floats), in a fixed order.  dout float, or bf16 as the products that
+// make it write it in bf16 mode (engine.cuh's d_ln).
 #define LN_PARTS 256
+template <typename G>
 int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
-		     const float *dout, const float *in, const float *w,
+		     const G *dout, const float *in, const float *w,
 		     const float *mean, const float *rstd, int N, int C,
 		     float *scratch);
 
@@ -137,5 +139,9 @@ int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols);
 // after the other, side by side: Wq|Wk|Wv for the products of q, k, v
 // that read one matrix [C,3C].
 int tr_cat_three(bf16 *dst, const float *src, int rows, int cols);
+// Its inverse in float: dst, three matrices [rows, cols] one after the
+// other, from src [rows, 3 cols] (the gradients of Wq, Wk, Wv from one
+// product).
+int tr_split_three(float *dst, const float *src, int rows, int cols);
 
 #endif
