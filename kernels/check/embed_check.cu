@@ -1,6 +1,9 @@
 // embed_check.cu - at_cuda_embed_forward and at_cuda_layernorm_forward
-// against at_embed_forward and at_layernorm_forward.
+// against at_embed_forward and at_layernorm_forward, and the LayerNorm
+// with the residual add folded in (at_cu_layernorm_add_fwd) against the
+// add and then at_layernorm_forward.
 #include "harness.cuh"
+#include "common/cuda_util.cuh"
 
 static void check_embed(int B, int T, int C, int V)
 {
@@ -60,6 +63,36 @@ static void check_layernorm(int N, int C, float shift, bool in_place)
 	H_CUDA(cudaFree(db));
 }
 
+// sum = x + y (y a bf16 residual branch), out = LN(sum).
+static void check_layernorm_add(int N, int C)
+{
+	size_t n = (size_t)N * C;
+	std::vector<float> x = h_randn(n), y = h_randn(n), w = h_randn(C),
+			   b = h_randn(C), sum(n), ref(n);
+	std::vector<__nv_bfloat16> y16(n);
+	for (size_t i = 0; i < n; i++) {
+		y16[i] = __float2bfloat16(y[i]);
+		sum[i] = x[i] + __bfloat162float(y16[i]);
+	}
+	at_layernorm_forward(ref.data(), sum.data(), w.data(), b.data(), N, C,
+			     AT_LN_EPS);
+	float *dx = h_upload(x), *dw = h_upload(w), *db = h_upload(b);
+	float *dout = h_dev(n), *dsum = h_dev(n);
+	__nv_bfloat16 *dy;
+	H_CUDA(cudaMalloc(&dy, n * sizeof *dy + 16));
+	H_CUDA(cudaMemcpy(dy, y16.data(), n * sizeof *dy, cudaMemcpyHostToDevice));
+	H_OP(at_cu_layernorm_add_fwd(dout, (float *)NULL, (float *)NULL, dsum,
+				     dx, dy, dw, db, N, C, AT_LN_EPS));
+	char what[128];
+	snprintf(what, sizeof what, "layernorm + add N=%d C=%d: the sum", N, C);
+	h_compare(what, dsum, sum.data(), n, 0.0);
+	snprintf(what, sizeof what, "layernorm + add N=%d C=%d", N, C);
+	h_compare(what, dout, ref.data(), n, 1e-5);
+	for (float *p : {dx, dw, db, dout, dsum})
+		H_CUDA(cudaFree(p));
+	H_CUDA(cudaFree(dy));
+}
+
 int main(int argc, char **argv)
 {
 	h_init(argc, argv, "embed-check");
@@ -80,5 +113,11 @@ int main(int argc, char **argv)
 	check_layernorm(3, 1284, 0.0f, false);
 	if (h_full)
 		check_layernorm(8192, 768, 0.0f, false);
+	check_layernorm_add(1, 1);     // the scalar kernel
+	check_layernorm_add(17, 33);
+	check_layernorm_add(33, 768);  // the vectorized one, C = 4 .. 1280
+	check_layernorm_add(5, 4);
+	check_layernorm_add(3, 1280);
+	check_layernorm_add(3, 1284);
 	return h_finish();
 }

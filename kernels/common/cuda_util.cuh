@@ -172,6 +172,13 @@ int at_cu_embed_at(float *x, const int32_t *tokens, const int *pos,
 template <typename OUT>
 int at_cu_layernorm_fwd(OUT *out, float *mean, float *rstd, const float *in,
 			const float *w, const float *b, int N, int C, float eps);
+// The same over sum = in + add (written), add a bf16 residual branch: the
+// residual add folded into the LayerNorm that reads its result.
+template <typename OUT>
+int at_cu_layernorm_add_fwd(OUT *out, float *mean, float *rstd, float *sum,
+			    const float *in, const __nv_bfloat16 *add,
+			    const float *w, const float *b, int N, int C,
+			    float eps);
 // heads.cu: in [B,T,G*H*D] -> out [G,B,H,T,D] (G = 3 splits a fused
 // q|k|v projection at once; the trainer's [G,B,T,H*D] is G = 1 over G*B
 // rows), and merge [B,H,T,D] -> [B,T,H*D]; out float or bf16.

@@ -6,9 +6,10 @@
 // The block mirrors lib/ops/prenorm.c op for op.  What differs: q, k and
 // v come from one batched product with the three weights; the residual
 // adds and GPT-2's biases ride in the products (beta = 1 onto the input
-// plus the bias, or the bias alone); the attention scale moves from the
-// scores into the softmax (except where a hook wants the scores
-// themselves).
+// plus the bias, or the bias alone), or, for the training engine in bf16,
+// in the LayerNorm after them (at_cu_block_acts's y16); the attention
+// scale moves from the scores into the softmax (except where a hook wants
+// the scores themselves).
 #include <cmath>
 
 #include "forward/forward_kernels.cuh"
@@ -392,6 +393,16 @@ static int residual_product(const at_cu_gemm_mode *g, int M, int N, int K,
 			     &add, what);
 }
 
+// y16 = A[M,K] . W in bf16: a residual branch whose add the next
+// LayerNorm makes (at_cu_block_acts's y16).
+static int branch16(const at_cu_gemm_mode *g, int M, int N, int K,
+		    const void *A, const void *W, bf16 *y16, const char *what)
+{
+	at_cu_gemm_layout to16 = {0, 0, 0, 1};
+	return at_cu_gemm_ld(g, 0, 0, M, N, K, 1.0f, A, 0, W, 0, 0.0f, y16, 0,
+			     1, &to16, what);
+}
+
 // xmid = x_in + bo + merged . Wo
 static int xmid_fused(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		      const at_cu_block_acts *a, const float *x_in, int BT,
@@ -531,18 +542,37 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	int F = 4 * C, BT = B * T;
 	size_t BTC = (size_t)BT * C;
 
-	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean, a->ln1_rstd,
-		    x_in, w->ln1w, w->ln1b, BT, C, AT_LN_EPS));
+	int fold = a->y16 != NULL;
+	if (fold && (!bf || a->hook || kv || w->bo || w->bproj))
+		return at_cu_failf("the residual adds fold into the LayerNorms "
+				   "in bf16 only, without biases, hook or cache");
+	if (fold && a->x_prev) // x_in is the caller's buffer, written here
+		TRY(at_cu_layernorm_add_fwd((bf16 *)a->ln1, a->ln1_mean,
+					    a->ln1_rstd, (float *)x_in, a->x_prev,
+					    a->y16, w->ln1w, w->ln1b, BT, C,
+					    AT_LN_EPS));
+	else
+		TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln1, a->ln1_mean,
+			    a->ln1_rstd, x_in, w->ln1w, w->ln1b, BT, C,
+			    AT_LN_EPS));
 	TRY(report(a, "ln1", a->ln1, bf, 3, B, T, C, 0));
 	TRY(attention(g, w, a, kv, B, T, C, H));
 	float beta;
-	if (a->hook)
-		TRY(hooked_attention_out(g, w, a, x_in, B, T, C, H));
-	else
-		TRY(xmid_fused(g, w, a, x_in, BT, C));
-
-	TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln2, a->ln2_mean, a->ln2_rstd,
-		    a->xmid, w->ln2w, w->ln2b, BT, C, AT_LN_EPS));
+	if (fold) {
+		TRY(branch16(g, BT, C, C, a->merged, w->wo, a->y16,
+			     "the output projection"));
+		TRY(at_cu_layernorm_add_fwd((bf16 *)a->ln2, a->ln2_mean,
+					    a->ln2_rstd, a->xmid, x_in, a->y16,
+					    w->ln2w, w->ln2b, BT, C, AT_LN_EPS));
+	} else {
+		if (a->hook)
+			TRY(hooked_attention_out(g, w, a, x_in, B, T, C, H));
+		else
+			TRY(xmid_fused(g, w, a, x_in, BT, C));
+		TRY(MM_CALL(p, at_cu_layernorm_fwd, a->ln2, a->ln2_mean,
+			    a->ln2_rstd, a->xmid, w->ln2w, w->ln2b, BT, C,
+			    AT_LN_EPS));
+	}
 	TRY(report(a, "ln2", a->ln2, bf, 3, B, T, C, 0));
 	if (a->fused && !w->bfc && !a->hook) {
 		TRY(a->fused->fn(a->fused->ctx, a->ln2, w->fc, a->gelu, a->fc));
@@ -566,6 +596,9 @@ int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	}
 	if (mlp == AT_HOOK_WRITE)
 		return add(x_out, a->xmid, a->buf3, BTC);
+	if (fold) // x_out = xmid + y16, formed by the caller's next LayerNorm
+		return branch16(g, BT, C, F, a->gelu, w->proj, a->y16,
+				"the MLP's second product");
 	// x_out = xmid + bproj + gelu . proj
 	return residual_product(g, BT, C, F, a->gelu, w->proj, a->xmid, w->bproj,
 				x_out, "the MLP's second product");

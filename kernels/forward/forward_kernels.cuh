@@ -116,6 +116,15 @@ struct at_cu_block_acts {
 	const at_cu_fc_fused *fused;     // NULL: none
 	const at_cu_hook *hook;          // NULL: nothing reported
 	int layer;
+	// The residual adds folded into the LayerNorms after them (bf16, no
+	// biases, no hook; the training engine): with y16 [B*T,C] the two
+	// residual branches are products into y16 alone, LN2 forms xmid =
+	// x_in + y16, and x_out is not written: it is xmid + y16, for the
+	// caller's next LayerNorm to form.  With x_prev as well, LN1 first
+	// forms x_in = x_prev + y16 (the block before's pending x_out) and
+	// writes it to x_in.
+	bf16 *y16;
+	const float *x_prev;
 };
 
 // A KV cache [B,H,cap,D] (mm) for one block run: the T new positions of
@@ -128,7 +137,7 @@ struct at_cu_kv {
 
 // x_out = x_mid + GELU(LN2(x_mid) . fc) . proj, x_mid = x_in +
 // Attn(LN1(x_in)), for x_in, x_out [B,T,C] (the same buffer or apart),
-// in g's precision; kv NULL: no cache.
+// in g's precision; kv NULL: no cache.  (With a->y16, see above.)
 int at_cu_block_fwd(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		    const at_cu_block_acts *a, const at_cu_kv *kv,
 		    const float *x_in, float *x_out, int B, int T, int C,

@@ -5,8 +5,10 @@
 // The forward runs the one GPU block (kernels/forward/block.cu) on this
 // engine's buffers, keeping what the backward pass needs, on device
 // buffers laid out as the CPU engine's.  What differs from the CPU: q, k
-// and v come from one batched product with the three weights; the
-// residual adds ride in the products (beta = 1 onto a copy of the input);
+// and v come from one batched product with the three weights (one product
+// with a side-by-side copy of them for cuDNN); the residual adds ride in
+// the products (the stream as the product's addend) or, in bf16, in the
+// LayerNorm after them (the branch a bf16 product: y16);
 // the attention is fused (cuDNN's, in bf16: no T x T weights) or mask,
 // scale and softmax are one kernel, and so are its backward; softmax,
 // cross-entropy and its gradient are one; the attention scale moves from
@@ -65,6 +67,8 @@ static int alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->pos, BT, 4, "the batch"));
 	TRY(dalloc(d, &d->resid, (L + 1) * BTC, f, "the residual stream"));
 	TRY(dalloc(d, &d->xmid, L * BTC, f, "the residual stream"));
+	if (residual_folded(d))
+		TRY(dalloc(d, &d->y16, BTC, 2, "the residual stream"));
 	TRY(dalloc(d, &d->ln1, L * BTC, mm, "the LayerNorm outputs"));
 	TRY(dalloc(d, &d->ln2, L * BTC, mm, "the LayerNorm outputs"));
 	TRY(dalloc(d, &d->ln1_mean, L * BT, f, "the LayerNorm statistics"));
@@ -460,6 +464,8 @@ static int block_forward(tr_cuda *d, int l)
 	a.buf3 = d->buf3;
 	a.fused = d->gelu_mm ? &fused : NULL;
 	a.layer = l;
+	a.y16 = d->y16;
+	a.x_prev = d->y16 && l > 0 ? d->xmid + (l - 1) * BTC : NULL;
 	return at_cu_block_fwd(&d->blas, &w, &a, NULL, d->resid + l * BTC,
 			       d->resid + (l + 1) * BTC, B, T, C, H);
 }
@@ -476,9 +482,16 @@ static int step_launches(tr_cuda *d, int backward_too)
 				  B, T, C));
 	for (int l = 0; l < L; l++)
 		TRY(block_forward(d, l));
-	TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean, d->lnf_rstd,
-		    d->resid + L * BTC, d->p + d->lnfw, d->p + d->lnfb, BT, C,
-		    AT_LN_EPS));
+	if (d->y16 && L > 0) // the last block's x_out = xmid + y16 formed here
+		TRY(at_cu_layernorm_add_fwd((bf16 *)d->lnf, d->lnf_mean,
+					    d->lnf_rstd, d->resid + L * BTC,
+					    d->xmid + (L - 1) * BTC, d->y16,
+					    d->p + d->lnfw, d->p + d->lnfb, BT,
+					    C, AT_LN_EPS));
+	else
+		TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean,
+			    d->lnf_rstd, d->resid + L * BTC, d->p + d->lnfw,
+			    d->p + d->lnfb, BT, C, AT_LN_EPS));
 	// Vp logits a row, the pads zero (head_weight)
 	TRY(at_cu_gemm(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
 		       head_weight(d), 0, 0.0f, d->logits, 0, 1,

@@ -50,6 +50,9 @@ struct tr_cuda {
 	int *off, *pos;
 	// activations (mm: float, or bf16 in bf16 mode)
 	float *resid, *xmid;             // (L+1) x [BT,C], L x [BT,C]
+	bf16 *y16;                       // [BT,C]: a residual branch, whose
+					 // add the next LayerNorm makes
+					 // (residual_folded), or NULL
 	void *ln1, *ln2;                 // L x [BT,C] mm
 	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; // L x [BT]
 	void *qkv;                       // L x 3 x [B,H,T,D] mm; fused, rows
@@ -121,6 +124,15 @@ static inline const void *W(const tr_cuda *d, size_t off)
 static inline int cudnn_attention(const tr_cuda *d)
 {
 	return d->fused_attn && d->prec == AT_PREC_BF16;
+}
+
+// Whether the residual adds ride in the next LayerNorms (forward_kernels.cuh's
+// at_cu_block_acts y16): in bf16 without biases, where the residual
+// branches come from the products in bf16, as the other activations,
+// rather than in fp32 onto a copy of the stream.
+static inline int residual_folded(const tr_cuda *d)
+{
+	return d->prec == AT_PREC_BF16 && !d->biases;
 }
 
 // Whether the products write the LayerNorms' output gradients (d_ln) in
