@@ -1,7 +1,7 @@
 // block.cu - the one pre-norm block forward on the GPU (model_kernels.cuh)
 // and the kernels it adds to the stage ops: the causal softmax (mask +
-// scale + softmax in one kernel), the GELU, the KV cache's store and the
-// attention of one decoding step.
+// scale + softmax in one kernel) and the GELU (the KV cache's kernels are
+// kv_cache.cu's).
 //
 // The block mirrors lib/ops/prenorm.c op for op.  What differs: q, k and
 // v come from one batched product with the three weights; the residual
@@ -80,126 +80,6 @@ int at_cu_gelu_fwd(OUT *out, const float *in, size_t n)
 }
 template int at_cu_gelu_fwd<float>(float *, const float *, size_t);
 template int at_cu_gelu_fwd<bf16>(bf16 *, const float *, size_t);
-
-// ---- the KV cache ----
-
-// cache[b,h,p,d] = in[b,t,h*D+d] with p = pos[b] + t, or start + t.
-template <typename OUT>
-__global__ static void kv_store_kernel(OUT *cache, const float *in, int B,
-				       int T, int H, int D, int cap, int start,
-				       const int *pos)
-{
-	size_t n = (size_t)B * T * H * D;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x) {
-		int d = (int)(i % D), h = (int)(i / D % H);
-		int t = (int)(i / ((size_t)D * H) % T), b = (int)(i / ((size_t)D * H * T));
-		int p = (pos ? pos[b] : start) + t;
-		store_as(cache + (((size_t)b * H + h) * cap + p) * D + d, in[i]);
-	}
-}
-
-template <typename OUT>
-static int kv_store(OUT *cache, const float *in, int B, int T, int H, int D,
-		    const at_cu_kv *kv)
-{
-	size_t n = (size_t)B * T * H * D;
-	if (n == 0)
-		return 0;
-	kv_store_kernel<OUT><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
-		cache, in, B, T, H, D, kv->cap, kv->start, kv->pos);
-	CU_LAUNCHED("KV cache kernel");
-	return 0;
-}
-
-// One decoding step's attention, a block per (row, head): the query q
-// [B,H*D] (float) against the row's n = pos[b] + 1 cached keys, their
-// softmax in s (scratch, [B*H,cap]), and out[b, h*D + d] = sum_j p_j
-// v[j,d].  Warps take keys in turn, lanes the d of a key, for the scores
-// and for the sum (each warp's part in shared memory, then added), so
-// that every lane has independent loads in flight rather than one long
-// chain of them.
-template <typename KV>
-__global__ static void decode_attn_kernel(KV *out, const float *q,
-					  const KV *k, const KV *v, float *s,
-					  const int *pos, int H, int D, int cap,
-					  float scale)
-{
-	extern __shared__ float part[]; // [warps, D]
-	__shared__ float red[32];
-	int bh = blockIdx.x, b = bh / H, h = bh % H;
-	int n = pos[b] + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-	int warps = blockDim.x / 32;
-	const float *qr = q + (size_t)b * H * D + (size_t)h * D;
-	const KV *kr = k + (size_t)bh * cap * D, *vr = v + (size_t)bh * cap * D;
-	float *sr = s + (size_t)bh * cap;
-	float m = -INFINITY;
-	for (int j = warp; j < n; j += warps) {
-		float dot = 0.0f;
-		for (int d = lane; d < D; d += 32)
-			dot += qr[d] * as_float(kr[(size_t)j * D + d]);
-		dot = warp_sum(dot) * scale;
-		if (lane == 0)
-			sr[j] = dot;
-		m = fmaxf(m, dot);
-	}
-	if (lane == 0)
-		red[warp] = m;
-	__syncthreads();
-	m = -INFINITY;
-	for (int w = 0; w < warps; w++)
-		m = fmaxf(m, red[w]);
-	__syncthreads();
-	float l = 0.0f;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		float e = expf(sr[j] - m);
-		sr[j] = e;
-		l += e;
-	}
-	l = warp_sum(l);
-	if (lane == 0)
-		red[warp] = l;
-	__syncthreads();
-	l = 0.0f;
-	for (int w = 0; w < warps; w++)
-		l += red[w];
-	for (int d = lane; d < D; d += 32) {
-		float acc = 0.0f;
-#pragma unroll 4
-		for (int j = warp; j < n; j += warps)
-			acc += sr[j] * as_float(vr[(size_t)j * D + d]);
-		part[warp * D + d] = acc;
-	}
-	__syncthreads();
-	float inv = 1.0f / l;
-	for (int d = threadIdx.x; d < D; d += blockDim.x) {
-		float acc = 0.0f;
-		for (int w = 0; w < warps; w++)
-			acc += part[w * D + d];
-		store_as(out + (size_t)b * H * D + (size_t)h * D + d, acc * inv);
-	}
-}
-
-#define DECODE_SHARED (48u << 10) // bytes of shared memory a block may take
-
-template <typename KV>
-static int decode_attn(void *out, const float *q, const void *k,
-		       const void *v, float *s, const int *pos, int B, int H,
-		       int D, int cap, float scale)
-{
-	int warps = 8;
-	while (warps > 1 && (size_t)warps * D * 4 > DECODE_SHARED)
-		warps /= 2;
-	size_t shared = (size_t)warps * D * 4;
-	if (shared > DECODE_SHARED)
-		return at_cu_failf("decoding: a head of %d values is more than "
-				   "the attention kernel holds", D);
-	decode_attn_kernel<KV><<<B * H, 32 * warps, shared, at_cu_stream>>>(
-		(KV *)out, q, (const KV *)k, (const KV *)v, s, pos, H, D, cap,
-		scale);
-	CU_LAUNCHED("decoding attention kernel");
-	return 0;
-}
 
 // ---- the biases ----
 
@@ -510,18 +390,21 @@ static int attention(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 	TRY(at_cu_gemm(g, 0, 0, BT, C, C, 1.0f, a->ln1, 0, w->wqkv, CC, beta,
 		       a->buf3, BTC, 3, "the q, k, v products"));
 	if (kv && kv->pos) { // one decoding step: q stays [B,H*D]
-		TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, 1, H, D, kv));
-		TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, 1, H, D, kv));
-		return bf ? decode_attn<bf16>(a->merged, a->buf3, a->k, a->v, a->att,
-					      kv->pos, B, H, D, kv->cap, scale)
-			  : decode_attn<float>(a->merged, a->buf3, a->k, a->v,
-					       a->att, kv->pos, B, H, D, kv->cap,
-					       scale);
+		TRY(MM_CALL(p, at_cu_kv_store, a->k, a->buf3 + BTC, B, 1, H, D,
+			    kv));
+		TRY(MM_CALL(p, at_cu_kv_store, a->v, a->buf3 + 2 * BTC, B, 1, H,
+			    D, kv));
+		auto attend = bf ? at_cu_decode_attn<bf16>
+				 : at_cu_decode_attn<float>;
+		return attend(a->merged, a->buf3, a->k, a->v, a->att, kv->pos, B,
+			      H, D, kv->cap, scale);
 	}
 	if (kv) {
 		TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, B, T, H, D));
-		TRY(MM_CALL(p, kv_store, a->k, a->buf3 + BTC, B, T, H, D, kv));
-		TRY(MM_CALL(p, kv_store, a->v, a->buf3 + 2 * BTC, B, T, H, D, kv));
+		TRY(MM_CALL(p, at_cu_kv_store, a->k, a->buf3 + BTC, B, T, H, D,
+			    kv));
+		TRY(MM_CALL(p, at_cu_kv_store, a->v, a->buf3 + 2 * BTC, B, T, H,
+			    D, kv));
 	} else {
 		TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, 3 * B, T, H, D));
 		static const char *names[3] = {"q", "k", "v"};

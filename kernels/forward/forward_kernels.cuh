@@ -135,6 +135,18 @@ struct at_cu_kv {
 	const int *pos;
 };
 
+// kv_cache.cu: cache[b,h,p,d] = in[b,t,h*D+d] for T new positions of B
+// rows (p as at_cu_kv says), and one decoding step's attention: q
+// [B,H*D] (float) over row b's pos[b] + 1 cached keys, the softmax in s
+// (scratch [B*H,cap]), out [B,H*D] in the cache's type KV.
+template <typename OUT>
+int at_cu_kv_store(OUT *cache, const float *in, int B, int T, int H, int D,
+		   const at_cu_kv *kv);
+template <typename KV>
+int at_cu_decode_attn(void *out, const float *q, const void *k,
+		      const void *v, float *s, const int *pos, int B, int H,
+		      int D, int cap, float scale);
+
 // x_out = x_mid + GELU(LN2(x_mid) . fc) . proj, x_mid = x_in +
 // Attn(LN1(x_in)), for x_in, x_out [B,T,C] (the same buffer or apart),
 // in g's precision; kv NULL: no cache.  (With a->y16, see above.)

@@ -126,8 +126,8 @@ static inline int cudnn_attention(const tr_cuda *d)
 	return d->fused_attn && d->prec == AT_PREC_BF16;
 }
 
-// Whether the residual adds ride in the next LayerNorms (forward_kernels.cuh's
-// at_cu_block_acts y16): in bf16 without biases, where the residual
+// Whether the residual adds ride in the next LayerNorms (the y16 of
+// forward_kernels.cuh's at_cu_block_acts): in bf16 without biases, the
 // branches come from the products in bf16, as the other activations,
 // rather than in fp32 onto a copy of the stream.
 static inline int residual_folded(const tr_cuda *d)
@@ -203,6 +203,14 @@ static inline float *lse_at(const tr_cuda *d, int l)
 {
 	return d->lse + (size_t)l * lse_stride(d);
 }
+
+// ---- buffers.cu
+
+// Every buffer of d for its model, batch, precision and attention, each
+// counted in d->bytes and freed with d->bufs; the pinned batch slots.
+int tr_alloc_all(tr_cuda *d);
+// d->ones = B*T ones in the products' type.
+int tr_fill_ones(tr_cuda *d);
 
 // The backward pass of the step whose forward just ran, and the gradient's
 // squared norm into d->res[RES_NORMSQ] (backward.cu).
