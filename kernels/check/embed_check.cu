@@ -1,9 +1,14 @@
 // embed_check.cu - at_cuda_embed_forward and at_cuda_layernorm_forward
 // against at_embed_forward and at_layernorm_forward, and the LayerNorm
 // with the residual add folded in (at_cu_layernorm_add_fwd) against the
-// add and then at_layernorm_forward.
+// add and then at_layernorm_forward; the training engine's LayerNorm
+// backward (tr_layernorm_bwd) against tr_layernorm_backward.
 #include "harness.cuh"
 #include "common/cuda_util.cuh"
+#include "train/train_kernels.cuh"
+extern "C" {
+#include "train/train.h"
+}
 
 static void check_embed(int B, int T, int C, int V)
 {
@@ -93,6 +98,83 @@ static void check_layernorm_add(int N, int C)
 	H_CUDA(cudaFree(dy));
 }
 
+// dx += LN backward of dout (float, or bf16 as the engine's products write
+// it), dx16 = bf16(dx), dw and db, against the CPU's in float from the
+// same bf16-rounded dout; the mean and rstd of the forward pass as the
+// CPU's forward keeps them.
+template <typename G>
+static void check_layernorm_bwd(int N, int C)
+{
+	size_t n = (size_t)N * C;
+	std::vector<float> x = h_randn(n), w = h_randn(C), dout = h_randn(n),
+			   dx = h_randn(n), mean(N), rstd(N), dw(C), db(C);
+	std::vector<G> dout_g(n);
+	for (size_t i = 0; i < n; i++) {
+		dout_g[i] = (G)dout[i];
+		dout[i] = (float)dout_g[i];
+	}
+	for (int r = 0; r < N; r++) { // as at_layernorm_forward: two passes
+		double m = 0, v = 0;
+		for (int c = 0; c < C; c++)
+			m += x[(size_t)r * C + c];
+		m /= C;
+		for (int c = 0; c < C; c++) {
+			double e = x[(size_t)r * C + c] - m;
+			v += e * e;
+		}
+		mean[r] = (float)m;
+		rstd[r] = (float)(1.0 / sqrt(v / C + AT_LN_EPS));
+	}
+	float *d_x = h_upload(x), *d_w = h_upload(w), *d_dx = h_upload(dx);
+	float *d_mean = h_upload(mean), *d_rstd = h_upload(rstd);
+	float *d_dw = h_dev(C), *d_db = h_dev(C), *scratch = h_dev(2 * LN_PARTS * C);
+	G *d_dout;
+	bf16 *d_dx16;
+	H_CUDA(cudaMalloc(&d_dout, n * sizeof(G) + 16));
+	H_CUDA(cudaMemcpy(d_dout, dout_g.data(), n * sizeof(G),
+			  cudaMemcpyHostToDevice));
+	H_CUDA(cudaMalloc(&d_dx16, n * sizeof(bf16) + 16));
+	H_OP(tr_layernorm_bwd(d_dx, d_dx16, d_dw, d_db, d_dout, d_x, d_w, d_mean,
+			      d_rstd, N, C, scratch));
+	tr_layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(),
+			      x.data(), w.data(), mean.data(), rstd.data(), N, C);
+	const char *g = sizeof(G) == 2 ? "bf16" : "float";
+	char what[128];
+	snprintf(what, sizeof what, "layernorm backward N=%d C=%d %s dout: dx", N,
+		 C, g);
+	h_compare(what, d_dx, dx.data(), n, 1e-5);
+	snprintf(what, sizeof what, "layernorm backward N=%d C=%d %s dout: dw", N,
+		 C, g);
+	h_compare(what, d_dw, dw.data(), C, 1e-5);
+	snprintf(what, sizeof what, "layernorm backward N=%d C=%d %s dout: db", N,
+		 C, g);
+	h_compare(what, d_db, db.data(), C, 1e-5);
+	std::vector<bf16> dx16(n);
+	H_CUDA(cudaMemcpy(dx16.data(), d_dx16, n * sizeof(bf16),
+			  cudaMemcpyDeviceToHost));
+	std::vector<float> got(n);
+	for (size_t i = 0; i < n; i++)
+		got[i] = __bfloat162float(dx16[i]);
+	float *d_got = h_upload(got); // the rounding of dx, within bf16's
+	snprintf(what, sizeof what, "layernorm backward N=%d C=%d %s dout: dx16",
+		 N, C, g);
+	h_compare(what, d_got, dx.data(), n, 5e-3);
+	if (h_full && N >= 8192) {
+		float ms = h_time_ms([&] {
+			tr_layernorm_bwd(d_dx, d_dx16, d_dw, d_db, d_dout, d_x, d_w,
+					 d_mean, d_rstd, N, C, scratch);
+		});
+		snprintf(what, sizeof what, "layernorm backward N=%d C=%d %s dout",
+			 N, C, g);
+		// x read, dx read and written, dout read, dx16 written
+		h_report_time(what, ms, (double)n * (12 + sizeof(G) + 2));
+	}
+	for (float *p : {d_x, d_w, d_dx, d_mean, d_rstd, d_dw, d_db, scratch, d_got})
+		H_CUDA(cudaFree(p));
+	H_CUDA(cudaFree(d_dout));
+	H_CUDA(cudaFree(d_dx16));
+}
+
 int main(int argc, char **argv)
 {
 	h_init(argc, argv, "embed-check");
@@ -119,5 +201,16 @@ int main(int argc, char **argv)
 	check_layernorm_add(5, 4);
 	check_layernorm_add(3, 1280);
 	check_layernorm_add(3, 1284);
+	// the backward: the scalar kernels (C = 1, 33, 1284), the vectorized
+	// one's edges (C = 4, 1280) and andrea-120m's rows
+	for (int C : {1, 33, 4, 768, 1280, 1284}) {
+		check_layernorm_bwd<float>(37, C);
+		check_layernorm_bwd<bf16>(37, C);
+	}
+	check_layernorm_bwd<bf16>(1, 768);
+	if (h_full) {
+		check_layernorm_bwd<bf16>(16384, 768);
+		check_layernorm_bwd<float>(16384, 768);
+	}
 	return h_finish();
 }

@@ -1,6 +1,8 @@
 // gemm_lt.cu - the process's cuBLASLt handle and workspace, and products
 // whose result is written apart from the matrix they add (gemm_lt.cuh).
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/cuda_util.cuh"
 #include "common/cublas_lazy.cuh"
@@ -49,6 +51,91 @@ int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p)
 	if (found < 1 || r.state != CUBLAS_STATUS_SUCCESS)
 		return 0;
 	p->algo = r.algo;
+	return 1;
+}
+
+// The heuristic's first AT_LT_TRIES algorithms for p, as at_cu_lt_pick.
+static int candidates(const at_cu_lt *lt, const at_cu_lt_plan *p,
+		      cublasLtMatmulHeuristicResult_t *r)
+{
+	const at_cublaslt_api &L = at_cublaslt;
+	cublasLtMatmulPreference_t pref;
+	if (!LT_OK(L.pref_create(&pref)))
+		return 0;
+	size_t ws = AT_LT_WORKSPACE;
+	int found = 0;
+	if (LT_OK(L.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+			     &ws, sizeof ws)))
+		L.heuristic(lt->h, p->desc, p->a, p->b, p->d, p->d, pref,
+			    AT_LT_TRIES, r, &found);
+	L.pref_destroy(pref);
+	return found;
+}
+
+#define TUNE_REPS 3
+
+// Milliseconds for TUNE_REPS runs of p with its algo after one warm-up,
+// or a negative number where the algorithm fails for these operands.
+static float time_algo(const at_cu_lt_plan *p,
+		       int (*launch)(const at_cu_lt_plan *, void *), void *ctx,
+		       cudaEvent_t t0, cudaEvent_t t1)
+{
+	if (launch(p, ctx))
+		return -1;
+	cudaEventRecord(t0, at_cu_stream);
+	for (int i = 0; i < TUNE_REPS; i++)
+		if (launch(p, ctx))
+			return -1;
+	cudaEventRecord(t1, at_cu_stream);
+	float ms = -1;
+	if (cudaEventSynchronize(t1) != cudaSuccess ||
+	    cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess)
+		return -1;
+	return ms;
+}
+
+int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
+		  int (*launch)(const at_cu_lt_plan *p, void *ctx), void *ctx,
+		  const char *what)
+{
+	const char *env = getenv("ANDREA_LT_TUNE");
+	if (env && strcmp(env, "0") == 0)
+		return 1;
+	int verbose = env && strcmp(env, "v") == 0;
+	cudaStreamCaptureStatus cap;
+	if (cudaStreamIsCapturing(at_cu_stream, &cap) != cudaSuccess ||
+	    cap != cudaStreamCaptureStatusNone) {
+		cudaGetLastError();
+		return 0;
+	}
+	cublasLtMatmulHeuristicResult_t r[AT_LT_TRIES];
+	int n = candidates(lt, p, r);
+	cudaEvent_t t0, t1;
+	CU_CHECK(cudaEventCreate(&t0), what);
+	if (cudaEventCreate(&t1) != cudaSuccess) {
+		cudaEventDestroy(t0);
+		return at_cu_failf("%s: %s", what, "cannot make a timing event");
+	}
+	cublasLtMatmulAlgo_t best = p->algo;
+	float best_ms = -1;
+	for (int i = 0; i < n; i++) {
+		if (r[i].state != CUBLAS_STATUS_SUCCESS)
+			continue;
+		p->algo = r[i].algo;
+		float ms = time_algo(p, launch, ctx, t0, t1);
+		if (verbose)
+			fprintf(stderr, "andrea: %s: cuBLASLt algorithm %d: %.4f ms\n",
+				what, i, ms / TUNE_REPS);
+		// ties go to the heuristic's earlier pick
+		if (ms >= 0 && (best_ms < 0 || ms < best_ms * 0.97f)) {
+			best = r[i].algo;
+			best_ms = ms;
+		}
+	}
+	p->algo = best;
+	cudaEventDestroy(t0);
+	cudaEventDestroy(t1);
+	cudaGetLastError();
 	return 1;
 }
 

@@ -247,10 +247,10 @@ int tr_backward(tr_cuda *d)
 	float *g = d->g;
 	// over the padded vocabulary (engine.cuh's head_weight): the
 	// gradient by way of head_g where padded
-	const void *dl = d->logits; // the gradient over the logits (dl_ld)
+	const void *dl = d->logits; // the gradient over the logits (mm)
 	int Vp = d->Vp;
-	at_cu_gemm_layout ldl = {(int)dl_ld(d), 0, 0, 0};
-	at_cu_gemm_layout to_ln = {(int)dl_ld(d), 0, 0, ln_grad_bf16(d)};
+	at_cu_gemm_layout ldl = {Vp, 0, 0, 0};
+	at_cu_gemm_layout to_ln = {Vp, 0, 0, ln_grad_bf16(d)};
 	float *hg = d->head_g ? d->head_g : g + (d->tied ? d->wte : d->lm_head);
 	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
 		TRY(at_cu_gemm_ld(bl, 1, 0, Vp, C, BT, 1.0f, dl, 0, d->lnf, 0,
@@ -266,7 +266,7 @@ int tr_backward(tr_cuda *d)
 				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &to_ln,
 				  "the head product, backward"));
 	} else {
-		at_cu_gemm_layout ldb = {0, (int)dl_ld(d), 0, 0};
+		at_cu_gemm_layout ldb = {0, Vp, 0, 0};
 		TRY(at_cu_gemm_ld(bl, 1, 0, C, Vp, BT, 1.0f, d->lnf, 0, dl, 0,
 				  0.0f, hg, 0, 1, &ldb,
 				  "the head product, backward"));

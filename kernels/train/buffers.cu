@@ -72,7 +72,7 @@ int tr_alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->lnf, BTC, mm, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));
-	TRY(dalloc(d, &d->logits, BT * d->Vp, f, "the logits"));
+	TRY(dalloc(d, &d->logits, BT * d->Vp, mm, "the logits"));
 	if (cudnn_attention(d)) {
 		TRY(dalloc(d, &d->wqkv_cat, L * 3 * C * C, 2,
 			   "Wq, Wk, Wv side by side"));

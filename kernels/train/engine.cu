@@ -359,13 +359,13 @@ static int step_launches(tr_cuda *d, int backward_too)
 			    d->lnf_rstd, d->resid + L * BTC, d->p + d->lnfw,
 			    d->p + d->lnfb, BT, C, AT_LN_EPS));
 	// Vp logits a row, the pads zero (head_weight)
-	TRY(at_cu_gemm(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
-		       head_weight(d), 0, 0.0f, d->logits, 0, 1,
-		       "the head product"));
+	at_cu_gemm_layout mm = {0, 0, 0, d->prec == AT_PREC_BF16};
+	TRY(at_cu_gemm_ld(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
+			  head_weight(d), 0, 0.0f, d->logits, 0, 1, &mm,
+			  "the head product"));
 	float inv = 1.0f / (float)(BT * d->world); // the global batch's mean
-	void *dl = backward_too ? d->logits : NULL; // the gradient in place
-	TRY(MM_CALL(d, tr_crossentropy, dl, dl_ld(d), d->losses, d->logits,
-		    d->Vp, d->tg, BT, V, d->Vp, inv));
+	TRY(MM_CALL(d, tr_crossentropy, d->logits, d->Vp, d->losses, d->tg, BT,
+		    V, d->Vp, inv, backward_too));
 	TRY(tr_mean(d->res + RES_LOSS, d->losses, BT));
 	return backward_too ? tr_backward(d) : 0;
 }

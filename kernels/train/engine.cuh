@@ -67,7 +67,8 @@ struct tr_cuda {
 	void *gelu;                      // [BT,F] mm: one layer's (backward.cu)
 	void *lnf;                       // [BT,C] mm
 	float *lnf_mean, *lnf_rstd;      // [BT]
-	float *logits;                   // [BT,Vp]; the gradient over it (dl_ld)
+	void *logits;                    // [BT,Vp] mm; the loss writes their
+					 // gradient over them
 	void *head_w;                    // mm: the padded head, or NULL
 	bf16 *wqkv_cat;                  // L x [C,3C]: Wq|Wk|Wv side by side
 					 // (cuDNN's attention), or NULL
@@ -161,13 +162,6 @@ static inline int qkv_ld(const tr_cuda *d)
 static inline const bf16 *wqkv_cat_at(const tr_cuda *d, int l)
 {
 	return d->wqkv_cat + (size_t)l * 3 * d->cfg.d_model * d->cfg.d_model;
-}
-
-// The logits' gradient lies over the logits, in the products' type: its
-// row stride in elements.
-static inline size_t dl_ld(const tr_cuda *d)
-{
-	return d->prec == AT_PREC_BF16 ? 2 * (size_t)d->Vp : d->Vp;
 }
 
 // The head as a product operand, the vocabulary padded with zeros to Vp

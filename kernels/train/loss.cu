@@ -3,28 +3,27 @@
 // the embedding tables.
 #include "train/train_kernels.cuh"
 
-// One warp per row of logits, four columns a lane at a time (ld, ldd and
-// Vd multiples of 4, rows aligned: the engine pads the vocabulary to 8;
-// one float a lane took 0.49 ms a step at andrea-120m, V 8449): an online
-// maximum and sum of exponentials, the row's loss, then (with dl) one
-// write of (softmax - onehot) * inv.  Where dl lies over the logits, a
-// bf16 gradient element j overwrites the float z[j/2]: the 128 written
-// after each __syncwarp cover the floats j0/2 .. j0/2 + 63, all read by
-// the whole warp by then and none read again.  Columns V .. Vd - 1 of dl
-// get zeros.
-template <typename OUT>
-__global__ static void ce_kernel(OUT *dl, size_t ldd, float *losses,
-				     const float *logits, size_t ld,
-				     const int32_t *targets, int N, int V,
-				     int Vd, float inv)
+// One warp per row of logits (float, or bf16 in bf16 mode), four columns
+// a lane at a time (ld and Vd multiples of 4, rows aligned: the engine
+// pads the vocabulary to 8; one float a lane took 0.49 ms a step at
+// andrea-120m, V 8449): an online maximum and sum of exponentials, the
+// row's loss, then (with grad) (softmax - onehot) * inv written over the
+// logits.  Each lane reads and writes only its own columns, so the one
+// hazard is z[t], which every lane reads before any writes.  Columns V ..
+// Vd - 1 get zeros.  bf16 logits halve the bytes of both passes, as the
+// compiled PyTorch model's autocast product does.
+template <typename T>
+__global__ static void ce_kernel(T *logits, size_t ld, float *losses,
+				 const int32_t *targets, int N, int V, int Vd,
+				 float inv, int grad)
 {
 	int lane = threadIdx.x % 32, wpb = blockDim.x / 32;
 	for (size_t n = (size_t)blockIdx.x * wpb + threadIdx.x / 32; n < (size_t)N;
 	     n += (size_t)gridDim.x * wpb) {
-		const float *z = logits + n * ld;
+		T *z = logits + n * ld;
 		float m = -INFINITY, l = 0.0f; // online, as warp_softmax_stats
 		for (int j = 4 * lane; j < V; j += 128) {
-			float4 q = *(const float4 *)(z + j);
+			float4 q = load4_as(z + j);
 			float v4[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
 			for (int c = 0; c < 4; c++) {
@@ -42,58 +41,52 @@ __global__ static void ce_kernel(OUT *dl, size_t ldd, float *losses,
 		float M = warp_max(m);
 		float L = warp_sum(m == -INFINITY ? 0.0f : l * expf(m - M));
 		int t = targets[n];
-		float zt = z[t];
-		__syncwarp(); // every lane has read z[t] before dl may overwrite it
+		float zt = as_float(z[t]);
+		__syncwarp(); // every lane has read z[t] before any overwrites it
 		if (lane == 0)
 			losses[n] = logf(L) + M - zt;
-		if (!dl)
+		if (!grad)
 			continue;
-		OUT *d = dl + n * ldd;
 		float rl = 1.0f / L;
-		for (int j0 = 0; j0 < Vd; j0 += 128) { // whole warps: see above
-			int j = j0 + 4 * lane;
+		for (int j = 4 * lane; j < Vd; j += 128) {
 			float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 			if (j < V) {
-				float4 q = *(const float4 *)(z + j);
+				float4 q = load4_as(z + j);
 				float v4[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
 				for (int c = 0; c < 4; c++)
 					if (j + c < V)
 						p[c] = expf(v4[c] - M) * rl;
 			}
-			__syncwarp();
-			if (j < Vd) {
 #pragma unroll
-				for (int c = 0; c < 4; c++)
-					if (j + c == t)
-						p[c] -= 1.0f;
-				store4_as(d + j, make_float4(p[0] * inv, p[1] * inv,
-							     p[2] * inv, p[3] * inv));
-			}
+			for (int c = 0; c < 4; c++)
+				if (j + c == t)
+					p[c] -= 1.0f;
+			store4_as(z + j, make_float4(p[0] * inv, p[1] * inv,
+						     p[2] * inv, p[3] * inv));
 		}
 	}
 }
 
-template <typename OUT>
-int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
-		    const float *logits, size_t ld, const int32_t *targets,
-		    int N, int V, int Vd, float inv)
+template <typename T>
+int tr_crossentropy(T *logits, size_t ld, float *losses,
+		    const int32_t *targets, int N, int V, int Vd, float inv,
+		    int grad)
 {
 	if (N == 0)
 		return 0;
-	if (ld % 4 || ldd % 4 || Vd % 4 || !aligned4(logits) ||
-	    !aligned4(dlogits))
+	if (ld % 4 || Vd % 4 || !aligned4(logits))
 		return at_cu_failf("the loss wants rows of whole float4s "
-				   "(ld %zu, ldd %zu, %d columns)", ld, ldd, Vd);
-	ce_kernel<OUT><<<at_cu_blocks(N, 8), 256, 0, at_cu_stream>>>(
-		dlogits, ldd, losses, logits, ld, targets, N, V, Vd, inv);
+				   "(ld %zu, %d columns)", ld, Vd);
+	ce_kernel<T><<<at_cu_blocks(N, 8), 256, 0, at_cu_stream>>>(
+		logits, ld, losses, targets, N, V, Vd, inv, grad);
 	CU_LAUNCHED("cross-entropy kernel");
 	return 0;
 }
-template int tr_crossentropy<float>(float *, size_t, float *, const float *,
-				    size_t, const int32_t *, int, int, int, float);
-template int tr_crossentropy<bf16>(bf16 *, size_t, float *, const float *,
-				   size_t, const int32_t *, int, int, int, float);
+template int tr_crossentropy<float>(float *, size_t, float *, const int32_t *,
+				    int, int, int, float, int);
+template int tr_crossentropy<bf16>(bf16 *, size_t, float *, const int32_t *,
+				   int, int, int, float, int);
 
 // One block of 1024 threads: strided sums in double, then a fixed tree.
 __global__ static void mean_kernel(double *out, const float *x, int N)

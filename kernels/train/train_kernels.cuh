@@ -71,16 +71,15 @@ int tr_softmax_causal_bwd(OUT *ds, const float *da, const float *a,
 
 // ---- loss.cu: the loss, GELU, the embedding's gradient ----
 
-// losses[n] = cross-entropy of logits row n (V of them, rows ld apart)
-// against targets[n]; with dlogits (float or bf16, rows ldd apart) also
-// dlogits = (softmax - onehot) * inv, and 0 in its columns V .. Vd - 1
-// (a padded vocabulary).  dlogits may lie over logits: each row's
-// gradient is written over its own row once it has been read.  ld, ldd
-// and Vd must be multiples of 4 and the rows 16-byte aligned.
-template <typename OUT>
-int tr_crossentropy(OUT *dlogits, size_t ldd, float *losses,
-		    const float *logits, size_t ld, const int32_t *targets,
-		    int N, int V, int Vd, float inv);
+// losses[n] = cross-entropy of logits row n (V of them, float or bf16,
+// rows ld apart) against targets[n]; with grad, the row's gradient
+// (softmax - onehot) * inv written over it, and 0 in its columns V ..
+// Vd - 1 (a padded vocabulary).  ld and Vd must be multiples of 4 and the
+// rows aligned to four elements.
+template <typename T>
+int tr_crossentropy(T *logits, size_t ld, float *losses,
+		    const int32_t *targets, int N, int V, int Vd, float inv,
+		    int grad);
 // *out = mean of losses[0..N-1], summed in double in a fixed order.
 int tr_mean(double *out, const float *losses, int N);
 // out = GELU(in) again in the backward pass, bf16 both (the cuBLASLt
