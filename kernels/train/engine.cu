@@ -440,16 +440,18 @@ extern "C" int tr_cuda_finish(tr_cuda *d, double *loss, double *norm,
 	}
 	CU_CHECK(cudaMemcpyAsync(h, d->res, RES_N * sizeof *h,
 				 cudaMemcpyDeviceToHost), "reading the loss");
+	// asked while the step runs (the step allocates nothing), so that
+	// the driver's answer does not hold up the next step
+	size_t fr = 0, tot = 0;
+	if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > d->peak_used)
+		d->peak_used = tot - fr;
+	cudaGetLastError();
 	TRY(tr_ranks_wait(d, d->timeout_s, "the training step"));
 	*loss = h[RES_LOSS] / d->world;
 	if (norm)
 		*norm = sqrt(h[RES_NORMSQ]);
 	if (stop && d->comm)
 		*stop = h[RES_STOP] > 0;
-	size_t fr = 0, tot = 0;
-	if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > d->peak_used)
-		d->peak_used = tot - fr;
-	cudaGetLastError();
 	return 0;
 }
 
