@@ -96,10 +96,10 @@ static float time_algo(const at_cu_lt_plan *p,
 
 int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
 		  int (*launch)(const at_cu_lt_plan *p, void *ctx), void *ctx,
-		  const char *what)
+		  double flop, const char *what)
 {
 	const char *env = getenv("ANDREA_LT_TUNE");
-	if (env && strcmp(env, "0") == 0)
+	if ((env && strcmp(env, "0") == 0) || flop < AT_LT_TUNE_FLOP)
 		return 1;
 	int verbose = env && strcmp(env, "v") == 0;
 	cudaStreamCaptureStatus cap;
