@@ -358,10 +358,10 @@ static int step_launches(tr_cuda *d, int backward_too)
 		TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean,
 			    d->lnf_rstd, d->resid + L * BTC, d->p + d->lnfw,
 			    d->p + d->lnfb, BT, C, AT_LN_EPS));
-	// Vp logits a row, the pads zero (head_weight)
-	at_cu_gemm_layout mm = {0, 0, 0, d->prec == AT_PREC_BF16};
+	// Vp logits a row, the pads zero (head_weight), in the mm type
+	at_cu_gemm_layout in_mm = {0, 0, 0, d->prec == AT_PREC_BF16};
 	TRY(at_cu_gemm_ld(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
-			  head_weight(d), 0, 0.0f, d->logits, 0, 1, &mm,
+			  head_weight(d), 0, 0.0f, d->logits, 0, 1, &in_mm,
 			  "the head product"));
 	float inv = 1.0f / (float)(BT * d->world); // the global batch's mean
 	TRY(MM_CALL(d, tr_crossentropy, d->logits, d->Vp, d->losses, d->tg, BT,
