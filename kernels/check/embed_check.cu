@@ -101,7 +101,7 @@ static void check_layernorm_add(int N, int C)
 // dx += LN backward of dout (float, or bf16 as the engine's products write
 // it), dx16 = bf16(dx), dw and db, against the CPU's in float from the
 // same bf16-rounded dout; the mean and rstd of the forward pass as the
-// CPU's forward keeps them.
+// CPU's forward keeps them (at_layernorm_stats).
 template <typename G>
 static void check_layernorm_bwd(int N, int C)
 {
@@ -113,18 +113,7 @@ static void check_layernorm_bwd(int N, int C)
 		dout_g[i] = (G)dout[i];
 		dout[i] = (float)dout_g[i];
 	}
-	for (int r = 0; r < N; r++) { // as at_layernorm_forward: two passes
-		double m = 0, v = 0;
-		for (int c = 0; c < C; c++)
-			m += x[(size_t)r * C + c];
-		m /= C;
-		for (int c = 0; c < C; c++) {
-			double e = x[(size_t)r * C + c] - m;
-			v += e * e;
-		}
-		mean[r] = (float)m;
-		rstd[r] = (float)(1.0 / sqrt(v / C + AT_LN_EPS));
-	}
+	at_layernorm_stats(mean.data(), rstd.data(), x.data(), N, C, AT_LN_EPS);
 	float *d_x = h_upload(x), *d_w = h_upload(w), *d_dx = h_upload(dx);
 	float *d_mean = h_upload(mean), *d_rstd = h_upload(rstd);
 	float *d_dw = h_dev(C), *d_db = h_dev(C), *scratch = h_dev(2 * LN_PARTS * C);

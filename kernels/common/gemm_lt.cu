@@ -34,42 +34,32 @@ int at_cu_lt_get(at_cu_lt **out)
 
 #define LT_OK(call) ((call) == CUBLAS_STATUS_SUCCESS)
 
-int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p)
+// The heuristic's first (up to) n algorithms for p's descriptors within
+// the workspace, into r; how many it gave.
+static int candidates(const at_cu_lt *lt, const at_cu_lt_plan *p,
+		      cublasLtMatmulHeuristicResult_t *r, int n)
 {
 	const at_cublaslt_api &L = at_cublaslt;
 	cublasLtMatmulPreference_t pref;
 	if (!LT_OK(L.pref_create(&pref)))
 		return 0;
 	size_t ws = AT_LT_WORKSPACE;
-	cublasLtMatmulHeuristicResult_t r;
 	int found = 0;
 	if (LT_OK(L.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
 			     &ws, sizeof ws)))
-		L.heuristic(lt->h, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r,
+		L.heuristic(lt->h, p->desc, p->a, p->b, p->d, p->d, pref, n, r,
 			    &found);
 	L.pref_destroy(pref);
-	if (found < 1 || r.state != CUBLAS_STATUS_SUCCESS)
+	return found;
+}
+
+int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p)
+{
+	cublasLtMatmulHeuristicResult_t r;
+	if (candidates(lt, p, &r, 1) < 1 || r.state != CUBLAS_STATUS_SUCCESS)
 		return 0;
 	p->algo = r.algo;
 	return 1;
-}
-
-// The heuristic's first AT_LT_TRIES algorithms for p, as at_cu_lt_pick.
-static int candidates(const at_cu_lt *lt, const at_cu_lt_plan *p,
-		      cublasLtMatmulHeuristicResult_t *r)
-{
-	const at_cublaslt_api &L = at_cublaslt;
-	cublasLtMatmulPreference_t pref;
-	if (!LT_OK(L.pref_create(&pref)))
-		return 0;
-	size_t ws = AT_LT_WORKSPACE;
-	int found = 0;
-	if (LT_OK(L.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-			     &ws, sizeof ws)))
-		L.heuristic(lt->h, p->desc, p->a, p->b, p->d, p->d, pref,
-			    AT_LT_TRIES, r, &found);
-	L.pref_destroy(pref);
-	return found;
 }
 
 #define TUNE_REPS 3
@@ -98,9 +88,13 @@ int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
 		  int (*launch)(const at_cu_lt_plan *p, void *ctx), void *ctx,
 		  double flop, const char *what)
 {
+	if (p->tuned)
+		return 0;
 	const char *env = getenv("ANDREA_LT_TUNE");
-	if ((env && strcmp(env, "0") == 0) || flop < AT_LT_TUNE_FLOP)
-		return 1;
+	if ((env && strcmp(env, "0") == 0) || flop < AT_LT_TUNE_FLOP) {
+		p->tuned = 1;
+		return 0;
+	}
 	int verbose = env && strcmp(env, "v") == 0;
 	cudaStreamCaptureStatus cap;
 	if (cudaStreamIsCapturing(at_cu_stream, &cap) != cudaSuccess ||
@@ -109,7 +103,7 @@ int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
 		return 0;
 	}
 	cublasLtMatmulHeuristicResult_t r[AT_LT_TRIES];
-	int n = candidates(lt, p, r);
+	int n = candidates(lt, p, r, AT_LT_TRIES);
 	cudaEvent_t t0, t1;
 	CU_CHECK(cudaEventCreate(&t0), what);
 	if (cudaEventCreate(&t1) != cudaSuccess) {
@@ -133,10 +127,11 @@ int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
 		}
 	}
 	p->algo = best;
+	p->tuned = 1;
 	cudaEventDestroy(t0);
 	cudaEventDestroy(t1);
 	cudaGetLastError();
-	return 1;
+	return 0;
 }
 
 void at_cu_lt_plan_free(at_cu_lt_plan *p)

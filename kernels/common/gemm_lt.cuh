@@ -26,22 +26,23 @@ struct at_cu_lt_plan {
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t a, b, d;
 	cublasLtMatmulAlgo_t algo;
+	int tuned; // at_cu_lt_tune has made its choice
 };
 
 // p's algo: the heuristic's first for its descriptors (C laid out as D)
 // within the workspace; 1 when there is one, else 0.
 int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p);
-// Times up to AT_LT_TRIES of the heuristic's algorithms for p, a product
-// of `flop` operations, on the caller's real operands (launch(p, ctx)
-// runs the product once with p->algo), and keeps the fastest in p->algo
-// (a later algorithm must beat the best so far by 3%).  The product must be safe to repeat: its
-// output may not be one of its inputs.  A product under AT_LT_TUNE_FLOP
-// keeps the heuristic's first: its times are noise, and a choice that
-// moved from run to run would move the results' last bits with it.
-// Returns 1 when the choice is made (or not wanted: ANDREA_LT_TUNE=0, or
-// too small), 0 while the stream is being recorded (try again on an eager
-// call), -1 with the reason; ANDREA_LT_TUNE=v prints each algorithm's
-// time on stderr.
+// Once per plan (p->tuned): times up to AT_LT_TRIES of the heuristic's
+// algorithms for p, a product of `flop` operations, on the caller's real
+// operands (launch(p, ctx) runs the product once with p->algo), and keeps
+// the fastest in p->algo (a later algorithm must beat the best so far by
+// 3%).  The product must be safe to repeat: its output may not be one of
+// its inputs.  A product under AT_LT_TUNE_FLOP keeps the heuristic's
+// first: its times are noise, and a choice that moved from run to run
+// would move the results' last bits with it; so does every product with
+// ANDREA_LT_TUNE=0.  While the stream is being recorded it does nothing
+// (the next eager call chooses).  Returns 0, or -1 with the reason;
+// ANDREA_LT_TUNE=v prints each algorithm's time on stderr.
 #define AT_LT_TRIES 8
 #define AT_LT_TUNE_FLOP 4e9
 int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,

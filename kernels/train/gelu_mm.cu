@@ -19,7 +19,6 @@ struct tr_gelu_mm {
 	at_cu_lt *lt; // the process's handle and workspace
 	int M, N, K;
 	at_cu_lt_plan fwd, bwd;
-	int fwd_tuned, bwd_tuned; // at_cu_lt_tune has run for it
 };
 
 #define LT(call)                                    \
@@ -117,30 +116,23 @@ static int launch(const at_cu_lt_plan *p, void *ctx)
 // on it (at_cu_lt_tune): at andrea-120m's shapes its first picks run 7%
 // (DGELU) and 10% (GELU_AUX) slower than the fastest.  Both products only
 // write out (and pre), so repeating them is harmless.
-static int run(tr_gelu_mm *g, at_cu_lt_plan *p, int *tuned, const void *A,
-	       const void *B, void *out, const void *aux, const char *what)
+static int run(tr_gelu_mm *g, at_cu_lt_plan *p, const void *A, const void *B,
+	       void *out, const void *aux, const char *what)
 {
 	gelu_call c = {g->lt, A, B, aux, out, what};
-	if (!*tuned) {
-		double flop = 2.0 * g->M * g->N * g->K;
-		int rc = at_cu_lt_tune(g->lt, p, launch, &c, flop, what);
-		if (rc < 0)
-			return rc;
-		*tuned = rc;
-	}
+	TRY(at_cu_lt_tune(g->lt, p, launch, &c, 2.0 * g->M * g->N * g->K, what));
 	return launch(p, &c);
 }
 
 int tr_gelu_mm_fwd(tr_gelu_mm *g, const void *A, const void *B, void *out,
 		   void *pre)
 {
-	return run(g, &g->fwd, &g->fwd_tuned, A, B, out, pre,
-		   "the MLP's first product");
+	return run(g, &g->fwd, A, B, out, pre, "the MLP's first product");
 }
 
 int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 		   const void *pre, void *dpre)
 {
-	return run(g, &g->bwd, &g->bwd_tuned, dout, W, dpre, pre,
+	return run(g, &g->bwd, dout, W, dpre, pre,
 		   "the MLP's second product, backward");
 }
