@@ -87,6 +87,26 @@ def test_gradients_match_the_cpu(tmp_path, precision, fusion):
     assert not bad, bad
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_wide_vocabulary_matches_the_cpu(tmp_path, precision):
+    """V = 2053 (rows padded to 2056): the loss takes a block a row and
+    keeps the row in registers (2048 to 16384 columns), the narrower
+    vocabularies above a warp a row; its losses and gradients equal the
+    CPU's alike."""
+    cfg = dict(CFG, vocab=2053)
+    rng = np.random.default_rng(19)
+    model, _ = write_model(tmp_path, rng, cfg)
+    data = tokens_file(tmp_path, rng.integers(0, cfg["vocab"], 4000))
+    lc, gc, _ = grads(tmp_path, model, data, "cpu")
+    lg, gg, _ = grads(tmp_path, model, data, "cuda", precision)
+    assert np.array_equal(gc.pop("tokens"), gg.pop("tokens"))
+    errs, worst, bad = gradient_errors(gg, gc, GRAD_TOL[precision])
+    print(f"{precision}: loss cpu {lc:.8f} gpu {lg:.8f}; worst gradient "
+          f"{worst} {errs[worst]:.2e}")
+    assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
+    assert not bad, bad
+
+
 def test_odd_width_keeps_the_gelu_apart(tmp_path):
     # d_model = 9: the MLP is 36 wide, not a multiple of 8, which cuBLASLt's
     # GELU epilogue needs; the engine falls back to the separate kernel
