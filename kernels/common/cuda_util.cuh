@@ -195,6 +195,37 @@ __device__ __forceinline__ float warp_sum(float v)
 	return v;
 }
 
+// The maximum (or sum) over a group of G threads, a warp or the whole
+// block (G = blockDim.x); every thread gets it.  sh holds one float per
+// warp of a block-wide group and may be shared by successive calls.
+template <int G>
+__device__ __forceinline__ float group_max(float v, float *sh)
+{
+	v = warp_max(v);
+	if (G == 32)
+		return v;
+	__syncthreads(); // sh may still be read by an earlier reduction
+	if (threadIdx.x % 32 == 0)
+		sh[threadIdx.x / 32] = v;
+	__syncthreads();
+	v = threadIdx.x % 32 < G / 32 ? sh[threadIdx.x % 32] : -INFINITY;
+	return warp_max(v);
+}
+
+template <int G>
+__device__ __forceinline__ float group_sum(float v, float *sh)
+{
+	v = warp_sum(v);
+	if (G == 32)
+		return v;
+	__syncthreads();
+	if (threadIdx.x % 32 == 0)
+		sh[threadIdx.x / 32] = v;
+	__syncthreads();
+	v = threadIdx.x % 32 < G / 32 ? sh[threadIdx.x % 32] : 0.0f;
+	return warp_sum(v);
+}
+
 // One warp's online softmax statistics of x[0..n) * scale: on return every
 // lane holds the row maximum *M and the sum of exp(x * scale - M) *L.  Each
 // lane keeps a running maximum and rescales its running sum when the

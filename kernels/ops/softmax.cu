@@ -18,36 +18,6 @@
 
 #define BLOCK_G 512
 
-// The maximum (or sum) over the G threads of a row; every thread gets it.
-// sh holds one float per warp of a block-wide group.
-template <int G>
-__device__ __forceinline__ float group_max(float v, float *sh)
-{
-	v = warp_max(v);
-	if (G == 32)
-		return v;
-	__syncthreads(); // sh may still be read by an earlier reduction
-	if (threadIdx.x % 32 == 0)
-		sh[threadIdx.x / 32] = v;
-	__syncthreads();
-	v = threadIdx.x % 32 < G / 32 ? sh[threadIdx.x % 32] : -INFINITY;
-	return warp_max(v);
-}
-
-template <int G>
-__device__ __forceinline__ float group_sum(float v, float *sh)
-{
-	v = warp_sum(v);
-	if (G == 32)
-		return v;
-	__syncthreads();
-	if (threadIdx.x % 32 == 0)
-		sh[threadIdx.x / 32] = v;
-	__syncthreads();
-	v = threadIdx.x % 32 < G / 32 ? sh[threadIdx.x % 32] : 0.0f;
-	return warp_sum(v);
-}
-
 __device__ __forceinline__ float nan_as_inf(float x)
 {
 	return x != x ? INFINITY : x;

@@ -71,20 +71,6 @@ __global__ static void ce_kernel(T *logits, size_t ld, float *losses,
 
 #define CE_THREADS 256
 
-// The maximum (MAX) or the sum of v over the block, in every thread; sh
-// holds a float a warp and is the call's own.
-template <bool MAX>
-__device__ __forceinline__ float ce_block_all(float v, float *sh)
-{
-	int lane = threadIdx.x % 32, nw = blockDim.x / 32;
-	v = MAX ? warp_max(v) : warp_sum(v);
-	if (lane == 0)
-		sh[threadIdx.x / 32] = v;
-	__syncthreads();
-	v = lane < nw ? sh[lane] : MAX ? -INFINITY : 0.0f;
-	return MAX ? warp_max(v) : warp_sum(v); // each warp the same way
-}
-
 // ce_kernel's work with one block a row and the row in registers, NC
 // float4s a thread (column 4 (threadIdx.x + i CE_THREADS) in the i-th):
 // the logits are read from memory once and written once, where the warp
@@ -96,7 +82,7 @@ __global__ static void __launch_bounds__(CE_THREADS)
 ce_row_kernel(T *logits, size_t ld, float *losses, const int32_t *targets,
 	      int V, int Vd, float inv, int grad)
 {
-	__shared__ float sh_max[CE_THREADS / 32], sh_sum[CE_THREADS / 32];
+	__shared__ float sh[CE_THREADS / 32];
 	T *z = logits + blockIdx.x * ld;
 	int t = targets[blockIdx.x];
 	float zt = threadIdx.x == 0 ? as_float(z[t]) : 0.0f;
@@ -114,7 +100,7 @@ ce_row_kernel(T *logits, size_t ld, float *losses, const int32_t *targets,
 			m = fmaxf(m, x[i][c]);
 		}
 	}
-	float M = ce_block_all<true>(m, sh_max);
+	float M = group_max<CE_THREADS>(m, sh);
 	float l = 0.0f;
 #pragma unroll
 	for (int i = 0; i < NC; i++)
@@ -123,7 +109,7 @@ ce_row_kernel(T *logits, size_t ld, float *losses, const int32_t *targets,
 			x[i][c] = expf(x[i][c] - M); // 0 past V
 			l += x[i][c];
 		}
-	float L = ce_block_all<false>(l, sh_sum);
+	float L = group_sum<CE_THREADS>(l, sh);
 	if (threadIdx.x == 0)
 		losses[blockIdx.x] = logf(L) + M - zt;
 	if (!grad)
