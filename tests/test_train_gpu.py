@@ -87,24 +87,42 @@ def test_gradients_match_the_cpu(tmp_path, precision, fusion):
     assert not bad, bad
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_a_wide_vocabulary_matches_the_cpu(tmp_path, precision):
-    """V = 2053 (rows padded to 2056): the loss takes a block a row and
-    keeps the row in registers (2048 to 16384 columns), the narrower
-    vocabularies above a warp a row; its losses and gradients equal the
-    CPU's alike."""
-    cfg = dict(CFG, vocab=2053)
-    rng = np.random.default_rng(19)
-    model, _ = write_model(tmp_path, rng, cfg)
-    data = tokens_file(tmp_path, rng.integers(0, cfg["vocab"], 4000))
-    lc, gc, _ = grads(tmp_path, model, data, "cpu")
-    lg, gg, _ = grads(tmp_path, model, data, "cuda", precision)
+def matches_the_cpu(tmp, cfg, seed, n_tokens, precision, env=None):
+    """One step's loss and gradients of a random model of cfg on the GPU
+    against the CPU's, within the precision's tolerances; the GPU's
+    closing line."""
+    rng = np.random.default_rng(seed)
+    model, _ = write_model(tmp, rng, cfg)
+    data = tokens_file(tmp, rng.integers(0, cfg["vocab"], n_tokens))
+    lc, gc, _ = grads(tmp, model, data, "cpu")
+    lg, gg, err = grads(tmp, model, data, "cuda", precision, env=env)
     assert np.array_equal(gc.pop("tokens"), gg.pop("tokens"))
     errs, worst, bad = gradient_errors(gg, gc, GRAD_TOL[precision])
     print(f"{precision}: loss cpu {lc:.8f} gpu {lg:.8f}; worst gradient "
           f"{worst} {errs[worst]:.2e}")
     assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
     assert not bad, bad
+    return err
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_wide_vocabulary_matches_the_cpu(tmp_path, precision):
+    """V = 2053 (rows padded to 2056): the loss takes a block a row and
+    keeps the row in registers (2048 to 16384 columns), the narrower
+    vocabularies above a warp a row; its losses and gradients equal the
+    CPU's alike."""
+    matches_the_cpu(tmp_path, dict(CFG, vocab=2053), 19, 4000, precision)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_kept_and_recomputed_gelus_match_the_cpu(tmp_path, precision):
+    """Five layers, the GELU in the product's epilogue: the top two keep
+    their GELU(fc) from the forward pass, the lower three compute it again
+    in the lowest kept layer's buffer (engine.cuh, gelu_at); every
+    layer's gradients equal the CPU's alike."""
+    err = matches_the_cpu(tmp_path, dict(CFG, n_layer=5), 23, 2000,
+                          precision, env=FUSION["fused"])
+    assert "GELU fused" in err, err
 
 
 def test_odd_width_keeps_the_gelu_apart(tmp_path):
@@ -174,6 +192,39 @@ def test_the_graph_replays_the_eager_step(tmp_path, precision):
         worst = max(abs(a - b) / abs(a) for a, b in zip(e, g))
         print(f"{precision} {key}: graph against eager {worst:.2e}")
         assert worst <= (1e-6 if precision == "fp32" else 1e-4), (key, e, g)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_step_launched_ahead_changes_nothing(tmp_path, precision):
+    """Between evaluations, each step's forward and backward are launched
+    before the last step's loss is read (engine.h, ahead); with an
+    evaluation after every step, none is.  Both runs train alike: the same
+    losses, norms, held-out losses, first-step gradients and models, with
+    checkpoints saved in between."""
+    rng = np.random.default_rng(14)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 20000))
+    runs = {}
+    for every in (1, 5):
+        out = os.path.join(tmp_path, f"m{every}.ats")
+        log = os.path.join(tmp_path, f"l{every}.jsonl")
+        dump = os.path.join(tmp_path, f"g{every}.ats")
+        run("train", "--config", "tiny", "--seed", 3, "--data", data,
+            "--steps", 11, "--batch", 4, "--seq", 64, "--lr", 3e-3,
+            "--warmup", 2, "--eval-every", every, "--eval-batches", 2,
+            "--save-every", 3, "--device", "cuda", "--precision", precision,
+            "--dump-grads", dump, "--log", log, "-o", out, "-f")
+        recs = [json.loads(line) for line in open(log)]
+        runs[every] = (recs, read_params(tmp_path, out, f"m{every}"),
+                       read_params(tmp_path, dump, f"g{every}"))
+    (each, m1, g1), (ahead, m5, g5) = runs[1], runs[5]
+    assert [r["step"] for r in ahead] == list(range(1, 12))
+    for key in ("loss", "grad_norm"):
+        assert [r[key] for r in each] == [r[key] for r in ahead], key
+    assert [r["val_loss"] for r in ahead if "val_loss" in r] == \
+        [r["val_loss"] for r in each if r["step"] in (5, 10, 11)]
+    for got, want in ((m5, m1), (g5, g1)):
+        assert set(got) == set(want)
+        assert all(np.array_equal(got[k], want[k]) for k in want)
 
 
 def test_checkpoints_move_between_cpu_and_gpu(tmp_path):

@@ -78,21 +78,21 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	return MM_CALL(d, at_cu_merge_heads, d->d_qkv, d->buf3, 3 * B, T, H, D);
 }
 
-// The MLP's activations GELU(fc) are kept once, not per layer: the one
-// gelu buffer holds the last layer's from the forward pass, and the
-// backward pass computes each other layer's again (one elementwise pass
-// a layer instead of 1.1 GB at andrea-120m, B 16, T 1024).  Where the
-// cuBLASLt epilogue computes dfc, by a pass of their own; else in the
-// pass of the GELU's backward (mlp_backward).
+// The MLP's activations GELU(fc) are kept for the top gelu_kept layers
+// only (gelu_at): the backward pass computes each lower layer's again (one
+// elementwise pass a layer instead of 96 MiB at andrea-120m, B 16, T 1024).
+// Where the cuBLASLt epilogue computes dfc, by a pass of their own; else
+// in the pass of the GELU's backward (mlp_backward).
 static int gelu_again(tr_cuda *d, int l)
 {
-	if (l == d->cfg.n_layer - 1)
+	if (gelu_is_kept(d, l))
 		return 0;
 	size_t n = (size_t)d->B * d->T * 4 * d->cfg.d_model;
 	const void *fc = fc_at(d, l);
+	void *gelu = gelu_at(d, l);
 	if (d->prec == AT_PREC_BF16) // fc is bf16 there
-		return tr_gelu_again((bf16 *)d->gelu, (const bf16 *)fc, n);
-	return at_cu_gelu_fwd((float *)d->gelu, (const float *)fc, n);
+		return tr_gelu_again((bf16 *)gelu, (const bf16 *)fc, n);
+	return at_cu_gelu_fwd((float *)gelu, (const float *)fc, n);
 }
 
 // From the gradient of layer l's MLP output (drm) to dfc (d_fc16 in bf16,
@@ -111,7 +111,7 @@ static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc_mm)
 		TRY(at_cu_gemm(bl, 0, 1, (int)BT, F, C, 1.0f, drm, 0,
 			       W(d, o->proj), 0, 0.0f, d->d_fc, 0, 1,
 			       "the MLP's second product, backward"));
-		void *act = l == d->cfg.n_layer - 1 ? NULL : d->gelu;
+		void *act = gelu_is_kept(d, l) ? NULL : gelu_at(d, l);
 		const float *pre = (const float *)fc;
 		TRY(d->prec == AT_PREC_BF16
 			    ? tr_gelu_bwd((bf16 *)dfc_mm, (bf16 *)act, pre,
@@ -119,8 +119,8 @@ static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc_mm)
 			    : tr_gelu_bwd((float *)dfc_mm, (float *)act, pre,
 					  d->d_fc, BT * F));
 	}
-	TRY(at_cu_gemm(bl, 1, 0, F, C, (int)BT, 1.0f, d->gelu, 0, drm, 0, 0.0f,
-		       d->g + o->proj, 0, 1,
+	TRY(at_cu_gemm(bl, 1, 0, F, C, (int)BT, 1.0f, gelu_at(d, l), 0, drm, 0,
+		       0.0f, d->g + o->proj, 0, 1,
 		       "the MLP's second product, backward"));
 	return bias_grad(d, o->bproj, drm, C, 1,
 			 "the MLP's second bias, backward");

@@ -68,7 +68,8 @@ int tr_alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->merged, L * BTC, mm, "the attention outputs"));
 	TRY(dalloc(d, &d->fc, L * BT * F, d->gelu_mm ? mm : f,
 		   "the MLP activations"));
-	TRY(dalloc(d, &d->gelu, BT * F, mm, "the MLP activations"));
+	TRY(dalloc(d, &d->gelu, d->gelu_kept * BT * F, mm,
+		   "the MLP activations"));
 	TRY(dalloc(d, &d->lnf, BTC, mm, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));

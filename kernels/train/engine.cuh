@@ -64,7 +64,9 @@ struct tr_cuda {
 	float *delta;                    // [B,H,T] fused fp32 backward scratch
 	void *merged;                    // L x [BT,C] mm
 	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
-	void *gelu;                      // [BT,F] mm: one layer's (backward.cu)
+	void *gelu;                      // gelu_kept x [BT,F] mm (gelu_at)
+	int gelu_kept;                   // the top layers whose GELU(fc)
+					 // the backward pass reads as kept
 	void *lnf;                       // [BT,C] mm
 	float *lnf_mean, *lnf_rstd;      // [BT]
 	void *logits;                    // [BT,Vp] mm; the loss writes their
@@ -101,8 +103,12 @@ struct tr_cuda {
 	// and workspace
 	int graphs;                      // 0: every step eager (or ranks)
 	long eager_steps;
-	cudaStream_t stream;             // where it is recorded and replayed
+	cudaStream_t stream;             // where it is recorded (replayed on
+					 // the default stream)
 	cudaGraphExec_t step_graph;
+	cudaEvent_t results_ev;          // after the copy of res to h_res
+	int results_queued;              // tr_cuda_results called, not yet
+					 // waited for
 	void *blas_ws;                   // cuBLAS's workspace: recording
 					 // allocates none
 };
@@ -181,6 +187,22 @@ static inline void *fc_at(const tr_cuda *d, int l)
 	return d->gelu_mm ? mm_at(d, d->fc, i) : (void *)((float *)d->fc + i);
 }
 
+// The MLP's activations GELU(fc) of the top gelu_kept layers, each its
+// own; every lower layer's in the lowest kept layer's buffer, where the
+// forward pass uses it before that layer's and the backward pass after
+// (backward.cu, gelu_again).
+static inline int gelu_is_kept(const tr_cuda *d, int l)
+{
+	return l >= d->cfg.n_layer - d->gelu_kept;
+}
+
+static inline void *gelu_at(const tr_cuda *d, int l)
+{
+	int k = l - (d->cfg.n_layer - d->gelu_kept);
+	size_t i = (size_t)(k > 0 ? k : 0) * d->B * d->T * 4 * d->cfg.d_model;
+	return mm_at(d, d->gelu, i);
+}
+
 // Calls fn<bf16> or fn<float> on the mm buffer ptr.
 #define MM_CALL(d, fn, ptr, ...)                                        \
 	((d)->prec == AT_PREC_BF16 ? fn<bf16>((bf16 *)(ptr), __VA_ARGS__)    \
@@ -227,8 +249,9 @@ int tr_ranks_stage_done(tr_cuda *d, int stage);
 int tr_ranks_grads(tr_cuda *d);
 // After the update: the other ranks' shards of the parameters.
 int tr_ranks_params(tr_cuda *d);
-// Waits for the default stream; with ranks, no longer than timeout_s and
-// watching the communicator for a failed rank.
-int tr_ranks_wait(tr_cuda *d, double timeout_s, const char *what);
+// Waits for the event ev (recorded on the default stream); with ranks, no
+// longer than timeout_s and watching the communicator for a failed rank.
+int tr_ranks_wait(tr_cuda *d, cudaEvent_t ev, double timeout_s,
+		  const char *what);
 
 #endif

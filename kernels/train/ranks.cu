@@ -153,17 +153,18 @@ static int drop_comm(tr_cuda *d)
 	return -1;
 }
 
-int tr_ranks_wait(tr_cuda *d, double timeout_s, const char *what)
+int tr_ranks_wait(tr_cuda *d, cudaEvent_t ev, double timeout_s,
+		  const char *what)
 {
 	if (!d->comm) {
-		CU_CHECK(cudaStreamSynchronize(0), what);
+		CU_CHECK(cudaEventSynchronize(ev), what);
 		return 0;
 	}
 	// a sum waits for every rank: poll, and ask NCCL every 10 ms
 	// whether one has failed
 	double start = seconds(), asked = start;
 	for (;;) {
-		cudaError_t e = cudaStreamQuery(0);
+		cudaError_t e = cudaEventQuery(ev);
 		if (e == cudaSuccess)
 			return 0;
 		if (e != cudaErrorNotReady)

@@ -219,15 +219,37 @@ static void dump_grads(trainer *tr, double loss)
 	}
 }
 
+/* Whether the held-out loss is measured once `steps` steps are done. */
+static int eval_due(const trainer *tr, long steps)
+{
+	const train_options *o = tr->o;
+	return tr->st.val_fraction > 0 && o->eval_every > 0 &&
+	       (steps % o->eval_every == 0 || steps == o->stop_at);
+}
+
+/* Whether a checkpoint is written once `steps` steps are done (the last
+ * one's is written in any case). */
+static int save_due(const trainer *tr, long steps)
+{
+	long every = tr->o->save_every;
+	return every > 0 && steps % every == 0 && steps < tr->o->stop_at;
+}
+
 /* One optimisation step: batch, forward, backward, clip, update; the
- * first one's gradients go to --dump-grads.  r->stop: a signal asked to
- * end the run here (of several ranks, to any of them). */
+ * first one's gradients go to --dump-grads.  The next step may start on
+ * the device before this one's loss is read when nothing comes between
+ * (the same on every rank: no signal counts).  r->stop: a signal asked
+ * to end the run here (of several ranks, to any of them). */
 static void step(trainer *tr, tr_step_out *r)
 {
-	engine_check(tr, tr_engine_step(tr->eng, &tr->st, tr->o->stop_at,
+	const train_options *o = tr->o;
+	long next = tr->st.step + 1;
+	int dump = o->dump_grads && tr->rep.steps_run == 0;
+	int ahead = !dump && !eval_due(tr, next) && !save_due(tr, next);
+	engine_check(tr, tr_engine_step(tr->eng, &tr->st, o->stop_at, ahead,
 					stop_signal != 0, r, tr->err,
 					sizeof tr->err));
-	if (tr->o->dump_grads && tr->rep.steps_run == 0)
+	if (dump)
 		dump_grads(tr, r->loss);
 	tr->st.step++;
 }
@@ -299,7 +321,6 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 	train_report *rep = &tr.rep;
 	train_report_start(rep, log, o->log, o->progress && tr.lead,
 			   (long)st->batch * st->seq);
-	int eval = st->val_fraction > 0 && o->eval_every > 0;
 	tr_step_out r = {0};
 	/* alone, a signal ends the run after the step it came in; ranks
 	 * agree on the step through tr_engine_step (r.stop) */
@@ -312,13 +333,12 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 			cli_die("step %ld: the loss is %g: training diverged "
 				"(lower --lr?)", st->step, r.loss);
 		double val = NAN;
-		if (eval && (st->step % o->eval_every == 0 || st->step == o->stop_at))
+		if (eval_due(&tr, st->step))
 			val = evaluate(&tr);
 		if (tr.lead)
 			train_report_step(rep, tr.eng, st->step, o->stop_at, r.loss,
 					  val, r.lr, r.norm);
-		if (o->save_every > 0 && st->step % o->save_every == 0 &&
-		    st->step < o->stop_at)
+		if (save_due(&tr, st->step))
 			save(&tr, 1);
 	}
 	save(&tr, st->step > 0);

@@ -24,6 +24,8 @@ struct tr_engine {
 	tr_cuda *gpu;       /* the GPU's engine, or NULL on the CPU */
 	int slot;           /* GPU: the training slot whose batch is next */
 	long drawn;         /* GPU: the step whose batch waits there; -1 none */
+	long launched;      /* GPU: the step whose forward and backward were
+			       launched ahead; -1 none */
 	int32_t *in, *tg;   /* the last step's batch: the CPU's buffers, or
 			       the GPU slot's pinned ones */
 	at_fwd *eval;       /* CPU: the forward engine of the evaluation */
@@ -114,7 +116,7 @@ int tr_engine_new(tr_engine **out, tr_model *m, float *mom1, float *mom2,
 		return out_of_memory(B, T, err, errlen);
 	*e = (tr_engine){.m = m, .mom1 = mom1, .mom2 = mom2, .data = data,
 			 .B = B, .T = T, .precision = precision, .rows = B,
-			 .drawn = -1};
+			 .drawn = -1, .launched = -1};
 	if (ranks) {
 		int rc = gpu_of_rank(e, ranks, attention, err, errlen);
 		if (rc < 0) {
@@ -174,21 +176,32 @@ static void draw_gpu_batch(tr_engine *e, int slot, uint64_t seed, long s)
 
 /* The step on the GPU: the batch waits in e->slot (drawn now if the last
  * step did not draw it ahead); while the device works, the host draws
- * the next one into the other slot. */
+ * the next one into the other slot.  With ahead, the next step's forward
+ * and backward are queued before this step's loss is waited for, so that
+ * the device does not idle while the host reads it and launches them
+ * (they change no parameter, and the update stays with its own step). */
 static int step_gpu(tr_engine *e, const tr_state *st, long stop_at,
-		    tr_step_out *out, char *err, size_t errlen)
+		    int ahead, tr_step_out *out, char *err, size_t errlen)
 {
 	int stop = out->stop;
 	if (e->drawn != st->step)
 		draw_gpu_batch(e, e->slot, st->seed, st->step);
 	tr_cuda_batch(e->gpu, e->slot, &e->in, &e->tg);
-	if (tr_cuda_forward(e->gpu, e->slot, 1) < 0)
+	if (e->launched != st->step && tr_cuda_forward(e->gpu, e->slot, 1) < 0)
 		return gpu_error(err, errlen);
+	e->launched = -1;
 	out->lr = tr_lr_at(&st->h, st->step);
-	if (tr_cuda_update(e->gpu, &st->h, out->lr, st->step + 1) < 0)
+	if (tr_cuda_update(e->gpu, &st->h, out->lr, st->step + 1) < 0 ||
+	    tr_cuda_results(e->gpu, stop) < 0)
 		return gpu_error(err, errlen);
-	if (st->step + 1 < stop_at)
+	if (st->step + 1 < stop_at) {
 		draw_gpu_batch(e, 1 - e->slot, st->seed, st->step + 1);
+		if (ahead) {
+			if (tr_cuda_forward(e->gpu, 1 - e->slot, 1) < 0)
+				return gpu_error(err, errlen);
+			e->launched = st->step + 1;
+		}
+	}
 	if (tr_cuda_finish(e->gpu, &out->loss, &out->norm, &stop) < 0)
 		return gpu_error(err, errlen);
 	out->stop = stop;
@@ -196,12 +209,13 @@ static int step_gpu(tr_engine *e, const tr_state *st, long stop_at,
 	return 0;
 }
 
-int tr_engine_step(tr_engine *e, const tr_state *st, long stop_at, int stop,
-		   tr_step_out *out, char *err, size_t errlen)
+int tr_engine_step(tr_engine *e, const tr_state *st, long stop_at,
+		   int ahead, int stop, tr_step_out *out, char *err,
+		   size_t errlen)
 {
 	out->stop = stop;
 	if (e->gpu)
-		return step_gpu(e, st, stop_at, out, err, errlen);
+		return step_gpu(e, st, stop_at, ahead, out, err, errlen);
 	tr_model *m = e->m;
 	int B = e->B, T = e->T;
 	tr_data_train_batch(e->data, st->seed, st->step, 0, B, T, e->in, e->tg);
@@ -221,6 +235,7 @@ int tr_engine_eval(tr_engine *e, long n, double *loss, char *err,
 {
 	int B = e->B, T = e->T;
 	double sum = 0.0;
+	e->launched = -1; /* a step launched ahead: its loss is overwritten */
 	for (long i = 0; i < n; i++) {
 		double l;
 		if (e->gpu) { /* the next training batch waits in its slot */
@@ -265,6 +280,8 @@ int tr_engine_pull(tr_engine *e, int what, char *err, size_t errlen)
 {
 	if (!e->gpu)
 		return 0;
+	e->launched = -1; /* sharded, the moments are gathered in the
+			     gradients' buffer */
 	int mom = what & TR_PULL_MOMENTS;
 	if (tr_cuda_download(e->gpu, what & TR_PULL_PARAMS ? e->m->p : NULL,
 			     what & TR_PULL_GRADS ? e->m->g : NULL,

@@ -83,10 +83,17 @@ void tr_engine_free(tr_engine *e);
  * under st->seed), forward, backward, clipping to st->h.clip and one
  * AdamW update at the step's learning rate.  The caller counts the step.
  * On the GPU, the batch of step st->step + 1 is drawn while the device
- * works when that step is below stop_at.  out->stop is stop (this
- * process's wish to end the run here), or any rank's. */
-int tr_engine_step(tr_engine *e, const tr_state *st, long stop_at, int stop,
-		   tr_step_out *out, char *err, size_t errlen);
+ * works when that step is below stop_at; with ahead, its forward and
+ * backward are launched too, before this step's loss is read.  Then the
+ * caller's next call must not be tr_engine_pull of the gradients (they
+ * are that step's); tr_engine_eval or another pull in between drops the
+ * launched passes, run again with their step.  Every rank passes the
+ * same ahead.
+ * out->stop is stop (this process's wish to end the run here), or any
+ * rank's. */
+int tr_engine_step(tr_engine *e, const tr_state *st, long stop_at,
+		   int ahead, int stop, tr_step_out *out, char *err,
+		   size_t errlen);
 
 /* Returns once every rank has reached it (at once when alone): where
  * rank 0 has written files while the others waited. */

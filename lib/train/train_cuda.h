@@ -79,11 +79,17 @@ int tr_cuda_forward(tr_cuda *d, int slot, int backward);
  * gradients scaled by clip / norm when clip > 0 and the norm exceeds it
  * (decided on the device from the norm of the last backward). */
 int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr, long t);
-/* Waits for the device; *loss is the mean loss of the last forward, *norm
- * (when not NULL) the gradient norm of the last backward.  With stop (not
- * NULL), *stop is this rank's wish to end the run on entry and whether
- * any rank has it on return, so that every rank ends after the same step.
- * With ranks, every rank calls it after each forward. */
+/* Queues the copy of the last forward's mean loss and the last backward's
+ * gradient norm to the host, with ranks their sums and this rank's wish
+ * to stop (stop).  Work queued after it (the next step's forward and
+ * backward) is not waited for by tr_cuda_finish. */
+int tr_cuda_results(tr_cuda *d, int stop);
+/* Waits for the results that tr_cuda_results queued (queuing them first
+ * when it was not called): *loss is the mean loss of the last forward,
+ * *norm (when not NULL) the gradient norm of the last backward.  With
+ * stop (not NULL), *stop is this rank's wish to end the run on entry and
+ * whether any rank has it on return, so that every rank ends after the
+ * same step.  With ranks, every rank calls it after each forward. */
 int tr_cuda_finish(tr_cuda *d, double *loss, double *norm, int *stop);
 
 /* With ranks: returns once every rank has called it (or after

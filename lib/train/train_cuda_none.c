@@ -49,6 +49,11 @@ int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr, long t)
 	return -1;
 }
 
+int tr_cuda_results(tr_cuda *d, int stop)
+{
+	return -1;
+}
+
 int tr_cuda_finish(tr_cuda *d, double *loss, double *norm, int *stop)
 {
 	return -1;
