@@ -10,8 +10,9 @@ andrea's kernels fall behind and what the compiled graph does instead.
 gpu__time_duration.sum; clocks and caches left as they are), its kernels
 summed by name, the first run's taken from the second's and divided by
 STEPS (so the first step's one-off work drops out: the plans, the
-graph's recording), with ANDREA_LT_TUNE=0 (the GELU epilogues take
-cuBLASLt's first algorithm: timed under ncu, the choice moves); the
+graph's recording), with ANDREA_TUNE=0 (the GELU epilogues take
+cuBLASLt's first algorithm, the attention cuDNN's first engine: timed
+under ncu, the choice moves); the
 compiled model runs under torch.profiler for PROFILED steps after its
 warm-up and compilation.  ncu serializes the kernels, so the sums are
 kernel time, not the step's wall time (bench-train-gpu measures that).
@@ -63,7 +64,7 @@ def ncu_kernels(ncu, tg, tmp, name, V, prec, steps):
         capture_output=True, text=True,
         # under ncu's serialized kernels the timed choice of cuBLASLt's
         # algorithms would differ from run to run: the heuristic's
-        env=dict(os.environ, ANDREA_LT_TUNE="0"))
+        env=dict(os.environ, ANDREA_TUNE="0"))
     if p.returncode != 0:
         sys.exit(f"train-profile: andrea-train under ncu failed: "
                  f"{p.stderr.strip()[-500:]}")

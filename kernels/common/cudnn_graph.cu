@@ -7,6 +7,7 @@
 
 #include "common/cuda_util.cuh"
 #include "common/cudnn_graph.cuh"
+#include "common/tune.cuh"
 
 // Records the first failure: what was being done, cuDNN's status and its
 // own last message.
@@ -188,7 +189,7 @@ void dnn_reshape(dnn_graph *g, dnn_t x, dnn_t y)
 
 #define MAX_CONFIGS 16
 
-int dnn_plan(dnn_graph *g)
+int dnn_plan(dnn_graph *g, int most)
 {
 	dnn_t graph = make(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
 	set(g, graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
@@ -214,8 +215,11 @@ int dnn_plan(dnn_graph *g)
 		else if (n == 0)
 			fail(g, CUDNN_STATUS_NOT_SUPPORTED, "no engine for the graph");
 	}
-	// The first configuration that finalizes; a refusal is tried past.
-	for (int64_t i = 0; i < n && g->status == CUDNN_STATUS_SUCCESS; i++) {
+	// The first `most` configurations that finalize, a refusal tried
+	// past; of them, those that need no more workspace than the first.
+	cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+	for (int64_t i = 0; i < n && g->nplans < most &&
+			    g->status == CUDNN_STATUS_SUCCESS; i++) {
 		dnn_t plan = make(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
 		set(g, plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
 		    &g->handle);
@@ -225,9 +229,7 @@ int dnn_plan(dnn_graph *g)
 			break;
 		cudnnStatus_t s = at_cudnn.finalize(plan);
 		if (s != CUDNN_STATUS_SUCCESS) {
-			if (i == n - 1)
-				fail(g, s, "finalizing a plan (%d engines tried)",
-				     (int)n);
+			last = s;
 			continue;
 		}
 		int64_t ws = 0, got = 0;
@@ -235,11 +237,42 @@ int dnn_plan(dnn_graph *g)
 				 CUDNN_TYPE_INT64, 1, &got, &ws);
 		if (s != CUDNN_STATUS_SUCCESS)
 			fail(g, s, "asking a plan's workspace");
-		g->plan = plan;
-		g->workspace = ws;
-		break;
+		else if (g->nplans == 0 || ws <= g->workspace) {
+			if (g->nplans == 0)
+				g->workspace = ws;
+			g->plans[g->nplans++] = plan;
+		}
 	}
+	if (g->status == CUDNN_STATUS_SUCCESS && n > 0 && g->nplans == 0)
+		fail(g, last, "finalizing a plan (%d engines tried)", (int)n);
+	g->plan = g->nplans ? g->plans[0] : NULL;
 	return g->status == CUDNN_STATUS_SUCCESS && g->plan ? 0 : -1;
+}
+
+// One try of dnn_tune: the graph's plans, run by the caller.
+struct dnn_try {
+	dnn_graph *g;
+	int (*run)(void *ctx);
+	void *ctx;
+};
+
+static int run_plan(int i, void *c)
+{
+	dnn_try *t = (dnn_try *)c;
+	t->g->plan = t->g->plans[i];
+	return t->run(t->ctx);
+}
+
+int dnn_tune(dnn_graph *g, double flop, int (*run)(void *ctx), void *ctx,
+	     const char *what)
+{
+	if (!at_cu_tune_now(&g->tuned, flop) || g->nplans < 2)
+		return 0;
+	dnn_try t = {g, run, ctx};
+	int best = at_cu_fastest(g->nplans, run_plan, &t, what,
+				 "cuDNN engine configuration");
+	g->plan = g->plans[best >= 0 ? best : 0];
+	return 0;
 }
 
 int dnn_execute(dnn_graph *g, int n, const int64_t *uids, void *const *ptrs,

@@ -1,6 +1,7 @@
 // cudnn_graph.cuh - a small layer over cuDNN's backend descriptors: build an
-// operation graph of tensors and operations, find the first engine that
-// runs it, execute it with a variant pack of pointers.
+// operation graph of tensors and operations, find the engines that run
+// it (and time them, to keep the fastest), execute it with a variant pack
+// of pointers.
 //
 // Every descriptor made while building lives as long as the graph (the
 // plan is only used while they exist).  The first failing call is kept in
@@ -17,6 +18,7 @@
 
 #define DNN_MAX_DESCS 160
 #define DNN_MAX_OPS 48
+#define DNN_MAX_PLANS 8
 
 typedef cudnnBackendDescriptor_t dnn_t;
 
@@ -29,8 +31,11 @@ struct dnn_graph {
 	int64_t next_uid;                // of the virtual tensors
 	cudnnStatus_t status;
 	char why[256];
-	dnn_t plan;                      // after dnn_plan
-	int64_t workspace;               // bytes
+	dnn_t plan;                      // after dnn_plan: the one run
+	dnn_t plans[DNN_MAX_PLANS];      // the candidates (dnn_plan)
+	int nplans;
+	int tuned;                       // dnn_tune has chosen
+	int64_t workspace;               // bytes, for any candidate
 };
 
 // Flags of dnn_tensor.
@@ -52,9 +57,16 @@ void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode,
 void dnn_reduce(dnn_graph *g, cudnnReduceTensorOp_t op, dnn_t x, dnn_t y);
 void dnn_matmul(dnn_graph *g, dnn_t a, dnn_t b, dnn_t c);
 void dnn_reshape(dnn_graph *g, dnn_t x, dnn_t y);
-// Finalize the graph and pick the first engine configuration (heuristics
-// mode A) whose plan finalizes: 0, or -1 with g->why.
-int dnn_plan(dnn_graph *g);
+// Finalize the graph and keep the plans of the first `most` engine
+// configurations (heuristics mode A) that finalize and need no more
+// workspace than the first, which g->plan runs: 0, or -1 with g->why.
+int dnn_plan(dnn_graph *g, int most);
+// Once (g->tuned), for an operation of `flop` operations: times g's
+// plans (common/tune.cuh's at_cu_fastest; run(ctx) executes g->plan once
+// on the caller's operands, which must be safe to repeat) and keeps the
+// fastest in g->plan.  Nothing while the stream is being recorded.
+int dnn_tune(dnn_graph *g, double flop, int (*run)(void *ctx), void *ctx,
+	     const char *what);
 // Run the plan on at_cu_stream: n tensors by uid and address.
 int dnn_execute(dnn_graph *g, int n, const int64_t *uids, void *const *ptrs,
 		void *workspace);

@@ -1,12 +1,9 @@
 // gemm_lt.cu - the process's cuBLASLt handle and workspace, and products
 // whose result is written apart from the matrix they add (gemm_lt.cuh).
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-
 #include "common/cuda_util.cuh"
 #include "common/cublas_lazy.cuh"
 #include "common/gemm_lt.cuh"
+#include "common/tune.cuh"
 #include "ops/precision.h"
 
 int at_cu_lt_get(at_cu_lt **out)
@@ -62,75 +59,35 @@ int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p)
 	return 1;
 }
 
-#define TUNE_REPS 3
+// One try of at_cu_lt_tune: the heuristic's candidates for p.
+struct lt_try {
+	at_cu_lt_plan *p;
+	const cublasLtMatmulHeuristicResult_t *r;
+	int (*launch)(const at_cu_lt_plan *p, void *ctx);
+	void *ctx;
+};
 
-// Milliseconds for TUNE_REPS runs of p with its algo after one warm-up,
-// or a negative number where the algorithm fails for these operands.
-static float time_algo(const at_cu_lt_plan *p,
-		       int (*launch)(const at_cu_lt_plan *, void *), void *ctx,
-		       cudaEvent_t t0, cudaEvent_t t1)
+static int run_algo(int i, void *c)
 {
-	if (launch(p, ctx))
-		return -1;
-	cudaEventRecord(t0, at_cu_stream);
-	for (int i = 0; i < TUNE_REPS; i++)
-		if (launch(p, ctx))
-			return -1;
-	cudaEventRecord(t1, at_cu_stream);
-	float ms = -1;
-	if (cudaEventSynchronize(t1) != cudaSuccess ||
-	    cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess)
-		return -1;
-	return ms;
+	lt_try *t = (lt_try *)c;
+	if (t->r[i].state != CUBLAS_STATUS_SUCCESS)
+		return 1;
+	t->p->algo = t->r[i].algo;
+	return t->launch(t->p, t->ctx);
 }
 
 int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
 		  int (*launch)(const at_cu_lt_plan *p, void *ctx), void *ctx,
 		  double flop, const char *what)
 {
-	if (p->tuned)
+	if (!at_cu_tune_now(&p->tuned, flop))
 		return 0;
-	const char *env = getenv("ANDREA_LT_TUNE");
-	if ((env && strcmp(env, "0") == 0) || flop < AT_LT_TUNE_FLOP) {
-		p->tuned = 1;
-		return 0;
-	}
-	int verbose = env && strcmp(env, "v") == 0;
-	cudaStreamCaptureStatus cap;
-	if (cudaStreamIsCapturing(at_cu_stream, &cap) != cudaSuccess ||
-	    cap != cudaStreamCaptureStatusNone) {
-		cudaGetLastError();
-		return 0;
-	}
 	cublasLtMatmulHeuristicResult_t r[AT_LT_TRIES];
 	int n = candidates(lt, p, r, AT_LT_TRIES);
-	cudaEvent_t t0, t1;
-	CU_CHECK(cudaEventCreate(&t0), what);
-	if (cudaEventCreate(&t1) != cudaSuccess) {
-		cudaEventDestroy(t0);
-		return at_cu_failf("%s: %s", what, "cannot make a timing event");
-	}
-	cublasLtMatmulAlgo_t best = p->algo;
-	float best_ms = -1;
-	for (int i = 0; i < n; i++) {
-		if (r[i].state != CUBLAS_STATUS_SUCCESS)
-			continue;
-		p->algo = r[i].algo;
-		float ms = time_algo(p, launch, ctx, t0, t1);
-		if (verbose)
-			fprintf(stderr, "andrea: %s: cuBLASLt algorithm %d: %.4f ms\n",
-				what, i, ms / TUNE_REPS);
-		// ties go to the heuristic's earlier pick
-		if (ms >= 0 && (best_ms < 0 || ms < best_ms * 0.97f)) {
-			best = r[i].algo;
-			best_ms = ms;
-		}
-	}
-	p->algo = best;
-	p->tuned = 1;
-	cudaEventDestroy(t0);
-	cudaEventDestroy(t1);
-	cudaGetLastError();
+	cublasLtMatmulAlgo_t first = p->algo;
+	lt_try t = {p, r, launch, ctx};
+	int best = at_cu_fastest(n, run_algo, &t, what, "cuBLASLt algorithm");
+	p->algo = best >= 0 ? r[best].algo : first;
 	return 0;
 }
 

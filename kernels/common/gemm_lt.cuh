@@ -35,16 +35,11 @@ int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p);
 // Once per plan (p->tuned): times up to AT_LT_TRIES of the heuristic's
 // algorithms for p, a product of `flop` operations, on the caller's real
 // operands (launch(p, ctx) runs the product once with p->algo), and keeps
-// the fastest in p->algo (a later algorithm must beat the best so far by
-// 3%).  The product must be safe to repeat: its output may not be one of
-// its inputs.  A product under AT_LT_TUNE_FLOP keeps the heuristic's
-// first: its times are noise, and a choice that moved from run to run
-// would move the results' last bits with it; so does every product with
-// ANDREA_LT_TUNE=0.  While the stream is being recorded it does nothing
-// (the next eager call chooses).  Returns 0, or -1 with the reason;
-// ANDREA_LT_TUNE=v prints each algorithm's time on stderr.
+// the fastest in p->algo (common/tune.cuh's at_cu_fastest: the product
+// must be safe to repeat; a product under AT_TUNE_FLOP, or any with
+// ANDREA_TUNE=0, keeps the heuristic's first; while the stream is being
+// recorded it does nothing).  Returns 0, or -1 with the reason.
 #define AT_LT_TRIES 8
-#define AT_LT_TUNE_FLOP 4e9
 int at_cu_lt_tune(const at_cu_lt *lt, at_cu_lt_plan *p,
 		  int (*launch)(const at_cu_lt_plan *p, void *ctx), void *ctx,
 		  double flop, const char *what);

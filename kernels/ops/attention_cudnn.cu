@@ -13,6 +13,7 @@
 
 #include "common/cuda_util.cuh"
 #include "common/cudnn_graph.cuh"
+#include "common/tune.cuh"
 extern "C" {
 #include "ops/ops_cuda.h"
 }
@@ -213,6 +214,14 @@ static int nplans, oldest;           // beyond MAX_PLANS, the oldest goes
 static void *workspace;              // shared by every plan, grown as needed
 static size_t workspace_bytes;
 
+// The operations of the attention s, as the products count them: 4 B H
+// T^2 D forward (half of it causal), 2.5 times that backward.
+static double sdpa_flop(const at_sdpa_shape *s, int backward)
+{
+	double f = 4.0 * s->B * s->H * (double)s->T * s->T * s->D;
+	return f * (s->causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
+}
+
 // The plan of s in that direction, made on first use; NULL with the
 // reason (at_cuda_error) where cuDNN is missing or refuses the shape.
 static plan *plan_for(const at_sdpa_shape *s, int backward)
@@ -250,7 +259,11 @@ static plan *plan_for(const at_sdpa_shape *s, int backward)
 		build_backward(&p->g, s, p->accum);
 	else
 		build_forward(&p->g, s);
-	p->ok = dnn_plan(&p->g) == 0 ? 1 : -1;
+	// more than one candidate only where they will be timed
+	int most = at_cu_tune_when(sdpa_flop(s, backward)) == AT_TUNE_NEVER
+			   ? 1
+			   : DNN_MAX_PLANS;
+	p->ok = dnn_plan(&p->g, most) == 0 ? 1 : -1;
 	if (p->ok < 0) {
 		at_cu_failf("cuDNN: %s", p->g.why);
 		return NULL;
@@ -283,22 +296,59 @@ extern "C" int at_cudnn_sdpa_supported(const at_sdpa_shape *s, int backward)
 	return plan_for(s, backward) != NULL;
 }
 
+// One call of a plan: its variant pack (the scalars by address, held
+// here), its workspace and, in a backward pass, the dq accumulator that
+// each run zeroes first.
+struct sdpa_call {
+	plan *p;
+	int n;
+	int64_t uids[13];
+	void *ptrs[13];
+	void *ws, *acc;
+	size_t accum;                    // bytes of acc, or 0
+	float scale, neg_inf, one;
+};
+
+static void pack(sdpa_call *k, int64_t uid, const void *ptr)
+{
+	k->uids[k->n] = uid;
+	k->ptrs[k->n++] = (void *)ptr;
+}
+
+static int run_call(void *c)
+{
+	sdpa_call *k = (sdpa_call *)c;
+	if (k->accum)
+		CU_CHECK(cudaMemsetAsync(k->acc, 0, k->accum, at_cu_stream),
+			 "zeroing the dq accumulator");
+	return dnn_execute(&k->p->g, k->n, k->uids, k->ptrs, k->ws);
+}
+
+// Runs k, the fastest of its plan's engines chosen first (once).
+static int run_tuned(sdpa_call *k, const at_sdpa_shape *s, int backward)
+{
+	TRY(dnn_tune(&k->p->g, sdpa_flop(s, backward), run_call, k,
+		     backward ? "the attention's backward"
+			      : "the attention"));
+	return run_call(k);
+}
+
 extern "C" int at_cudnn_sdpa_forward(const at_sdpa_shape *s, void *o,
 				     float *lse, const void *q, const void *k,
 				     const void *v)
 {
-	plan *p = plan_for(s, 0);
-	if (!p)
+	sdpa_call c = {};
+	if (!(c.p = plan_for(s, 0)))
 		return -1;
-	void *ws = NULL;
-	TRY(workspace_at_least(p->g.workspace, &ws));
-	float scale = s->scale, neg_inf = -INFINITY;
-	int64_t uids[7] = {ID_Q, ID_K, ID_V, ID_O, ID_STATS, ID_SCALE};
-	void *ptrs[7] = {(void *)q, (void *)k, (void *)v, o, lse, &scale};
-	int n = 6;
+	TRY(workspace_at_least(c.p->g.workspace, &c.ws));
+	c.scale = s->scale, c.neg_inf = -INFINITY;
+	const void *in[] = {q, k, v, o, lse, &c.scale};
+	int64_t ids[] = {ID_Q, ID_K, ID_V, ID_O, ID_STATS, ID_SCALE};
+	for (int i = 0; i < 6; i++)
+		pack(&c, ids[i], in[i]);
 	if (s->causal)
-		uids[n] = ID_NEG_INF, ptrs[n++] = &neg_inf;
-	return dnn_execute(&p->g, n, uids, ptrs, ws);
+		pack(&c, ID_NEG_INF, &c.neg_inf);
+	return run_tuned(&c, s, 0);
 }
 
 extern "C" int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq,
@@ -307,29 +357,26 @@ extern "C" int at_cudnn_sdpa_backward(const at_sdpa_shape *s, void *dq,
 				      const void *o, const void *dout,
 				      const float *lse)
 {
-	plan *p = plan_for(s, 1);
-	if (!p)
+	sdpa_call c = {};
+	if (!(c.p = plan_for(s, 1)))
 		return -1;
-	size_t ws_bytes = (p->g.workspace + 255) / 256 * 256;
-	size_t accum = p->accum ? (size_t)s->B * s->H * s->T * s->D * sizeof(float)
-				: 0;
-	void *ws = NULL;
-	TRY(workspace_at_least(ws_bytes + accum, &ws));
-	void *acc = (char *)ws + ws_bytes;
-	if (accum)
-		CU_CHECK(cudaMemsetAsync(acc, 0, accum, at_cu_stream),
-			 "zeroing the dq accumulator");
-	float scale = s->scale, neg_inf = -INFINITY, one = 1.0f;
-	int64_t uids[13] = {ID_Q, ID_K, ID_V, ID_O, ID_DO, ID_STATS, ID_DQ,
-			    ID_DK, ID_DV, ID_SCALE, ID_ONE};
-	void *ptrs[13] = {(void *)q, (void *)k, (void *)v, (void *)o,
-			  (void *)dout, (void *)lse, dq, dk, dv, &scale, &one};
-	int n = 11; // then the tensors only some graphs have
+	size_t ws_bytes = (c.p->g.workspace + 255) / 256 * 256;
+	c.accum = c.p->accum ? (size_t)s->B * s->H * s->T * s->D * sizeof(float)
+			     : 0;
+	TRY(workspace_at_least(ws_bytes + c.accum, &c.ws));
+	c.acc = (char *)c.ws + ws_bytes;
+	c.scale = s->scale, c.neg_inf = -INFINITY, c.one = 1.0f;
+	const void *in[] = {q,  k,  v,  o,        dout,   lse,
+			    dq, dk, dv, &c.scale, &c.one};
+	int64_t ids[] = {ID_Q,  ID_K,  ID_V,  ID_O,     ID_DO, ID_STATS,
+			 ID_DQ, ID_DK, ID_DV, ID_SCALE, ID_ONE};
+	for (int i = 0; i < 11; i++)
+		pack(&c, ids[i], in[i]);
 	if (s->causal)
-		uids[n] = ID_NEG_INF, ptrs[n++] = &neg_inf;
-	if (accum)
-		uids[n] = ID_DQ_ACCUM, ptrs[n++] = acc;
-	return dnn_execute(&p->g, n, uids, ptrs, ws);
+		pack(&c, ID_NEG_INF, &c.neg_inf);
+	if (c.accum)
+		pack(&c, ID_DQ_ACCUM, c.acc);
+	return run_tuned(&c, s, 1);
 }
 
 #else // built without cuDNN's headers
