@@ -95,18 +95,30 @@ static int gelu_again(tr_cuda *d, int l)
 	return at_cu_gelu_fwd((float *)gelu, (const float *)fc, n);
 }
 
-// From the gradient of layer l's MLP output (drm) to dfc (d_fc16 in bf16,
-// else d_fc), and the gradients of its second product and bias.
-static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc_mm)
+// Where layer l's dfc, the gradient of its MLP's pre-activations, goes:
+// where the product's epilogue computes it, over the layer's GELU(fc)
+// (gelu_at), which the second product's weight gradient has read by
+// then (so no buffer of its own: at andrea-120m, B 16, T 1024, its 96
+// MiB keep another layer's GELU outputs); else in d_fc16 in bf16, in
+// place in d_fc in float.
+static void *dfc_at(const tr_cuda *d, int l)
+{
+	if (d->gelu_mm)
+		return gelu_at(d, l);
+	return d->prec == AT_PREC_BF16 ? (void *)d->d_fc16 : (void *)d->d_fc;
+}
+
+// From the gradient of layer l's MLP output (drm) to dfc (dfc_at), and
+// the gradients of its second product and bias.
+static int mlp_backward(tr_cuda *d, int l, const void *drm)
 {
 	const tr_layer_off *o = &d->layer[l];
 	size_t BT = (size_t)d->B * d->T;
 	int C = d->cfg.d_model, F = 4 * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	void *fc = fc_at(d, l);
+	void *fc = fc_at(d, l), *dfc = dfc_at(d, l);
 	if (d->gelu_mm) {
 		TRY(gelu_again(d, l));
-		TRY(tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc, dfc_mm));
 	} else {
 		TRY(at_cu_gemm(bl, 0, 1, (int)BT, F, C, 1.0f, drm, 0,
 			       W(d, o->proj), 0, 0.0f, d->d_fc, 0, 1,
@@ -114,16 +126,19 @@ static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc_mm)
 		void *act = gelu_is_kept(d, l) ? NULL : gelu_at(d, l);
 		const float *pre = (const float *)fc;
 		TRY(d->prec == AT_PREC_BF16
-			    ? tr_gelu_bwd((bf16 *)dfc_mm, (bf16 *)act, pre,
-					  d->d_fc, BT * F)
-			    : tr_gelu_bwd((float *)dfc_mm, (float *)act, pre,
+			    ? tr_gelu_bwd((bf16 *)dfc, (bf16 *)act, pre, d->d_fc,
+					  BT * F)
+			    : tr_gelu_bwd((float *)dfc, (float *)act, pre,
 					  d->d_fc, BT * F));
 	}
 	TRY(at_cu_gemm(bl, 1, 0, F, C, (int)BT, 1.0f, gelu_at(d, l), 0, drm, 0,
 		       0.0f, d->g + o->proj, 0, 1,
 		       "the MLP's second product, backward"));
-	return bias_grad(d, o->bproj, drm, C, 1,
-			 "the MLP's second bias, backward");
+	TRY(bias_grad(d, o->bproj, drm, C, 1,
+		      "the MLP's second bias, backward"));
+	return d->gelu_mm ? tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc,
+					   dfc)
+			  : 0;
 }
 
 // From d_qkv to the gradients of Wq, Wk, Wv (and bq, bk, bv) and to d_ln,
@@ -200,11 +215,11 @@ static int block_backward(tr_cuda *d, int l)
 	void *merged = mm_at(d, d->merged, l * BTC);
 	size_t lr = (size_t)l * BT;
 	float *g = d->g;
-	void *dfc_mm = bf ? (void *)d->d_fc16 : (void *)d->d_fc;
+	void *dfc_mm = dfc_at(d, l);
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
 	const void *drm = resid_grad_mm(d);
-	TRY(mlp_backward(d, l, drm, dfc_mm));
+	TRY(mlp_backward(d, l, drm));
 	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
 		       g + o->fc, 0, 1, "the MLP's first product, backward"));
 	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));

@@ -94,10 +94,11 @@ int tr_alloc_all(tr_cuda *d)
 		TRY(dalloc(d, &d->dr16, BTC, 2, "backward scratch"));
 	TRY(dalloc(d, &d->d_out, BTC, mm, "backward scratch"));
 	TRY(dalloc(d, &d->d_qkv, 3 * BTC, mm, "backward scratch"));
-	if (!(bf && d->gelu_mm)) // else the fused backward writes d_fc16
+	if (!d->gelu_mm) { // else over the GELU outputs (backward.cu's dfc_at)
 		TRY(dalloc(d, &d->d_fc, BT * F, f, "backward scratch"));
-	if (bf)
-		TRY(dalloc(d, &d->d_fc16, BT * F, 2, "backward scratch"));
+		if (bf)
+			TRY(dalloc(d, &d->d_fc16, BT * F, 2, "backward scratch"));
+	}
 	if (!d->fused_attn)
 		TRY(dalloc(d, &d->d_att, TT, f, "the attention gradient"));
 	if (bf && !d->fused_attn)

@@ -221,12 +221,14 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		return NULL;
 	}
 	// Recomputing a layer's GELU(fc) is a pass of its own where the
-	// product's epilogue does the GELU: there the last layer and a third
-	// of the others keep theirs (at andrea-120m, B 16, T 1024, 384 MiB
-	// saves 4 of the 11 passes).  Apart, the GELU's backward pass
+	// product's epilogue does the GELU: there the last layer, a third of
+	// the others and one more keep theirs, the one more in the memory of
+	// the pre-activations' gradient, which goes over them (backward.cu's
+	// dfc_at): at andrea-120m, B 16, T 1024, 6 of 12 layers, 480 MiB
+	// saving 5 of the 11 passes.  Apart, the GELU's backward pass
 	// recomputes it on the way, and only the last layer keeps its.
 	int L = m->cfg.n_layer;
-	d->gelu_kept = L == 0 ? 0 : d->gelu_mm ? L / 3 + 1 : 1;
+	d->gelu_kept = L == 0 ? 0 : !d->gelu_mm ? 1 : L < L / 3 + 2 ? L : L / 3 + 2;
 	tr_ranks_plan(d, m, ranks);
 	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0 ||
 	    streams_setup(d) < 0) {

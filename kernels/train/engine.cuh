@@ -64,7 +64,8 @@ struct tr_cuda {
 	float *delta;                    // [B,H,T] fused fp32 backward scratch
 	void *merged;                    // L x [BT,C] mm
 	void *fc;                        // L x [BT,F], mm when gelu_mm, else float
-	void *gelu;                      // gelu_kept x [BT,F] mm (gelu_at)
+	void *gelu;                      // gelu_kept x [BT,F] mm (gelu_at);
+					 // GELU fused, dfc goes over them
 	int gelu_kept;                   // the top layers whose GELU(fc)
 					 // the backward pass reads as kept
 	void *lnf;                       // [BT,C] mm
@@ -86,8 +87,8 @@ struct tr_cuda {
 	bf16 *dr16;                      // [BT,C], bf16 mode
 	void *d_out;                     // [B,H,T,D] mm, rows if fused
 	void *d_qkv;                     // 3 x [BT,C] mm (as qkv)
-	float *d_fc;                     // [BT,F]
-	bf16 *d_fc16;                    // [BT,F], bf16 mode
+	float *d_fc;                     // [BT,F] (the GELU a kernel apart)
+	bf16 *d_fc16;                    // [BT,F], bf16 mode (the same)
 	float *d_att;                    // [B,H,T,T] (explicit attention)
 	bf16 *ds16;                      // [B,H,T,T], bf16 mode
 	float *ln_part;                  // 2 x LN_PARTS x C
