@@ -136,6 +136,7 @@ static int mlp_backward(tr_cuda *d, int l, const void *drm)
 		       "the MLP's second product, backward"));
 	TRY(bias_grad(d, o->bproj, drm, C, 1,
 		      "the MLP's second bias, backward"));
+	// fused, dfc now goes over the GELU outputs just read
 	return d->gelu_mm ? tr_gelu_mm_bwd(d->gelu_mm, drm, W(d, o->proj), fc,
 					   dfc)
 			  : 0;

@@ -227,8 +227,8 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	// dfc_at): at andrea-120m, B 16, T 1024, 6 of 12 layers, 480 MiB
 	// saving 5 of the 11 passes.  Apart, the GELU's backward pass
 	// recomputes it on the way, and only the last layer keeps its.
-	int L = m->cfg.n_layer;
-	d->gelu_kept = L == 0 ? 0 : !d->gelu_mm ? 1 : L < L / 3 + 2 ? L : L / 3 + 2;
+	int L = m->cfg.n_layer, kept = d->gelu_mm ? L / 3 + 2 : 1;
+	d->gelu_kept = kept < L ? kept : L;
 	tr_ranks_plan(d, m, ranks);
 	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0 ||
 	    streams_setup(d) < 0) {
