@@ -116,8 +116,8 @@ def test_a_wide_vocabulary_matches_the_cpu(tmp_path, precision):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_kept_and_recomputed_gelus_match_the_cpu(tmp_path, precision):
-    """Five layers, the GELU in the product's epilogue: the top two keep
-    their GELU(fc) from the forward pass, the lower three compute it again
+    """Five layers, the GELU in the product's epilogue: the top three keep
+    their GELU(fc) from the forward pass, the lower two compute it again
     in the lowest kept layer's buffer (engine.cuh, gelu_at); every
     layer's gradients equal the CPU's alike."""
     err = matches_the_cpu(tmp_path, dict(CFG, n_layer=5), 23, 2000,

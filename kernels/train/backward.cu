@@ -108,15 +108,15 @@ static void *dfc_at(const tr_cuda *d, int l)
 	return d->prec == AT_PREC_BF16 ? (void *)d->d_fc16 : (void *)d->d_fc;
 }
 
-// From the gradient of layer l's MLP output (drm) to dfc (dfc_at), and
-// the gradients of its second product and bias.
-static int mlp_backward(tr_cuda *d, int l, const void *drm)
+// From the gradient of layer l's MLP output (drm) to dfc (at dfc_at),
+// and the gradients of its second product and bias.
+static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc)
 {
 	const tr_layer_off *o = &d->layer[l];
 	size_t BT = (size_t)d->B * d->T;
 	int C = d->cfg.d_model, F = 4 * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	void *fc = fc_at(d, l), *dfc = dfc_at(d, l);
+	void *fc = fc_at(d, l);
 	if (d->gelu_mm) {
 		TRY(gelu_again(d, l));
 	} else {
@@ -220,7 +220,7 @@ static int block_backward(tr_cuda *d, int l)
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
 	const void *drm = resid_grad_mm(d);
-	TRY(mlp_backward(d, l, drm));
+	TRY(mlp_backward(d, l, drm, dfc_mm));
 	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
 		       g + o->fc, 0, 1, "the MLP's first product, backward"));
 	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));

@@ -192,14 +192,19 @@ static inline void *fc_at(const tr_cuda *d, int l)
 // own; every lower layer's in the lowest kept layer's buffer, where the
 // forward pass uses it before that layer's and the backward pass after
 // (backward.cu, gelu_again).
+static inline int gelu_first_kept(const tr_cuda *d)
+{
+	return d->cfg.n_layer - d->gelu_kept;
+}
+
 static inline int gelu_is_kept(const tr_cuda *d, int l)
 {
-	return l >= d->cfg.n_layer - d->gelu_kept;
+	return l >= gelu_first_kept(d);
 }
 
 static inline void *gelu_at(const tr_cuda *d, int l)
 {
-	int k = l - (d->cfg.n_layer - d->gelu_kept);
+	int k = l - gelu_first_kept(d);
 	size_t i = (size_t)(k > 0 ? k : 0) * d->B * d->T * 4 * d->cfg.d_model;
 	return mm_at(d, d->gelu, i);
 }
