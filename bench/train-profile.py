@@ -10,7 +10,7 @@ andrea's kernels fall behind and what the compiled graph does instead.
 gpu__time_duration.sum; clocks and caches left as they are), its kernels
 summed by name, the first run's taken from the second's and divided by
 STEPS (so the first step's one-off work drops out: the plans, the
-graph's recording), with ANDREA_TUNE=0 (the GELU epilogues take
+graph's recording), with ANDREA_TUNE=0 (the large products take
 cuBLASLt's first algorithm, the attention cuDNN's first engine: timed
 under ncu, the choice moves); the
 compiled model runs under torch.profiler for PROFILED steps after its

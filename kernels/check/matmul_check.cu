@@ -1,7 +1,8 @@
 // matmul_check.cu - the cuBLAS products against the CPU: at_cu_gemm (the
 // one GPU wrapper, gemm.cuh) against at_gemm (the CPU one) and a loop in
 // double, both ways through cuBLAS (the stage ops' and the training
-// engine's, bf16 too), and at_cuda_scores_forward and
+// engine's, bf16 too, its large products' timed cuBLASLt algorithms
+// too), and at_cuda_scores_forward and
 // at_cuda_attend_forward against at_scores_forward and at_attend_forward.
 #include <cuda_bf16.h>
 
@@ -67,10 +68,13 @@ static void *operands(std::vector<float> &v, int prec)
 // every operand out with rows pad elements longer than packed
 // (at_cu_gemm_ld; the pads of C must come back untouched), c_bf16 makes C
 // bf16.  addend 1 gives beta a matrix X of C's layout apart from C (which
-// must come back unchanged), 2 gives it C itself as the addend.
+// must come back unchanged), 2 gives it C itself as the addend.  tune
+// is at_cu_gemm_mode's (a product of AT_TUNE_FLOP or more through
+// cuBLASLt, its algorithm timed).
 static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 		       int N, int K, float alpha, float beta, int batch,
-		       int reuse_a, int pad = 0, int c_bf16 = 0, int addend = 0)
+		       int reuse_a, int pad = 0, int c_bf16 = 0, int addend = 0,
+		       int tune = 0)
 {
 	int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
 	long long sA = reuse_a ? 0 : (long long)(ta ? K : M) * lda;
@@ -98,7 +102,7 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 				size_t o = i * sC + (size_t)m * ldc + n;
 				ref[o] = (float)(alpha * s + (double)beta * x[o]);
 			}
-	at_cu_gemm_mode g = {h, prec};
+	at_cu_gemm_mode g = {h, prec, tune};
 	if (pad || c_bf16 || addend) {
 		at_cu_gemm_layout ld = {pad ? lda : 0, pad ? ldb : 0,
 					pad ? ldc : 0, c_bf16, dx};
@@ -110,8 +114,9 @@ static void check_gemm(cublasHandle_t h, int prec, int ta, int tb, int M,
 	}
 	char what[160];
 	snprintf(what, sizeof what,
-		 "gemm %s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s%s%s%s",
-		 h ? "own handle " : "", prec == AT_PREC_BF16 ? "bf16" :
+		 "gemm %s%s%s M=%d N=%d K=%d%s%s alpha=%g beta=%g batch=%d%s%s%s%s",
+		 h ? "own handle " : "", tune ? "tuned " : "",
+		 prec == AT_PREC_BF16 ? "bf16" :
 		 prec == AT_PREC_TF32 ? "tf32" : "fp32",
 		 M, N, K, ta ? " A^T" : "", tb ? " B^T" : "", alpha, beta, batch,
 		 reuse_a ? " (one A)" : "", pad ? " padded rows" : "",
@@ -287,6 +292,21 @@ int main(int argc, char **argv)
 	// bf16 results (q, k, v and dO in rows for cuDNN), batched and padded
 	check_gemm(own, AT_PREC_BF16, 0, 0, 33, 17, 64, 1.0f, 0.0f, 3, 0, 0, 1);
 	check_gemm(own, AT_PREC_BF16, 0, 1, 17, 33, 5, 0.5f, 0.0f, 1, 0, 5, 1);
+	// products large enough to have their algorithm timed (the training
+	// engine's way): odd sizes of 4.4 GFLOP, beta 0 (timed), beta with
+	// C as its addend (not timed: C is read) and an addend apart (timed)
+	for (int prec : {AT_PREC_BF16, AT_PREC_TF32, AT_PREC_FP32}) {
+		int bf = prec == AT_PREC_BF16;
+		check_gemm(own, prec, 0, 1, 1031, 1029, 2053, 1.0f, 0.0f, 1, 0,
+			   0, bf, 0, 1);
+		check_gemm(own, prec, 1, 0, 1031, 1029, 2053, 0.5f, 1.0f, 1, 0,
+			   0, 0, 2, 1);
+		check_gemm(own, prec, 0, 0, 1031, 1029, 2053, 1.0f, 1.0f, 1, 0,
+			   0, 0, 1, 1);
+		if (h_full)
+			check_gemm(own, prec, 1, 1, 1031, 1029, 2053, 1.0f,
+				   0.0f, 1, 0, 3, 0, 0, 1);
+	}
 	if (h_full) // andrea-120m's two, B = 16, T = 1024
 		for (int prec : {AT_PREC_BF16, AT_PREC_TF32, AT_PREC_FP32}) {
 			time_residual(own, prec, 16384, 768, 768);

@@ -4,6 +4,7 @@
 #include "common/cublas_lazy.cuh"
 #include "common/gemm.cuh"
 #include "common/gemm_lt.cuh"
+#include "common/tune.cuh"
 
 // cuBLAS grids once limited batches to 65535; larger ones go in pieces.
 #define MAX_BATCH 65535
@@ -128,14 +129,21 @@ int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 		return 0;
 	int lda = ld->lda ? ld->lda : ta ? M : K;
 	int ldb = ld->ldb ? ld->ldb : tb ? K : N;
-	if (ld->addend) {
+	// cuBLASLt where an addend is apart, or to time a large product's
+	// algorithm (see at_cu_gemm_mode's tune); else an addend is copied
+	// into C first
+	int timed = g->tune && batch == 1 && 2.0 * M * N * K >= AT_TUNE_FLOP;
+	if (ld->addend || timed) {
+		const void *X = ld->addend ? (const void *)ld->addend : C;
 		int rc = g->h && K > 0 ?
-			at_cu_lt_gemm_add(g->prec, ta, tb, M, N, K, alpha, A,
-					  lda, B, ldb, beta, ld->addend,
-					  (float *)C, ldc, what) : 1;
+			at_cu_lt_gemm(g->prec, ta, tb, M, N, K, alpha, A, lda,
+				      B, ldb, beta, X, C, ldc, ld->c_bf16,
+				      g->tune, what) : 1;
 		if (rc <= 0)
 			return rc;
-		TRY(copy_addend((float *)C, ld->addend, M, N, ldc, what));
+		if (ld->addend)
+			TRY(copy_addend((float *)C, ld->addend, M, N, ldc,
+					what));
 	}
 	if (K == 0 && beta == 0.0f)
 		return zero(C, M, N, ldc, ld->c_bf16 ? 2 : 4, sC, batch, what);

@@ -28,6 +28,11 @@
 struct at_cu_gemm_mode {
 	cublasHandle_t h; // NULL: the process's handle and cublasSgemm
 	int prec;         // AT_* of ops/precision.h; AT_PREC_BF16 only with a handle
+	// With a handle: one product of AT_TUNE_FLOP or more (common/tune.cuh)
+	// goes through cuBLASLt, its algorithm timed on its first eager call
+	// among the heuristic's first eight (gemm_lt.cuh).  For callers that
+	// run the same shapes many times (the training engine's steps).
+	int tune;
 };
 
 // C_i[M,N] = alpha op(A_i) op(B_i) + beta C_i for i < batch, row-major, A

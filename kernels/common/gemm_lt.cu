@@ -1,5 +1,6 @@
-// gemm_lt.cu - the process's cuBLASLt handle and workspace, and products
-// whose result is written apart from the matrix they add (gemm_lt.cuh).
+// gemm_lt.cu - the process's cuBLASLt handle and workspace, the timing of
+// a plan's algorithms, and plain products planned once per shape
+// (gemm_lt.cuh).
 #include "common/cuda_util.cuh"
 #include "common/cublas_lazy.cuh"
 #include "common/gemm_lt.cuh"
@@ -106,19 +107,21 @@ void at_cu_lt_plan_free(at_cu_lt_plan *p)
 
 // One shape's plan: row-major operands as column-major cuBLASLt sees them
 // (our B is its A, as in common/gemm.cu).
-struct add_plan {
-	int prec, ta, tb, M, N, K, lda, ldb, ldd;
+struct shape_plan {
+	int prec, ta, tb, M, N, K, lda, ldb, ldd, d_bf16;
 	at_cu_lt_plan lt;
 };
 
-#define PLANS 16 // a run has a few shapes; more are planned again
+// A training step has a dozen or so shapes; more are planned again.
+#define PLANS 32
 
 // Fills p (its shape set) with descriptors and the heuristic's first
 // algorithm; 1 on success, 0 where cuBLASLt has none.
-static int make(const at_cu_lt *lt, add_plan *p)
+static int make(const at_cu_lt *lt, shape_plan *p)
 {
 	const at_cublaslt_api &L = at_cublaslt;
 	cudaDataType_t ty = p->prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cudaDataType_t dty = p->d_bf16 ? CUDA_R_16BF : CUDA_R_32F;
 	cublasComputeType_t ct = p->prec == AT_PREC_TF32 ?
 		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 	cublasOperation_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -135,26 +138,27 @@ static int make(const at_cu_lt *lt, add_plan *p)
 	int br = p->ta ? p->M : p->K, bc = p->ta ? p->K : p->M;
 	if (!LT_OK(L.layout_create(&q->a, ty, ar, ac, p->ldb)) ||
 	    !LT_OK(L.layout_create(&q->b, ty, br, bc, p->lda)) ||
-	    !LT_OK(L.layout_create(&q->d, CUDA_R_32F, p->N, p->M, p->ldd)))
+	    !LT_OK(L.layout_create(&q->d, dty, p->N, p->M, p->ldd)))
 		return 0;
 	return at_cu_lt_pick(lt, q);
 }
 
 // The plan for this shape: a kept one, or a new one in the next slot
 // (the default stream is synchronized before a slot in use is replaced).
-static add_plan *plan_for(const at_cu_lt *lt, const add_plan *want)
+static shape_plan *plan_for(const at_cu_lt *lt, const shape_plan *want)
 {
-	static add_plan plans[PLANS];
+	static shape_plan plans[PLANS];
 	static int next;
 	for (int i = 0; i < PLANS; i++) {
-		add_plan *p = &plans[i];
+		shape_plan *p = &plans[i];
 		if (p->lt.desc && p->prec == want->prec && p->ta == want->ta &&
 		    p->tb == want->tb && p->M == want->M && p->N == want->N &&
 		    p->K == want->K && p->lda == want->lda &&
-		    p->ldb == want->ldb && p->ldd == want->ldd)
+		    p->ldb == want->ldb && p->ldd == want->ldd &&
+		    p->d_bf16 == want->d_bf16)
 			return p;
 	}
-	add_plan *p = &plans[next];
+	shape_plan *p = &plans[next];
 	next = (next + 1) % PLANS;
 	if (p->lt.desc) {
 		cudaStreamSynchronize(at_cu_stream);
@@ -169,16 +173,36 @@ static add_plan *plan_for(const at_cu_lt *lt, const add_plan *want)
 	return p;
 }
 
-int at_cu_lt_gemm_add(int prec, int ta, int tb, int M, int N, int K,
-		      float alpha, const void *A, int lda, const void *B,
-		      int ldb, float beta, const float *X, float *D, int ldd,
-		      const char *what)
+// One call's operands, for at_cu_lt_tune's launches.
+struct operands {
+	const at_cu_lt *lt;
+	float alpha, beta;
+	const void *A, *B, *X;
+	void *D;
+	const char *what;
+};
+
+static int launch(const at_cu_lt_plan *q, void *ctx)
+{
+	const operands *o = (const operands *)ctx;
+	BLAS_CHECK(at_cublaslt.matmul(o->lt->h, q->desc, &o->alpha, o->B, q->a,
+				      o->A, q->b, &o->beta, o->X, q->d, o->D,
+				      q->d, &q->algo, o->lt->ws,
+				      AT_LT_WORKSPACE, at_cu_stream),
+		   o->what);
+	return 0;
+}
+
+int at_cu_lt_gemm(int prec, int ta, int tb, int M, int N, int K,
+		  float alpha, const void *A, int lda, const void *B, int ldb,
+		  float beta, const void *X, void *D, int ldd, int d_bf16,
+		  int tune, const char *what)
 {
 	at_cu_lt *lt;
 	int rc = at_cu_lt_get(&lt);
 	if (rc)
 		return rc;
-	add_plan want = {};
+	shape_plan want = {};
 	want.prec = prec;
 	want.ta = ta;
 	want.tb = tb;
@@ -188,13 +212,13 @@ int at_cu_lt_gemm_add(int prec, int ta, int tb, int M, int N, int K,
 	want.lda = lda;
 	want.ldb = ldb;
 	want.ldd = ldd;
-	add_plan *p = plan_for(lt, &want);
+	want.d_bf16 = d_bf16;
+	shape_plan *p = plan_for(lt, &want);
 	if (!p)
 		return 1;
-	const at_cu_lt_plan *q = &p->lt;
-	BLAS_CHECK(at_cublaslt.matmul(lt->h, q->desc, &alpha, B, q->a, A, q->b,
-				      &beta, X, q->d, D, q->d, &q->algo, lt->ws,
-				      AT_LT_WORKSPACE, at_cu_stream),
-		   what);
-	return 0;
+	operands o = {lt, alpha, beta, A, B, X, D, what};
+	// timing runs the product again and again: only where D is not read
+	if (tune && (beta == 0.0f || X != D))
+		TRY(at_cu_lt_tune(lt, &p->lt, launch, &o, 2.0 * M * N * K, what));
+	return launch(&p->lt, &o);
 }

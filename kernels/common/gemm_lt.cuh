@@ -1,9 +1,11 @@
 // gemm_lt.cuh - cuBLASLt for the products plain cuBLAS cannot do in one
-// kernel: a result written apart from the matrix it adds (D = A.B + X,
-// X not D: the residual stream's products), and the GELU epilogues of
-// andrea-train's MLP (kernels/train/gelu_mm.cu).  One handle and one
-// workspace for the process, made on first use; the products run on the
-// default stream one after another, so they share the workspace.
+// kernel or cannot time: a result written apart from the matrix it adds
+// (D = A.B + X, X not D: the residual stream's products), the GELU
+// epilogues of andrea-train's MLP (kernels/train/gelu_mm.cu), and the
+// training engine's large products, whose algorithm is chosen by timing.
+// One handle and one workspace for the process, made on first use; the
+// products run on the default stream one after another, so they share
+// the workspace.
 #ifndef ANDREA_GEMM_LT_CUH
 #define ANDREA_GEMM_LT_CUH
 
@@ -48,12 +50,15 @@ void at_cu_lt_plan_free(at_cu_lt_plan *p);
 
 // Row-major D[M,N] = alpha op(A) op(B) + beta X, as at_cu_gemm's operands
 // (A [K,M] when ta, B [N,K] when tb, leading dimensions lda, ldb; 0:
-// packed), operands bf16 (prec AT_PREC_BF16) or float, X and D float with
-// leading dimension ldd; X may be D.  Plans are chosen once per shape.
-// Returns 0, -1 with the reason, or 1 where cuBLASLt has no way for it.
-int at_cu_lt_gemm_add(int prec, int ta, int tb, int M, int N, int K,
-		      float alpha, const void *A, int lda, const void *B,
-		      int ldb, float beta, const float *X, float *D, int ldd,
-		      const char *what);
+// packed), operands bf16 (prec AT_PREC_BF16) or float; D float, or bf16
+// where d_bf16, with leading dimension ldd, and X laid out as D (X may be
+// D; X apart from D: float only).  Plans are made once per shape; with
+// tune, a plan's algorithm is timed on its first eager call
+// (at_cu_lt_tune) unless D is also read (X = D, beta not 0).  Returns 0,
+// -1 with the reason, or 1 where cuBLASLt has no way for it.
+int at_cu_lt_gemm(int prec, int ta, int tb, int M, int N, int K,
+		  float alpha, const void *A, int lda, const void *B, int ldb,
+		  float beta, const void *X, void *D, int ldd, int d_bf16,
+		  int tune, const char *what);
 
 #endif

@@ -1,8 +1,9 @@
 // tune.cuh - choosing among a library's candidate kernels for one
 // operation by timing each on the caller's real operands, once: the
-// cuBLASLt algorithms of the GELU products (gemm_lt.cu) and the cuDNN
-// engine configurations of the fused attention (cudnn_graph.cu), whose
-// heuristics' first picks are not always their fastest.
+// cuBLASLt algorithms of the training engine's large products and GELU
+// products (gemm_lt.cu) and the cuDNN engine configurations of the fused
+// attention (cudnn_graph.cu), whose heuristics' first picks are not
+// always their fastest.
 #ifndef ANDREA_COMMON_TUNE_CUH
 #define ANDREA_COMMON_TUNE_CUH
 

@@ -199,6 +199,7 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	}
 	memcpy(d->layer, m->layer, m->cfg.n_layer * sizeof *d->layer);
 	d->blas.prec = precision;
+	d->blas.tune = 1; // every step runs the same products
 	d->fused_attn = attention_choice(B, T, m->cfg.n_head,
 					 m->cfg.d_model / m->cfg.n_head,
 					 precision, attention);
