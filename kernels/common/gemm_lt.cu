@@ -1,6 +1,6 @@
-// gemm_lt.cu - the process's cuBLASLt handle and workspace, the timing of
-// a plan's algorithms, and plain products planned once per shape
-// (gemm_lt.cuh).
+// gemm_lt.cu - the process's cuBLASLt handle and workspace, the
+// descriptors and the run every plan shares, the timing of a plan's
+// algorithms, and plain products planned once per shape (gemm_lt.cuh).
 #include "common/cuda_util.cuh"
 #include "common/cublas_lazy.cuh"
 #include "common/gemm_lt.cuh"
@@ -105,8 +105,42 @@ void at_cu_lt_plan_free(at_cu_lt_plan *p)
 	*p = at_cu_lt_plan{};
 }
 
-// One shape's plan: row-major operands as column-major cuBLASLt sees them
-// (our B is its A, as in common/gemm.cu).
+int at_cu_lt_describe(at_cu_lt_plan *q, int prec, int ta, int tb, int M,
+		      int N, int K, int lda, int ldb, int ldd, int d_bf16)
+{
+	const at_cublaslt_api &L = at_cublaslt;
+	cudaDataType_t ty = prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+	cudaDataType_t dty = d_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+	cublasComputeType_t ct = prec == AT_PREC_TF32 ?
+		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasOperation_t opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	if (!LT_OK(L.desc_create(&q->desc, ct, CUDA_R_32F)) ||
+	    !LT_OK(L.desc_set(q->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
+			      sizeof opa)) ||
+	    !LT_OK(L.desc_set(q->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
+			      sizeof opb)))
+		return 0;
+	// column-major: its A is our B^T ([N,K] stored, or [K,N] when tb)
+	int ar = tb ? K : N, ac = tb ? N : K;
+	int br = ta ? M : K, bc = ta ? K : M;
+	return LT_OK(L.layout_create(&q->a, ty, ar, ac, ldb)) &&
+	       LT_OK(L.layout_create(&q->b, ty, br, bc, lda)) &&
+	       LT_OK(L.layout_create(&q->d, dty, N, M, ldd));
+}
+
+int at_cu_lt_matmul(const at_cu_lt *lt, const at_cu_lt_plan *q, float alpha,
+		    const void *A, const void *B, float beta, const void *X,
+		    void *D, const char *what)
+{
+	BLAS_CHECK(at_cublaslt.matmul(lt->h, q->desc, &alpha, B, q->a, A, q->b,
+				      &beta, X, q->d, D, q->d, &q->algo, lt->ws,
+				      AT_LT_WORKSPACE, at_cu_stream),
+		   what);
+	return 0;
+}
+
+// One shape's plan.
 struct shape_plan {
 	int prec, ta, tb, M, N, K, lda, ldb, ldd, d_bf16;
 	at_cu_lt_plan lt;
@@ -119,28 +153,9 @@ struct shape_plan {
 // algorithm; 1 on success, 0 where cuBLASLt has none.
 static int make(const at_cu_lt *lt, shape_plan *p)
 {
-	const at_cublaslt_api &L = at_cublaslt;
-	cudaDataType_t ty = p->prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-	cudaDataType_t dty = p->d_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-	cublasComputeType_t ct = p->prec == AT_PREC_TF32 ?
-		CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-	cublasOperation_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-	cublasOperation_t opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	at_cu_lt_plan *q = &p->lt;
-	if (!LT_OK(L.desc_create(&q->desc, ct, CUDA_R_32F)) ||
-	    !LT_OK(L.desc_set(q->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
-			      sizeof opa)) ||
-	    !LT_OK(L.desc_set(q->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
-			      sizeof opb)))
-		return 0;
-	// column-major: its A is our B^T ([N,K] stored, or [K,N] when tb)
-	int ar = p->tb ? p->K : p->N, ac = p->tb ? p->N : p->K;
-	int br = p->ta ? p->M : p->K, bc = p->ta ? p->K : p->M;
-	if (!LT_OK(L.layout_create(&q->a, ty, ar, ac, p->ldb)) ||
-	    !LT_OK(L.layout_create(&q->b, ty, br, bc, p->lda)) ||
-	    !LT_OK(L.layout_create(&q->d, dty, p->N, p->M, p->ldd)))
-		return 0;
-	return at_cu_lt_pick(lt, q);
+	return at_cu_lt_describe(&p->lt, p->prec, p->ta, p->tb, p->M, p->N,
+				 p->K, p->lda, p->ldb, p->ldd, p->d_bf16) &&
+	       at_cu_lt_pick(lt, &p->lt);
 }
 
 // The plan for this shape: a kept one, or a new one in the next slot
@@ -185,12 +200,8 @@ struct operands {
 static int launch(const at_cu_lt_plan *q, void *ctx)
 {
 	const operands *o = (const operands *)ctx;
-	BLAS_CHECK(at_cublaslt.matmul(o->lt->h, q->desc, &o->alpha, o->B, q->a,
-				      o->A, q->b, &o->beta, o->X, q->d, o->D,
-				      q->d, &q->algo, o->lt->ws,
-				      AT_LT_WORKSPACE, at_cu_stream),
-		   o->what);
-	return 0;
+	return at_cu_lt_matmul(o->lt, q, o->alpha, o->A, o->B, o->beta, o->X,
+			       o->D, o->what);
 }
 
 int at_cu_lt_gemm(int prec, int ta, int tb, int M, int N, int K,

@@ -31,6 +31,18 @@ struct at_cu_lt_plan {
 	int tuned; // at_cu_lt_tune has made its choice
 };
 
+// Row-major D[M,N] = op(A) op(B) (+ beta X) as cuBLASLt's column-major
+// descriptors, into q: the operands swap places (its A is our B, as in
+// common/gemm.cu); operands bf16 (prec AT_PREC_BF16) or float, D bf16
+// where d_bf16, else float; leading dimensions as at_cu_gemm_ld's.  1 on
+// success, else 0 (at_cu_lt_plan_free cleans up what was made).
+int at_cu_lt_describe(at_cu_lt_plan *q, int prec, int ta, int tb, int M,
+		      int N, int K, int lda, int ldb, int ldd, int d_bf16);
+// One run of q's product with q->algo on at_cu_stream (C laid out as D):
+// 0, or -1 with the reason, naming `what`.
+int at_cu_lt_matmul(const at_cu_lt *lt, const at_cu_lt_plan *q, float alpha,
+		    const void *A, const void *B, float beta, const void *X,
+		    void *D, const char *what);
 // p's algo: the heuristic's first for its descriptors (C laid out as D)
 // within the workspace; 1 when there is one, else 0.
 int at_cu_lt_pick(const at_cu_lt *lt, at_cu_lt_plan *p);

@@ -27,28 +27,21 @@ struct tr_gelu_mm {
 			return 0;                   \
 	} while (0)
 
-// Row-major out[M,N] = A[M,K] . B, B stored [K,N] (or [N,K] when tb), is
-// column-major out^T = B^T A^T: cuBLASLt's A is our B and its B our A, as
-// in common/gemm.cu.  Returns 1 when cuBLASLt has an algorithm for it.
+// Row-major out[M,N] = A[M,K] . B, B stored [K,N] (or [N,K] when tb),
+// out in the operands' type, with the epilogue epi.  Returns 1 when
+// cuBLASLt has an algorithm for it.
 static int make_plan(tr_gelu_mm *g, at_cu_lt_plan *p, int prec, int tb,
 		     cublasLtEpilogue_t epi)
 {
 	const at_cublaslt_api &lt = at_cublaslt;
-	cudaDataType_t ty = prec == AT_PREC_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-	cublasComputeType_t ct = prec == AT_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-						 : CUBLAS_COMPUTE_32F;
 	int M = g->M, N = g->N, K = g->K;
-	LT(lt.desc_create(&p->desc, ct, CUDA_R_32F));
-	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-	LT(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+	if (!at_cu_lt_describe(p, prec, 0, tb, M, N, K, K, tb ? K : N, N,
+			       prec == AT_PREC_BF16))
+		return 0;
 	LT(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
 	int64_t ld = N;
 	LT(lt.desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
 		       sizeof ld));
-	LT(tb ? lt.layout_create(&p->a, ty, K, N, K)
-	      : lt.layout_create(&p->a, ty, N, K, N));
-	LT(lt.layout_create(&p->b, ty, K, M, K));
-	LT(lt.layout_create(&p->d, ty, N, M, N));
 	return at_cu_lt_pick(g->lt, p);
 }
 
@@ -99,17 +92,12 @@ struct gelu_call {
 static int launch(const at_cu_lt_plan *p, void *ctx)
 {
 	const gelu_call *c = (const gelu_call *)ctx;
-	const float one = 1.0f, zero = 0.0f;
 	BLAS_CHECK(at_cublaslt.desc_set(p->desc,
 					CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
 					&c->aux, sizeof c->aux),
 		   c->what);
-	BLAS_CHECK(at_cublaslt.matmul(c->lt->h, p->desc, &one, c->B, p->a, c->A,
-				      p->b, &zero, c->out, p->d, c->out, p->d,
-				      &p->algo, c->lt->ws, AT_LT_WORKSPACE,
-				      at_cu_stream),
-		   c->what);
-	return 0;
+	return at_cu_lt_matmul(c->lt, p, 1.0f, c->A, c->B, 0.0f, c->out,
+			       c->out, c->what);
 }
 
 // The first eager call of each product times the heuristic's algorithms
