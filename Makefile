@@ -13,6 +13,7 @@
 #                      the kernel harnesses, compute-sanitizer; one summary line
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
 #   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
+#                      (BENCH_ARGS='andrea-120m bf16 --runs 3': medians)
 #   make bench-train-ranks  on a machine with GPUs: andrea-train --gpus N
 #                      vs PyTorch DDP (torchrun), loss curves, a rank killed
 #                      (BENCH_ARGS='andrea-12m bf16' picks some configurations)

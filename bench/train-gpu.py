@@ -6,14 +6,19 @@ the one a user would pick (issue 18); the ratio is against it.
 
 Both sides: B = 16 rows of T = 1024 positions, the ANDREA model (pre-norm,
 no biases in the products, untied lm_head, GELU tanh, LayerNorm eps 1e-5,
-learned positions; attention explicit (Q.K^T, mask, softmax, A.V) or
-through SDPA),
+learned positions; q, k and v from one product of 3C columns, as
+nanoGPT's c_attn and andrea-train's Wq|Wk|Wv; attention explicit (Q.K^T,
+mask, softmax, A.V) or through SDPA),
 AdamW (PyTorch: torch.optim.AdamW(fused=True)) with weight decay on the
 matrices, global-norm clipping at 1.0, one host synchronisation per step
 (the loss is read back).  3 warm-up steps, then 10 timed ones.
 
 andrea-train's time comes from its --log (the elapsed seconds between the
 3rd and the 13th step); PyTorch's from perf_counter around its 10 steps.
+With --runs N (an argument beside the filters), andrea-train as it
+chooses and the compiled model run N times each, alternating, and the
+table gives each one's median run, with the spreads on a line below;
+the other runs stay one each.
 andrea-train runs twice: as it chooses (the andrea column), then with
 ANDREA_TRAIN_FUSE_GELU forcing the other GELU path; "fuse" is the tokens/s
 with the GELU in the epilogue of the MLP's first product (cuBLASLt) over
@@ -120,7 +125,9 @@ class Andrea(torch.nn.Module):
             for _ in range(2):
                 self.ln.append(torch.nn.Parameter(torch.ones(C)))
                 self.ln.append(torch.nn.Parameter(torch.zeros(C)))
-            for shape in [(C, C)] * 4 + [(C, 4 * C), (4 * C, C)]:
+            # q, k, v in one product, as nanoGPT's c_attn: three products
+            # of C columns each would make the reference slower
+            for shape in [(C, 3 * C), (C, C), (C, 4 * C), (4 * C, C)]:
                 self.mat.append(P(*shape))
         self.lnf_w = torch.nn.Parameter(torch.ones(C))
         self.lnf_b = torch.nn.Parameter(torch.zeros(C))
@@ -136,9 +143,9 @@ class Andrea(torch.nn.Module):
             # one item at a time: torch.compile cannot trace a slice of a
             # ParameterList (slice.indices), and would fall back to eager
             w1, b1, w2, b2 = (self.ln[4 * l + i] for i in range(4))
-            wq, wk, wv, wo, fc, proj = (self.mat[6 * l + i] for i in range(6))
+            wqkv, wo, fc, proj = (self.mat[4 * l + i] for i in range(4))
             h = F.layer_norm(x, (C,), w1, b1, 1e-5)
-            q, k, v = heads(h @ wq), heads(h @ wk), heads(h @ wv)
+            q, k, v = map(heads, (h @ wqkv).split(C, -1))
             if self.sdpa:
                 o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             else:
@@ -233,17 +240,59 @@ def theirs(name, V, prec, way, context):
     return dict(tps=TIMED * B * T / dt, peak=peak, process=process)
 
 
+def paired(tmp, name, V, prec, data, context, runs):
+    """andrea-train as it chooses and the compiled model, `runs` times
+    each, alternating, so that the GPU's drift between calls falls on
+    both sides: the run of the median tokens/s of each, with the most
+    memory andrea held and the least the compiled model held (the ratio
+    of memory no kinder to andrea than any one pair of runs), and a line
+    of their spreads.  andrea failing: (None, its message, ...)."""
+    ours_, theirs_ = [], []
+    for _ in range(runs):
+        a, msg = ours(tmp, name, V, prec, data)
+        if a is None:
+            return None, msg, theirs(name, V, prec, "compiled", context), ""
+        ours_.append(a)
+        theirs_.append(theirs(name, V, prec, "compiled", context))
+
+    def median(rs, mem, pick):
+        r = dict(sorted(rs, key=lambda r: r["tps"])[(len(rs) - 1) // 2])
+        for k in mem:
+            r[k] = pick(x[k] for x in rs)
+        return r
+    a = median(ours_, ("buf", "peak"), max)
+    t = median(theirs_, ("peak", "process"), min)
+    span = lambda rs: (f"{min(r['tps'] for r in rs):.0f} to "
+                       f"{max(r['tps'] for r in rs):.0f}")
+    spread = (f"  {runs} runs each, alternating: andrea {span(ours_)}, "
+              f"compiled {span(theirs_)} tok/s")
+    return a, msg, t, spread
+
+
 def main():
     if not torch.cuda.is_available():
         sys.exit("bench-train-gpu: PyTorch sees no GPU")
-    only = set(sys.argv[1:])  # optional filters: config names, V, precisions
+    args = sys.argv[1:]
+    runs = 1
+    if "--runs" in args:  # andrea's and the reference's runs, each
+        i = args.index("--runs")
+        try:
+            runs = int(args[i + 1])
+        except (IndexError, ValueError):
+            runs = 0
+        if runs < 1:
+            sys.exit("bench-train-gpu: --runs wants a count of 1 or more")
+        del args[i:i + 2]
+    only = set(args)  # optional filters: config names, V, precisions
 
     def keep(*dims):  # each (value, all values): filtered where named
         return all(str(v) in only or not only & set(map(str, vals))
                    for v, vals in dims)
     context = context_bytes()
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
-          f"B={B} T={T}, {WARM} warm-up + {TIMED} timed steps; MFU peaks "
+          f"B={B} T={T}, {WARM} warm-up + {TIMED} timed steps"
+          f"{f', andrea and the compiled model {runs} runs each (medians)' if runs > 1 else ''}"
+          f"; MFU peaks "
           f"(TFLOP/s) fp32 67, tf32 495, bf16 990; a PyTorch process's "
           f"context {context / (1 << 30):.2f} GiB")
     print(f"{'config':<12}{'V':>5} {'prec':<5}{'andrea tok/s':>13}{'MFU':>6}"
@@ -262,14 +311,17 @@ def main():
                         continue
                     L, H, C = CONFIGS[name]
                     fpt = flops_per_token(L, C, V)
-                    # as andrea-train chooses, then the other GELU path
-                    a, msg = ours(tmp, name, V, prec, data)
+                    # as andrea-train chooses, alternating with the
+                    # reference `runs` times; then the other GELU path
+                    a, msg, t, spread = paired(tmp, name, V, prec, data,
+                                               context, runs)
                     o, omsg = (ours(tmp, name, V, prec, data, not a["fused"])
                                if a else (None, ""))
                     e, emsg = (ours(tmp, name, V, prec, data, graphs=False)
                                if o else (None, omsg))
-                    ts = {w: theirs(name, V, prec, w, context) for w in WAYS}
-                    t = ts["compiled"]  # the reference
+                    ts = {w: theirs(name, V, prec, w, context)
+                          for w in WAYS if w != "compiled"}
+                    ts["compiled"] = t
                     if a is None or e is None:
                         print(f"{name:<12}{V:>5} {prec:<5} andrea failed: "
                               f"{msg if a is None else emsg}")
@@ -291,6 +343,8 @@ def main():
                           f"{a['buf'] / gib:>12.2f}/{a['peak'] / gib:<9.2f}"
                           f"{t['peak'] / gib:>17.2f}/"
                           f"{t['process'] / gib:<8.2f}", flush=True)
+                    if runs > 1:
+                        print(spread, flush=True)
     if rows:
         print(f"bench-train-gpu: {sum(r >= 1.0 for r in rows)}/{len(rows)} "
               f"configurations >= 1.0x torch.compile + SDPA; geometric mean "
