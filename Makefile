@@ -14,6 +14,9 @@
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
 #   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
 #                      (BENCH_ARGS='andrea-120m bf16 --runs 3': medians)
+#   make bench-train-ab  on a GPU machine: andrea-train against another build
+#                      or setting of itself, alternating, with the compiled
+#                      model as reference (BENCH_ARGS='base=ROOT:dir new=')
 #   make bench-train-ranks  on a machine with GPUs: andrea-train --gpus N
 #                      vs PyTorch DDP (torchrun), loss curves, a rank killed
 #                      (BENCH_ARGS='andrea-12m bf16' picks some configurations)
@@ -195,6 +198,10 @@ bench-train-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-train-gpu.sh $(BENCH_ARGS)
 
+bench-train-ab: all
+	@test "$(CUDA)" = 1 || { echo "bench-train-ab: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	$(GPU_PYTHON) bench/train-ab.py $(BENCH_ARGS)
+
 bench-train-profile: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-profile: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	$(GPU_PYTHON) bench/train-profile.py $(BENCH_ARGS)
@@ -254,7 +261,7 @@ clean:
 # make fuzz: the libFuzzer targets (fuzz/README)
 include fuzz/fuzz.mk
 
-.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-train-ranks bench-train-profile bench-generate \
+.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-train-ab bench-train-ranks bench-train-profile bench-generate \
 	bench-forward bench-tokenize bench-attention bench-analysis experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -78,12 +78,15 @@ def data_file(tmp, V):
 
 
 def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=(), batch=B,
-         graphs=True):
-    """andrea-train's run of `batch` rows a step, with extra options;
-    fuse_gelu True/False forces a GELU path, None leaves the choice to
-    andrea-train; graphs False launches every kernel from the host."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ANDREA_TRAIN_FUSE_GELU", "ANDREA_CUDA_GRAPHS")}
+         graphs=True, root=ROOT, timed=TIMED, env=None):
+    """andrea-train's run of `batch` rows a step, with extra options, for
+    `timed` steps after the warm-up; fuse_gelu True/False forces a GELU
+    path, None leaves the choice to andrea-train; graphs False launches
+    every kernel from the host; root is the tree whose bin/andrea-train
+    runs; env adds to the environment."""
+    env = {**{k: v for k, v in os.environ.items()
+              if k not in ("ANDREA_TRAIN_FUSE_GELU", "ANDREA_CUDA_GRAPHS")},
+           **(env or {})}
     if fuse_gelu is not None:
         env["ANDREA_TRAIN_FUSE_GELU"] = "1" if fuse_gelu else "0"
     if not graphs:
@@ -91,9 +94,9 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=(), batch=B,
     log = os.path.join(tmp, "log.jsonl")
     out = os.path.join(tmp, "m.ats")
     free, total = torch.cuda.mem_get_info()  # the device is shared with us
-    p = subprocess.run([os.path.join(ROOT, "bin", "andrea-train"),
+    p = subprocess.run([os.path.join(root, "bin", "andrea-train"),
                         "--config", name, "--vocab", str(V), "--data", data,
-                        "--steps", str(WARM + TIMED), "--batch", str(batch),
+                        "--steps", str(WARM + timed), "--batch", str(batch),
                         "--seq", str(T), "--warmup", "2", "--val-fraction", "0",
                         "--save-every", "0", "-z", "0", "--device", "cuda",
                         "--precision", prec, "--log", log, "-o", out,
@@ -107,7 +110,7 @@ def ours(tmp, name, V, prec, data, fuse_gelu=None, extra=(), batch=B,
     recs = [json.loads(line) for line in open(log)]
     dt = recs[-1]["elapsed"] - recs[WARM - 1]["elapsed"]
     summary = p.stderr.strip().splitlines()[-1]
-    return dict(tps=TIMED * batch * T / dt, buf=recs[-1]["device_buffers"],
+    return dict(tps=timed * batch * T / dt, buf=recs[-1]["device_buffers"],
                 peak=recs[-1]["device_peak"] - (total - free),
                 loss=recs[-1]["loss"],
                 fused="GELU fused" in summary), summary
@@ -223,11 +226,11 @@ def context_bytes():
     return free0 - free1 - reserved
 
 
-def theirs(name, V, prec, way, context):
+def theirs(name, V, prec, way, context, timed=TIMED):
     torch.cuda.reset_peak_memory_stats()
     one = reference_step(name, V, prec, way)
     warm = WARM + (COMPILE_WARM if WAYS[way][1] else 0)
-    for s in range(warm + TIMED):
+    for s in range(warm + timed):
         if s == warm:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -237,7 +240,7 @@ def theirs(name, V, prec, way, context):
     process = torch.cuda.max_memory_reserved() + context
     del one
     torch.cuda.empty_cache()
-    return dict(tps=TIMED * B * T / dt, peak=peak, process=process)
+    return dict(tps=timed * B * T / dt, peak=peak, process=process)
 
 
 def paired(tmp, name, V, prec, data, context, runs):

@@ -1,0 +1,50 @@
+"""bench/train-ab.py's command line and its table, on the CPU (its runs
+need a GPU and PyTorch: make bench-train-ab)."""
+import contextlib
+import importlib.util
+import io
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+spec = importlib.util.spec_from_file_location(
+    "train_ab", os.path.join(ROOT, "bench", "train-ab.py"))
+ab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ab)
+
+
+def test_variants_name_their_settings():
+    a = ab.parse(["base=", "off=ANDREA_PDL:0,ANDREA_TUNE:v"])
+    assert a.variants == [("base", ROOT, {}),
+                          ("off", ROOT, {"ANDREA_PDL": "0",
+                                         "ANDREA_TUNE": "v"})]
+    assert (a.config, a.vocab, a.precision, a.runs, a.ref_runs, a.steps) == \
+        ("andrea-120m", 8449, "bf16", 3, 3, 30)
+
+
+@pytest.mark.parametrize("argv", [
+    ["base"], ["=x"], ["a=NOCOLON"], ["a=:1"], ["a=", "a=X:1"],
+    ["a=ROOT:no-such-tree"], ["--runs", "0", "a="], ["--steps", "0", "a="],
+    ["--precision", "fp16", "a="], []])
+def test_a_bad_command_line_is_a_usage_error(argv):
+    err, code = io.StringIO(), None
+    try:
+        with contextlib.redirect_stderr(err):
+            ab.parse(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2, argv
+    assert "bench-train-ab: error:" in err.getvalue()
+
+
+def test_the_table_gives_medians_and_ratios():
+    lines = ab.report({"a": [700.0, 710.0, 690.0], "b": [750.0, 749.0, 751.0]},
+                      [580.0, 600.0, 590.0])
+    assert lines[0].split()[:3] == ["compiled", "median", "590"]
+    a, b = lines[1].split(), lines[2].split()
+    assert a[:3] == ["a", "median", "700"] and "1.000x" in a
+    assert b[:3] == ["b", "median", "750"]
+    assert f"{750 / 700:.3f}x" in b and f"{750 / 590:.3f}x" in b
+    # without the reference, no ratio to it
+    assert "compiled" not in " ".join(ab.report({"a": [1.0]}, []))
