@@ -214,7 +214,7 @@ bench-forward: all
 	PYTHON=$(GPU_PYTHON) sh bench/run-forward.sh $(BENCH_ARGS)
 
 bench-tokenize: all
-	$(PYTHON) bench/tokenize.py $(BENCH_ARGS)
+	$(PYTHON) bench/tokenizing.py $(BENCH_ARGS)
 
 # cmd/help/*.h: each tool's --help, from its man page (needs man)
 help:

@@ -19,21 +19,12 @@ run as it ends, then each variant's median, its ratio to the first
 variant's and to the compiled model's median.
 """
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def bench_module():
-    spec = importlib.util.spec_from_file_location(
-        "train_gpu", os.path.join(ROOT, "bench", "train-gpu.py"))
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
 
 
 def variant(arg):
@@ -102,7 +93,7 @@ def report(results, refs):
 
 def main(argv):
     a = parse(argv)
-    tg = bench_module()
+    from train_gpu import tg  # PyTorch, only where it runs
     if not tg.torch.cuda.is_available():
         sys.exit("bench-train-ab: PyTorch sees no GPU")
     results = {name: [] for name, _, _ in a.variants}

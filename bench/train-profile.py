@@ -19,7 +19,6 @@ kernel time, not the step's wall time (bench-train-gpu measures that).
 """
 import collections
 import csv
-import importlib.util
 import io
 import os
 import shutil
@@ -31,14 +30,6 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS, PROFILED, TOP = 2, 3, 30
-
-
-def bench_module():
-    spec = importlib.util.spec_from_file_location(
-        "train_gpu", os.path.join(ROOT, "bench", "train-gpu.py"))
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
 
 
 def table(title, rows, steps):
@@ -114,7 +105,7 @@ def main():
     V = int(a[1]) if len(a) > 1 else 8449
     prec = a[2] if len(a) > 2 else "bf16"
     side = a[3] if len(a) > 3 else "both"
-    tg = bench_module()
+    from train_gpu import tg
     if name not in tg.CONFIGS or prec not in tg.PEAK or side not in (
             "both", "andrea", "torch"):
         sys.exit(__doc__)

@@ -17,7 +17,6 @@ Every process gets NCCL_NVLS_ENABLE=0 (no NVLink multicast).  Each part
 needs two GPUs or more to say anything about ranks; on one it runs N = 1
 only (the machinery, and the cost of NCCL on one GPU).
 """
-import importlib.util
 import json
 import os
 import signal
@@ -28,10 +27,7 @@ import time
 
 os.environ["NCCL_NVLS_ENABLE"] = "0"
 HERE = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location(
-    "train_gpu", os.path.join(HERE, "train-gpu.py"))
-tg = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tg)
+from train_gpu import tg  # noqa: E402 (after NCCL's setting)
 ROOT, T = tg.ROOT, tg.T
 ROWS = 16  # a GPU's rows in the scaling runs
 TRAIN = os.path.join(ROOT, "bin", "andrea-train")

@@ -129,7 +129,7 @@ def test_patch_sweep_matches_pytorch_forward_hooks(tmp_path):
     with PyTorch forward hooks (bench/analysis.py's Hooked model: one pass
     a head, its z replaced from the clean run's cache), fp32, TF32 off."""
     torch = pytest.importorskip("torch")
-    sys.path.append(os.path.join(ROOT, "bench"))  # after the stdlib: bench/tokenize.py
+    sys.path.append(os.path.join(ROOT, "bench"))
     import analysis
     torch.backends.cuda.matmul.allow_tf32 = False
     rng = np.random.default_rng(12)

@@ -1,9 +1,12 @@
-"""bench/train-ab.py's command line and its table, on the CPU (its runs
-need a GPU and PyTorch: make bench-train-ab)."""
+"""The bench scripts on the CPU: bench/train-ab.py's command line and
+table (its runs need a GPU and PyTorch: make bench-train-ab), and no
+script named as a module of Python's own."""
 import contextlib
+import glob
 import importlib.util
 import io
 import os
+import sys
 
 import pytest
 
@@ -48,3 +51,12 @@ def test_the_table_gives_medians_and_ratios():
     assert f"{750 / 700:.3f}x" in b and f"{750 / 590:.3f}x" in b
     # without the reference, no ratio to it
     assert "compiled" not in " ".join(ab.report({"a": [1.0]}, []))
+
+
+def test_no_bench_script_shadows_the_standard_library():
+    # a script runs with bench/ first on sys.path: a bench/tokenize.py made
+    # every `import torch` there fail (PyTorch's traceback reads tokenize)
+    names = {os.path.basename(p)[:-3]
+             for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))}
+    assert "train_gpu" in names  # the check sees the folder
+    assert not names & set(sys.stdlib_module_names)

@@ -41,7 +41,7 @@ def args():
     while a:
         k = a.pop(0)
         if k not in opts or not a:
-            sys.exit("usage: tokenize.py [--mb MB] [--vocab V]")
+            sys.exit("usage: tokenizing.py [--mb MB] [--vocab V]")
         opts[k] = int(a.pop(0))
     return opts["--mb"], opts["--vocab"]
 
@@ -56,13 +56,13 @@ def main():
         import tokenizers
         from tokenizers import models, pre_tokenizers, trainers
     except ImportError:
-        sys.exit("bench/tokenize.py: no `tokenizers` (tools/setup.sh puts it "
+        sys.exit("bench/tokenizing.py: no `tokenizers` (tools/setup.sh puts it "
                  "in build/pydeps)")
     files = sorted(f for f in glob.glob("/usr/share/games/fortunes/*")
                    if "." not in os.path.basename(f))
     corpus = b"".join(open(f, "rb").read() for f in files)
     if not corpus:
-        sys.exit("bench/tokenize.py: no fortunes text (Debian's fortunes)")
+        sys.exit("bench/tokenizing.py: no fortunes text (Debian's fortunes)")
     tmp = tempfile.mkdtemp(prefix="andrea-bench-tok-")
     t0 = time.perf_counter()
     tok = tokenizers.Tokenizer(models.BPE())
