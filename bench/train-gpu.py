@@ -18,7 +18,10 @@ andrea-train's time comes from its --log (the elapsed seconds between the
 With --runs N (an argument beside the filters), andrea-train as it
 chooses and the compiled model run N times each, alternating, and the
 table gives each one's median run, with the spreads on a line below;
-the other runs stay one each.
+the other runs stay one each.  With --same-cudnn, andrea-train loads the
+cuDNN this PyTorch loads (LD_LIBRARY_PATH set to its folder) instead of
+the one on the loader's path, so that both sides' attention runs on the
+same library; the header says which.
 andrea-train runs twice: as it chooses (the andrea column), then with
 ANDREA_TRAIN_FUSE_GELU forcing the other GELU path; "fuse" is the tokens/s
 with the GELU in the epilogue of the MLP's first product (cuBLASLt) over
@@ -243,7 +246,7 @@ def theirs(name, V, prec, way, context, timed=TIMED):
     return dict(tps=timed * B * T / dt, peak=peak, process=process)
 
 
-def paired(tmp, name, V, prec, data, context, runs):
+def paired(tmp, name, V, prec, data, context, runs, env=None):
     """andrea-train as it chooses and the compiled model, `runs` times
     each, alternating, so that the GPU's drift between calls falls on
     both sides: the run of the median tokens/s of each, with the most
@@ -252,7 +255,7 @@ def paired(tmp, name, V, prec, data, context, runs):
     of their spreads.  andrea failing: (None, its message, ...)."""
     ours_, theirs_ = [], []
     for _ in range(runs):
-        a, msg = ours(tmp, name, V, prec, data)
+        a, msg = ours(tmp, name, V, prec, data, env=env)
         if a is None:
             return None, msg, theirs(name, V, prec, "compiled", context), ""
         ours_.append(a)
@@ -272,6 +275,16 @@ def paired(tmp, name, V, prec, data, context, runs):
     return a, msg, t, spread
 
 
+def torch_cudnn_dir():
+    """The folder of the cuDNN this PyTorch loads (its wheel's), or None."""
+    torch.backends.cudnn.version()  # loads it
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1]
+        if "/libcudnn.so" in path:
+            return os.path.dirname(path)
+    return None
+
+
 def main():
     if not torch.cuda.is_available():
         sys.exit("bench-train-gpu: PyTorch sees no GPU")
@@ -286,6 +299,15 @@ def main():
         if runs < 1:
             sys.exit("bench-train-gpu: --runs wants a count of 1 or more")
         del args[i:i + 2]
+    env, cudnn = {}, "the system's cuDNN (the loader's path)"
+    if "--same-cudnn" in args:  # andrea on the compiled model's cuDNN
+        args.remove("--same-cudnn")
+        where = torch_cudnn_dir()
+        if where is None:
+            sys.exit("bench-train-gpu: --same-cudnn: PyTorch loaded no cuDNN")
+        env["LD_LIBRARY_PATH"] = ":".join(
+            filter(None, [where, os.environ.get("LD_LIBRARY_PATH")]))
+        cudnn = f"PyTorch's cuDNN {torch.backends.cudnn.version()} ({where})"
     only = set(args)  # optional filters: config names, V, precisions
 
     def keep(*dims):  # each (value, all values): filtered where named
@@ -297,7 +319,7 @@ def main():
           f"{f', andrea and the compiled model {runs} runs each (medians)' if runs > 1 else ''}"
           f"; MFU peaks "
           f"(TFLOP/s) fp32 67, tf32 495, bf16 990; a PyTorch process's "
-          f"context {context / (1 << 30):.2f} GiB")
+          f"context {context / (1 << 30):.2f} GiB; andrea-train on {cudnn}")
     print(f"{'config':<12}{'V':>5} {'prec':<5}{'andrea tok/s':>13}{'MFU':>6}"
           f"{'fuse':>6}{'graph':>6}{'eager':>9}{'+SDPA':>9}{'compiled':>10}{'MFU':>6}"
           f"{'ratio':>7}  {'andrea GiB buf/process':>22}"
@@ -317,11 +339,11 @@ def main():
                     # as andrea-train chooses, alternating with the
                     # reference `runs` times; then the other GELU path
                     a, msg, t, spread = paired(tmp, name, V, prec, data,
-                                               context, runs)
-                    o, omsg = (ours(tmp, name, V, prec, data, not a["fused"])
-                               if a else (None, ""))
-                    e, emsg = (ours(tmp, name, V, prec, data, graphs=False)
-                               if o else (None, omsg))
+                                               context, runs, env)
+                    o, omsg = (ours(tmp, name, V, prec, data, not a["fused"],
+                                    env=env) if a else (None, ""))
+                    e, emsg = (ours(tmp, name, V, prec, data, graphs=False,
+                                    env=env) if o else (None, omsg))
                     ts = {w: theirs(name, V, prec, w, context)
                           for w in WAYS if w != "compiled"}
                     ts["compiled"] = t
