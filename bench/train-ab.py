@@ -15,8 +15,9 @@ bin/andrea-train runs instead (DIR relative to this tree; for a commit:
 git archive REF | tar -x -C DIR, then make in DIR).  Defaults:
 andrea-120m, V 8449, bf16, 3 runs of each variant and 3 of the compiled
 model, 30 timed steps a run after bench-train-gpu's warm-up.  Prints each
-run as it ends, then each variant's median, its ratio to the first
-variant's and to the compiled model's median.
+run as it ends, then each variant's median (of an even count, the lower
+middle run, as bench-train-gpu's), its ratio to the first variant's and
+to the compiled model's median.
 """
 import argparse
 import os
@@ -73,14 +74,14 @@ def parse(argv):
 def report(results, refs):
     """The table's lines: each variant's median, against the first
     variant's and against the reference's median (where it ran)."""
-    ref = statistics.median(refs) if refs else None
+    ref = statistics.median_low(refs) if refs else None
     first = None
     lines = []
     if refs:
         lines.append(f"{'compiled':<12} median {ref:10.0f}  runs "
                      f"{[round(x) for x in refs]}")
     for name, tps in results.items():
-        m = statistics.median(tps) if tps else 0.0
+        m = statistics.median_low(tps) if tps else 0.0
         first = m if first is None else first
         line = f"{name:<12} median {m:10.0f}  runs {[round(x) for x in tps]}"
         if first and m:
@@ -98,7 +99,8 @@ def main(argv):
         sys.exit("bench-train-ab: PyTorch sees no GPU")
     results = {name: [] for name, _, _ in a.variants}
     refs = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm")
+                                     else None) as tmp:
         data = tg.data_file(tmp, a.vocab)
         context = tg.context_bytes() if a.ref_runs else 0
         for run in range(max(a.runs, a.ref_runs)):

@@ -171,6 +171,14 @@ class Andrea(torch.nn.Module):
 # its first steps cause, stay out of the timed ones
 COMPILE_WARM = 5
 
+# Each precision and vocabulary is another compiled version of
+# Andrea.forward; past Dynamo's limit of them (8 in PyTorch 2.15) it runs
+# the model uncompiled, which a whole sweep of 12 configurations reached.
+_dynamo = torch._dynamo.config
+for _knob in ("recompile_limit", "cache_size_limit"):
+    if hasattr(_dynamo, _knob):
+        setattr(_dynamo, _knob, max(getattr(_dynamo, _knob), 64))
+
 # PyTorch's three ways: (SDPA, torch.compile)
 WAYS = {"eager": (False, False), "sdpa": (True, False), "compiled": (True, True)}
 
@@ -261,7 +269,7 @@ def paired(tmp, name, V, prec, data, context, runs, env=None):
         ours_.append(a)
         theirs_.append(theirs(name, V, prec, "compiled", context))
 
-    def median(rs, mem, pick):
+    def median(rs, mem, pick):  # of an even count, the lower middle run
         r = dict(sorted(rs, key=lambda r: r["tps"])[(len(rs) - 1) // 2])
         for k in mem:
             r[k] = pick(x[k] for x in rs)
@@ -275,14 +283,33 @@ def paired(tmp, name, V, prec, data, context, runs, env=None):
     return a, msg, t, spread
 
 
-def torch_cudnn_dir():
-    """The folder of the cuDNN this PyTorch loads (its wheel's), or None."""
+def torch_cudnn():
+    """The path of the cuDNN library this PyTorch loaded, or None."""
     torch.backends.cudnn.version()  # loads it
     for line in open("/proc/self/maps"):
         path = line.split()[-1]
         if "/libcudnn.so" in path:
-            return os.path.dirname(path)
+            return path
     return None
+
+
+def same_cudnn_env():
+    """--same-cudnn: the environment that has andrea-train load the
+    cuDNN PyTorch loaded, and the header's words for it."""
+    path = torch_cudnn()
+    if path is None:
+        sys.exit("bench-train-gpu: --same-cudnn: PyTorch loaded no cuDNN")
+    if not os.path.basename(path).startswith("libcudnn.so.9"):
+        sys.exit(f"bench-train-gpu: --same-cudnn: PyTorch's cuDNN ({path}) "
+                 f"is not the major version andrea-train opens "
+                 f"(libcudnn.so.9)")
+    where = os.path.dirname(path)
+    version = torch.backends.cudnn.version()
+    if where.startswith(("/usr/", "/lib")):  # the loader finds it anyway
+        return {}, f"the system's cuDNN {version}, which PyTorch loads too"
+    return ({"LD_LIBRARY_PATH": ":".join(
+                filter(None, [where, os.environ.get("LD_LIBRARY_PATH")]))},
+            f"PyTorch's cuDNN {version} ({where})")
 
 
 def main():
@@ -302,13 +329,13 @@ def main():
     env, cudnn = {}, "the system's cuDNN (the loader's path)"
     if "--same-cudnn" in args:  # andrea on the compiled model's cuDNN
         args.remove("--same-cudnn")
-        where = torch_cudnn_dir()
-        if where is None:
-            sys.exit("bench-train-gpu: --same-cudnn: PyTorch loaded no cuDNN")
-        env["LD_LIBRARY_PATH"] = ":".join(
-            filter(None, [where, os.environ.get("LD_LIBRARY_PATH")]))
-        cudnn = f"PyTorch's cuDNN {torch.backends.cudnn.version()} ({where})"
+        env, cudnn = same_cudnn_env()
     only = set(args)  # optional filters: config names, V, precisions
+    known = set(CONFIGS) | {"257", "8449"} | set(PEAK)
+    if only - known:
+        sys.exit(f"bench-train-gpu: {' '.join(sorted(only - known))}: not a "
+                 f"configuration, vocabulary or precision, nor --runs N or "
+                 f"--same-cudnn")
 
     def keep(*dims):  # each (value, all values): filtered where named
         return all(str(v) in only or not only & set(map(str, vals))
