@@ -226,8 +226,9 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	// the others and one more keep theirs, the one more in the memory of
 	// the pre-activations' gradient, which goes over them (backward.cu's
 	// dfc_at): at andrea-120m, B 16, T 1024, 6 of 12 layers, 480 MiB
-	// more than the last layer's alone, saving 5 of the 11 passes.  Apart, the GELU's backward pass
-	// recomputes it on the way, and only the last layer keeps its.
+	// more than the last layer's alone, saving 5 of the 11 passes.
+	// Apart, the GELU's backward pass recomputes it on the way, and only
+	// the last layer keeps its.
 	int L = m->cfg.n_layer, kept = d->gelu_mm ? L / 3 + 2 : 1;
 	d->gelu_kept = kept < L ? kept : L;
 	tr_ranks_plan(d, m, ranks);
