@@ -30,6 +30,8 @@
 #include "model/safetensors.h"
 #include "stream/npy.h"
 #include "cli/stage.h"
+#include "cli/train_ranks.h"
+#include "cli/train_run.h"
 #include "train/train.h"
 
 #define X(id) int tool_##id##_main(int argc, char **argv);
@@ -133,7 +135,8 @@ void fuzz_stop_model(const cli_common *c, at_model *m) { stop(); }
 int fuzz_stop_model_open(at_model *m, const char *path, uint64_t seed,
 			 int heads, const at_read_opts *ro, char *err,
 			 size_t errlen) { stop(); }
-int fuzz_stop_tr_model_init(tr_model *m, const at_config *cfg) { stop(); }
+int fuzz_stop_tr_model_init(tr_model *m, const at_config *cfg, int biases,
+			    int tied) { stop(); }
 void fuzz_stop_filter(cli_common *c, at_filter *f, const char *path) { stop(); }
 void fuzz_stop_input(cli_common *c, at_reader *r, const char *path) { stop(); }
 void fuzz_stop_output(cli_common *c, at_writer *w) { stop(); }
@@ -147,6 +150,10 @@ int fuzz_stop_st_open(at_st *st, const char *path, char *err,
 		      size_t errlen) { stop(); }
 FILE *fuzz_stop_fopen(const char *path, const char *mode) { stop(); }
 int fuzz_stop_mkdir(const char *path, mode_t mode) { stop(); }
+int fuzz_stop_train_run(train_options *o, at_device device,
+			const tr_ranks *ranks) { stop(); }
+int fuzz_stop_ranks_launch(const cli_ranks *r, int argc,
+			   char **argv) { stop(); }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -1,0 +1,82 @@
+"""The argv fuzz target (fuzz/fuzz_argv.c) keeps its promise: it runs
+every tool's option parsing and stops where the tool turns to work, so
+that it never reads or writes a file.  A tool that hands its work to a
+function of lib/ the harness does not stop at (as andrea-train did with
+train_run) trains, writes its model into the fuzzer's folder and times
+out; this replays the seed command lines of fuzz/make-corpus.sh, and
+more that reach each tool's work, in an empty folder.  Needs clang with
+libFuzzer (Debian: clang); skipped without it.
+"""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+
+# Command lines that pass every check of their options, so that the tool
+# would go on to its work; beside the seeds of fuzz/make-corpus.sh.
+WORKING = [
+    "andrea-train -o m.ats --steps 0 --config tiny",
+    "andrea-train -o m.ats --steps 0 --config tiny --gpus 2 --device cuda",
+    "andrea-train -o m.ats --steps 0 --config tiny --rank 0 --world 2 "
+    "--init file:id --device cuda",
+    "andrea-train --forward --tokens 1,2 --config tiny -o f.ats",
+    "andrea-embed --tokens 1,2 -o x.ats",
+    "andrea-import -o g.ats gpt2",
+    "andrea-export -m m.ats out",
+    "andrea-unpack -d out x.ats",
+    "andrea-generate --prompt hi -n 2",
+    "andrea-heads -m m.ats --text t.txt",
+    "andrea-tokenize --pieces t.txt",
+]
+
+
+def seed_lines():
+    with open(os.path.join(ROOT, "fuzz", "make-corpus.sh")) as f:
+        text = f.read()
+    body = text.split("<<'LINES'\n", 1)[1].split("\nLINES\n", 1)[0]
+    return [line for line in body.splitlines() if line.strip()]
+
+
+def libfuzzer_works(tmp):
+    cc = shutil.which("clang-14") or shutil.which("clang")
+    if not cc:
+        return False
+    src = tmp / "probe.c"
+    src.write_text("#include <stddef.h>\n#include <stdint.h>\n"
+                   "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)"
+                   "\n{ return 0; }\n")
+    p = subprocess.run([cc, "-fsanitize=fuzzer", "-o", tmp / "probe", src],
+                       capture_output=True)
+    return p.returncode == 0
+
+
+def test_argv_target_stops_before_work(tmp_path):
+    if not libfuzzer_works(tmp_path):
+        pytest.skip("no clang with libFuzzer")
+    p = subprocess.run(["make", "-s", "build/fuzz/fuzz_argv"], cwd=ROOT,
+                       capture_output=True, timeout=900)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    lines = seed_lines()
+    assert any(line.startswith("andrea-train -o m.ats --steps 0")
+               for line in lines), "make-corpus.sh's seeds changed form"
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for n, line in enumerate(lines + WORKING):
+        (inputs / f"cmd{n}").write_bytes(line.replace(" ", "\0").encode())
+    work = tmp_path / "work"
+    work.mkdir()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")}
+    env["TMPDIR"] = str(temp)
+    # -runs=0: each input once; a unit past -timeout is a failure
+    p = subprocess.run([os.path.join(ROOT, "build", "fuzz", "fuzz_argv"),
+                        "-runs=0", "-timeout=30", "-close_fd_mask=2",
+                        "-detect_leaks=0", str(inputs)],
+                       cwd=work, env=env, capture_output=True, timeout=600)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    assert sorted(os.listdir(work)) == [], "the harness wrote files"
+    assert sorted(os.listdir(temp)) == [], "the harness wrote files"
