@@ -129,14 +129,15 @@ static void read_prompts(gen *g, const char *path)
 		cli_die("%s: no prompts (the file is empty)", path);
 }
 
-/* --logits: the writer's temporary file, which a closed pipe on standard
- * output (SIGPIPE) must not leave behind. */
-static const char *logits_tmp;
+/* --logits and --capture: the writers' temporary files, which a closed
+ * pipe on standard output (SIGPIPE) must not leave behind. */
+static const char *pipe_tmp[2];
 
 static void on_sigpipe(int sig)
 {
-	if (logits_tmp && logits_tmp[0])
-		unlink(logits_tmp);
+	for (int i = 0; i < 2; i++)
+		if (pipe_tmp[i] && pipe_tmp[i][0])
+			unlink(pipe_tmp[i]);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -443,7 +444,7 @@ int main(int argc, char **argv)
 	if (g.logits_path) {
 		c.output = g.logits_path;
 		cli_open_output(&c, &g.lw);
-		logits_tmp = g.lw.tmp;
+		pipe_tmp[0] = g.lw.file.tmp;
 		signal(SIGPIPE, on_sigpipe);
 	}
 	if (g.capture_path) {
@@ -455,6 +456,8 @@ int main(int argc, char **argv)
 							g.engine, NULL));
 		if (at_writer_open(&g.cw, g.capture_path, &c.wopts) < 0)
 			cli_fail(g.cw.err);
+		pipe_tmp[1] = g.cw.file.tmp;
+		signal(SIGPIPE, on_sigpipe);
 		capture_to(&g.cap, &g.cw);
 	}
 	g.tty = isatty(STDOUT_FILENO);

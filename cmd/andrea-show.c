@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/stage.h"
 #include "cli/tokens.h"
+#include "core/atomic_file.h"
 #include "text/bytelevel.h"
 #include "view/heatmap.h"
 #include "view/npprint.h"
@@ -339,28 +340,22 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))
 		cli_die("refusing to write a PNG to a terminal (redirect it)");
-	FILE *f = to_stdout ? stdout : fopen(o->png, "wb");
-	if (!f)
-		cli_die("%s: %s", o->png, strerror(errno));
 	char err[256];
-	int rc = hm_png(f, ptr, cap, count, &fig, err, sizeof err);
 	if (to_stdout) {
-		if (rc < 0)
-			cli_die("%s", err);
+		if (hm_png(stdout, ptr, cap, count, &fig, err, sizeof err) < 0)
+			cli_die("<stdout>: %s", err);
 		cli_finish_text();
 		return;
 	}
-	if (rc < 0 || fflush(f) != 0 || ferror(f)) {
-		if (rc == 0)
-			snprintf(err, sizeof err, "write error: %s", strerror(errno));
-		fclose(f);
-		remove(o->png);
+	at_afile a;
+	if (at_afile_open(&a, o->png) < 0)
+		cli_die("%s: %s", o->png, strerror(errno));
+	if (hm_png(a.f, ptr, cap, count, &fig, err, sizeof err) < 0) {
+		at_afile_abort(&a);
 		cli_die("%s: %s", o->png, err);
 	}
-	if (fclose(f) != 0) {
-		remove(o->png);
-		cli_die("%s: write error: %s", o->png, strerror(errno));
-	}
+	if (at_afile_commit(&a, err, sizeof err) < 0)
+		cli_die("%s: %s", o->png, err);
 }
 
 /* --shade linear|sqrt|log into the show_opts at ctx. */

@@ -424,6 +424,35 @@ def test_png_one_record_only(tmp_path):
     one_line_error(p, "show")
 
 
+def test_png_replaces_a_file_whole_or_not_at_all(tmp_path):
+    """--png writes as -o does (core/atomic_file.h): a failed write leaves
+    the earlier picture and no temporary file; a link stays a link, its
+    target replaced with its permissions kept."""
+    if not png_built(tmp_path):
+        pytest.skip("built without libpng (its --png error was checked)")
+    from test_stream import run_limited
+    s = tmp_path / "s.ats"
+    s.write_bytes(pack(tmp_path, a=np.arange(4096, dtype=np.float32)
+                       .reshape(64, 64)))
+    target, link = tmp_path / "t.png", tmp_path / "l.png"
+    show("--png", target, s)
+    good = target.read_bytes()
+    os.chmod(target, 0o600)
+    os.symlink("t.png", link)
+    before = sorted(os.listdir(tmp_path))
+    p = run_limited("show", "--png", link, s, fsize=len(good) // 2)
+    assert p.returncode == 1
+    assert "write error" in one_line_error(p, "show")
+    assert os.path.islink(link) and target.read_bytes() == good
+    assert sorted(os.listdir(tmp_path)) == before
+    s.write_bytes(pack(tmp_path, a=np.ones((3, 5), np.float32)))
+    show("--png", link, s)
+    assert os.path.islink(link) and target.read_bytes() != good
+    assert read_png(target)[0] > 0
+    assert os.stat(target).st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 # ---- scales, masks, grids (issue 19) ----
 
 def ascii_rows(p):

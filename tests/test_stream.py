@@ -691,6 +691,48 @@ def test_atomic_output(tmp_path):
     assert sorted(os.listdir(tmp_path)) == before + ["s.npy"]
 
 
+def test_output_through_a_link_keeps_link_and_mode(tmp_path):
+    """-o replaces a link's target and keeps the link, a replaced file
+    keeps its permissions, a new one gets 0666 less the umask (as the
+    shell's > would), and -o '' is a usage error before any work."""
+    src = save(tmp_path / "a.npy", np.arange(5, dtype=np.float32))
+    target, link = tmp_path / "t.ats", tmp_path / "l.ats"
+    run("pack", "-o", target, f"a={src}", check=0)
+    os.chmod(target, 0o640)
+    os.symlink("t.ats", link)
+    run("pack", "-o", link, f"b={src}", check=0)
+    assert os.path.islink(link)
+    assert [r.name for r in atsfmt.read(target.read_bytes())] == ["b"]
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    old = os.umask(0o027)
+    try:
+        run("pack", "-o", tmp_path / "new.ats", f"a={src}", check=0)
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "new.ats").st_mode & 0o777 == 0o640
+    before = sorted(os.listdir(tmp_path))
+    p = run("pack", "-o", "", f"a={src}", check=2, cwd=tmp_path)
+    assert "expected a file name" in one_line_error(p, "pack")
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_unpack_replaces_npy_whole_or_not_at_all(tmp_path):
+    """An .npy that cannot be written whole leaves the earlier one."""
+    small = save(tmp_path / "s.npy", np.ones(3, np.float32))
+    big = save(tmp_path / "b.npy", RNG.standard_normal(100_000)
+               .astype(np.float32))
+    out = tmp_path / "out"
+    s = run("pack", f"x={small}", check=0).stdout
+    run("unpack", "-d", out, input=s, check=0)
+    good = (out / "x.npy").read_bytes()
+    b = run("pack", f"x={big}", check=0).stdout
+    p = run_limited("unpack", "-d", out, input=b, fsize=64 << 10)
+    assert p.returncode == 1
+    assert "write error" in one_line_error(p, "unpack")
+    assert (out / "x.npy").read_bytes() == good
+    assert os.listdir(out) == ["x.npy"]
+
+
 def test_output_into_missing_directory(tmp_path):
     src = save(tmp_path / "a.npy", np.ones(2, np.float32))
     p = run("pack", "-o", tmp_path / "nodir" / "o.ats", f"a={src}", check=1)

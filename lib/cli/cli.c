@@ -230,6 +230,8 @@ void cli_common_opt(cli_common *c, unsigned use, const char *arg,
 		cli_finish_text();
 		exit(0);
 	case CLI_USE_OUTPUT:
+		if (!*arg)
+			cli_usage_error("-o/--output: expected a file name");
 		c->output = arg;
 		break;
 	case CLI_USE_FORCE:

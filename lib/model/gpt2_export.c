@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "model/arch.h"
 #include "model/gpt2_tokenizer.h"
 #include "text/bytelevel.h"
@@ -70,20 +71,20 @@ static int put_param(const at_model *m, const char *name, uint64_t d0,
 }
 
 #ifdef ANDREA_JSON
-/* Writes j to path through path.tmp, renamed into place. */
+/* Writes j to path, whole or not at all (core/atomic_file.h). */
 static int write_json(const json_t *j, size_t flags, const char *path,
 		      char *err, size_t errlen)
 {
-	char tmp[4300];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	if (json_dump_file(j, tmp, flags) < 0) {
-		unlink(tmp);
-		return fail(err, errlen, "%s: cannot write it", tmp);
-	}
-	if (rename(tmp, path) != 0) {
-		unlink(tmp);
+	at_afile a;
+	char msg[300];
+	if (at_afile_open(&a, path) < 0)
 		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	if (json_dumpf(j, a.f, flags) < 0) {
+		at_afile_abort(&a);
+		return fail(err, errlen, "%s: write error", path);
 	}
+	if (at_afile_commit(&a, msg, sizeof msg) < 0)
+		return fail(err, errlen, "%s: %s", path, msg);
 	return 0;
 }
 
@@ -196,6 +197,42 @@ int at_gpt2_export(const at_model *m, const char *dir, char *err,
 #endif
 }
 
+#ifdef ANDREA_JSON
+/* GPT-2's merges.txt of b: a version line, then each merge's two tokens
+ * spelt in the byte-level alphabet. */
+static int write_merges(const at_bpe *b, const char *path, char *err,
+			size_t errlen)
+{
+	at_afile a;
+	char msg[300];
+	if (at_afile_open(&a, path) < 0)
+		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	fputs("#version: 0.2\n", a.f);
+	for (int r = 0; r < at_bpe_merges(b); r++) {
+		int32_t x[2];
+		at_bpe_merge(b, r, &x[0], &x[1]);
+		for (int k = 0; k < 2; k++) {
+			size_t len;
+			const unsigned char *p = at_bpe_token(b, x[k], &len);
+			char piece[2 * 256 + 1], *s = 2 * len < sizeof piece ? piece
+							  : malloc(2 * len + 1);
+			if (!s) {
+				at_afile_abort(&a);
+				return fail(err, errlen, "out of memory");
+			}
+			at_bytelevel_encode(p, len, s);
+			fputs(s, a.f);
+			fputc(k ? '\n' : ' ', a.f);
+			if (s != piece)
+				free(s);
+		}
+	}
+	if (at_afile_commit(&a, msg, sizeof msg) < 0)
+		return fail(err, errlen, "%s: %s", path, msg);
+	return 0;
+}
+#endif
+
 int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
 			     char *err, size_t errlen)
 {
@@ -230,35 +267,8 @@ int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
 				errlen);
 	json_decref(vocab);
 	snprintf(path, sizeof path, "%s/merges.txt", dir);
-	char tmp[4300];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = rc == 0 ? fopen(tmp, "w") : NULL;
-	if (rc == 0 && !f)
-		rc = fail(err, errlen, "%s: cannot write it", tmp);
-	if (f)
-		fputs("#version: 0.2\n", f);
-	for (int r = 0; f && r < at_bpe_merges(b); r++) {
-		int32_t x[2];
-		at_bpe_merge(b, r, &x[0], &x[1]);
-		for (int k = 0; k < 2; k++) {
-			const unsigned char *p = at_bpe_token(b, x[k], &len);
-			char piece[2 * 256 + 1], *s = 2 * len < sizeof piece ? piece
-							  : malloc(2 * len + 1);
-			if (!s)
-				break;
-			at_bytelevel_encode(p, len, s);
-			fputs(s, f);
-			fputc(k ? '\n' : ' ', f);
-			if (s != piece)
-				free(s);
-		}
-	}
-	if (f && (ferror(f) | fclose(f)))
-		rc = fail(err, errlen, "%s: write error", tmp);
-	if (f && rc == 0 && rename(tmp, path) != 0)
-		rc = fail(err, errlen, "%s: %s", path, strerror(errno));
-	if (f && rc)
-		unlink(tmp);
+	if (rc == 0)
+		rc = write_merges(b, path, err, errlen);
 	free(spelt);
 	return rc;
 #endif

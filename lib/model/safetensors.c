@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/le.h"
 #include "stream/stream.h"
 
@@ -407,15 +408,12 @@ int at_st_write(const char *path, const at_st_out *t, int n, char *err,
 	char *json = header_json(t, n, &hlen);
 	if (!json)
 		return fail(err, errlen, "%s: out of memory", path);
-	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-	int fd = mkstemp(tmp);
-	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-	if (!f) {
+	at_afile a;
+	if (at_afile_open(&a, path) < 0) {
 		free(json);
 		return fail(err, errlen, "%s: %s", path, strerror(errno));
 	}
-	fchmod(fd, 0644 & ~at_umask());
+	FILE *f = a.f;
 	unsigned char len8[8];
 	put64(len8, hlen);
 	int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(json, 1, hlen, f) == hlen;
@@ -438,13 +436,14 @@ int at_st_write(const char *path, const at_st_out *t, int n, char *err,
 			j += k;
 		}
 	}
-	ok = ok && fflush(f) == 0 && fsync(fd) == 0;
-	int closed = fclose(f) == 0;
-	if (!ok || !closed || rename(tmp, path) != 0) {
+	char msg[300];
+	if (!ok) {
 		int e = errno;
-		unlink(tmp);
+		at_afile_abort(&a);
 		return fail(err, errlen, "%s: write error: %s", path, strerror(e));
 	}
+	if (at_afile_commit(&a, msg, sizeof msg) < 0)
+		return fail(err, errlen, "%s: %s", path, msg);
 	return 0;
 #endif
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/atomic_file.h"
 #include "core/le.h"
 #include "stream/stream.h"
 
@@ -377,15 +378,15 @@ int at_npy_write(const char *path, const at_tensor *t, char *err,
 	size_t hlen = (size_t)n + pad + 1;
 	unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
 	put16(pre + 8, (uint16_t)hlen);
-	FILE *f = fopen(path, "wb");
-	if (!f)
+	at_afile a;
+	if (at_afile_open(&a, path) < 0)
 		return snprintf(err, errlen, "%s", strerror(errno)), -1;
 	size_t nbytes = at_nbytes(t);
-	int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(header, 1, hlen, f) == hlen &&
-		 (nbytes == 0 || fwrite(t->data, 1, nbytes, f) == nbytes);
-	ok = (fflush(f) == 0) && ok;
-	ok = (fclose(f) == 0) && ok;
-	if (!ok)
-		return snprintf(err, errlen, "write error: %s", strerror(errno)), -1;
-	return 0;
+	if (fwrite(pre, 1, 10, a.f) != 10 || fwrite(header, 1, hlen, a.f) != hlen ||
+	    (nbytes && fwrite(t->data, 1, nbytes, a.f) != nbytes)) {
+		snprintf(err, errlen, "write error: %s", strerror(errno));
+		at_afile_abort(&a);
+		return -1;
+	}
+	return at_afile_commit(&a, err, errlen);
 }

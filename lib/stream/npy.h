@@ -27,7 +27,8 @@ int at_npy_read(const char *path, at_tensor *t, uint64_t max_bytes, int cast,
 int at_npy_parse_header(const char *h, size_t len, at_dtype *dt, int *wide,
 			int *fortran, int *rank, uint64_t *dims, char *err,
 			size_t errlen);
-/* Writes t as a version 1.0 .npy file (C order), the way np.save does. */
+/* Writes t as a version 1.0 .npy file (C order), the way np.save does,
+ * whole or not at all (core/atomic_file.h). */
 int at_npy_write(const char *path, const at_tensor *t, char *err,
 		 size_t errlen);
 

@@ -1,7 +1,6 @@
 /* options.c - default stream options. */
 #include "stream/stream.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 static int online_cpus(void)
@@ -22,11 +21,4 @@ void at_write_opts_default(at_write_opts *o)
 	o->shuffle = 1;
 	o->threads = online_cpus();
 	o->chunk_raw = AT_DEFAULT_CHUNK;
-}
-
-unsigned at_umask(void)
-{
-	mode_t m = umask(0);
-	umask(m);
-	return (unsigned)m;
 }

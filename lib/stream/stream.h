@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/atomic_file.h"
 #include "core/tensor.h"
 
 #define AT_MAGIC "ATSR"
@@ -99,8 +100,7 @@ typedef struct at_writer {
 	struct at_pump *pump; /* writing behind, where f is a pipe */
 	char label[256];
 	at_write_opts opts;
-	char path[4096];   /* final name, for the rename */
-	char tmp[4096];    /* temporary file while writing, or "" */
+	at_afile file;     /* a file opened by name (owns_file) */
 	at_record_out rec;
 	char err[AT_ERR_LEN];
 } at_writer;
@@ -178,8 +178,6 @@ int at_writer_finish(at_writer *w);
 /* Drops a partly written file: the temporary is removed, an earlier file of
  * that name is left as it was. */
 void at_writer_abort(at_writer *w);
-/* The process umask, read without changing it for long. */
-unsigned at_umask(void);
 
 /* Low-level chunk codec, shared by the reader, the writer and the
  * benchmarks.  Encodes raw_len bytes of raw into out (room for

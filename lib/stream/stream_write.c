@@ -12,10 +12,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/atomic_file.h"
 #include "core/le.h"
 #include "core/parallel.h"
 #include "stream/pump.h"
@@ -50,25 +50,10 @@ void at_writer_wrap(at_writer *w, FILE *f, const char *label,
 int at_writer_open(at_writer *w, const char *path, const at_write_opts *o)
 {
 	at_writer_wrap(w, NULL, path, o);
-	struct stat st;
-	/* devices and fifos are written in place; regular files atomically */
-	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		w->f = fopen(path, "wb");
-	} else {
-		int n = snprintf(w->tmp, sizeof w->tmp, "%s.XXXXXX", path);
-		if (n < 0 || (size_t)n >= sizeof w->tmp)
-			return wfail(w, "path too long");
-		int fd = mkstemp(w->tmp);
-		if (fd < 0) {
-			w->tmp[0] = 0;
-			return wfail(w, "%s", strerror(errno));
-		}
-		fchmod(fd, 0644 & ~at_umask());
-		w->f = fdopen(fd, "wb");
-		snprintf(w->path, sizeof w->path, "%s", path);
-	}
-	if (!w->f)
-		return wfail(w, "%s", strerror(errno));
+	if (at_afile_open(&w->file, path) < 0)
+		return wfail(w, "%s", errno == EINVAL ? "no file name"
+						      : strerror(errno));
+	w->f = w->file.f;
 	w->owns_file = 1;
 	return 0;
 }
@@ -311,20 +296,10 @@ int at_writer_finish(at_writer *w)
 	if (fflush(w->f) != 0 || ferror(w->f))
 		return wfail(w, "write error: %s", strerror(errno));
 	if (w->owns_file) {
-		FILE *f = w->f;
+		char msg[AT_ERR_LEN];
 		w->f = NULL;
-		if (w->tmp[0] && fsync(fileno(f)) != 0) {
-			fclose(f);
-			return wfail(w, "write error: %s", strerror(errno));
-		}
-		if (fclose(f) != 0)
-			return wfail(w, "write error: %s", strerror(errno));
-		if (w->tmp[0]) {
-			if (rename(w->tmp, w->path) != 0)
-				return wfail(w, "cannot rename into place: %s",
-					     strerror(errno));
-			w->tmp[0] = 0;
-		}
+		if (at_afile_commit(&w->file, msg, sizeof msg) < 0)
+			return wfail(w, "%s", msg);
 	}
 	return 0;
 }
@@ -334,10 +309,7 @@ void at_writer_abort(at_writer *w)
 	record_free(&w->rec);
 	at_pump_free(w->pump); /* what was written goes out */
 	w->pump = NULL;
-	if (w->owns_file && w->f)
-		fclose(w->f);
+	if (w->owns_file)
+		at_afile_abort(&w->file);
 	w->f = NULL;
-	if (w->tmp[0])
-		unlink(w->tmp);
-	w->tmp[0] = 0;
 }

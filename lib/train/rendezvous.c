@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/le.h"
 
@@ -85,19 +86,19 @@ static int ms_left(double deadline)
 static int file_publish(const char *path, const unsigned char *msg,
 			char *err, size_t errlen)
 {
-	char tmp[4200];
-	snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-	FILE *f = fopen(tmp, "wb");
-	int ok = f && fwrite(msg, 1, TR_RDV_MSG, f) == TR_RDV_MSG;
-	if (f && fclose(f) != 0)
-		ok = 0;
-	if (!ok || rename(tmp, path) != 0) {
-		snprintf(err, errlen, "%s: cannot write the rendezvous file: %s",
-			 path, strerror(errno));
-		unlink(tmp);
-		return -1;
+	at_afile a; /* the other ranks never see half a message */
+	char why[300];
+	if (at_afile_open(&a, path) < 0) {
+		snprintf(why, sizeof why, "%s", strerror(errno));
+	} else if (fwrite(msg, 1, TR_RDV_MSG, a.f) != TR_RDV_MSG) {
+		snprintf(why, sizeof why, "write error: %s", strerror(errno));
+		at_afile_abort(&a);
+	} else if (at_afile_commit(&a, why, sizeof why) == 0) {
+		return 0;
 	}
-	return 0;
+	snprintf(err, errlen, "%s: cannot write the rendezvous file: %s", path,
+		 why);
+	return -1;
 }
 
 static int file_wait(const char *path, int world, unsigned char *id,

@@ -11,6 +11,7 @@
  */
 #include "view/heatmap.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -182,9 +183,10 @@ static int put_png(gdImagePtr im, FILE *f, char *err, size_t errlen)
 		return -1;
 	}
 	int ok = fwrite(data, 1, (size_t)size, f) == (size_t)size;
+	int e = errno;
 	gdFree(data);
 	if (!ok)
-		snprintf(err, errlen, "write error");
+		snprintf(err, errlen, "write error: %s", strerror(e));
 	return ok ? 0 : -1;
 }
 

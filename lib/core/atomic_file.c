@@ -1,0 +1,112 @@
+/* atomic_file.c - a named file written whole or not at all
+ * (atomic_file.h). */
+#include "core/atomic_file.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The process umask, read without changing it for long. */
+static mode_t process_umask(void)
+{
+	mode_t m = umask(0);
+	umask(m);
+	return m;
+}
+
+static int copy_name(char *dst, size_t len, const char *src)
+{
+	if ((size_t)snprintf(dst, len, "%s", src) >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+int at_afile_open(at_afile *a, const char *path)
+{
+	memset(a, 0, sizeof *a);
+	if (!path || !*path) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (copy_name(a->path, sizeof a->path, path) < 0)
+		return -1;
+	struct stat st;
+	int is_link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+	int exists = stat(path, &st) == 0;
+	if (is_link && exists) { /* replace the target, keep the link */
+		char *target = realpath(path, NULL);
+		if (!target)
+			return -1;
+		int rc = copy_name(a->path, sizeof a->path, target);
+		free(target);
+		if (rc < 0)
+			return -1;
+	}
+	if ((exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
+		a->f = fopen(path, "wb"); /* a device, a fifo, a dangling link */
+		return a->f ? 0 : -1;
+	}
+	int n = snprintf(a->tmp, sizeof a->tmp, "%s.XXXXXX", a->path);
+	if (n < 0 || (size_t)n >= sizeof a->tmp) {
+		a->tmp[0] = 0;
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = mkstemp(a->tmp);
+	if (fd < 0) {
+		a->tmp[0] = 0;
+		return -1;
+	}
+	fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~process_umask());
+	if (!(a->f = fdopen(fd, "wb"))) {
+		int e = errno;
+		close(fd);
+		unlink(a->tmp);
+		a->tmp[0] = 0;
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+int at_afile_commit(at_afile *a, char *err, size_t errlen)
+{
+	FILE *f = a->f;
+	a->f = NULL;
+	int e = 0;
+	const char *what = "write error";
+	if (fflush(f) != 0 || ferror(f))
+		e = errno ? errno : EIO; /* a failed fwrite set it */
+	else if (a->tmp[0] && fsync(fileno(f)) != 0)
+		e = errno;
+	if (fclose(f) != 0 && !e)
+		e = errno;
+	if (!e && a->tmp[0] && rename(a->tmp, a->path) != 0) {
+		e = errno;
+		what = "cannot rename into place";
+	}
+	if (!e) {
+		a->tmp[0] = 0;
+		return 0;
+	}
+	at_afile_abort(a);
+	snprintf(err, errlen, "%s: %s", what, strerror(e));
+	return -1;
+}
+
+void at_afile_abort(at_afile *a)
+{
+	int e = errno;
+	if (a->f)
+		fclose(a->f);
+	a->f = NULL;
+	if (a->tmp[0])
+		unlink(a->tmp);
+	a->tmp[0] = 0;
+	errno = e;
+}

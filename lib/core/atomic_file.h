@@ -1,0 +1,38 @@
+/* atomic_file.h - a named file written whole or not at all.
+ *
+ * Every file an andrea tool writes by name (-o, --png, .npy, safetensors,
+ * JSON) goes through here.  A regular file, or a new one, is written
+ * through a temporary file beside it and renamed into place when done, so
+ * that a failure (a full disk, a dead upstream stage) leaves the earlier
+ * file as it was and no partial one.  A file replaced keeps its
+ * permission bits; a new one gets 0666 less the umask, as the shell's >
+ * would.  A symbolic link is followed: its target is replaced and the link
+ * stays.  A device or a fifo (/dev/null, /dev/full, a named pipe) and a
+ * dangling link are written in place, and never removed.
+ */
+#ifndef ANDREA_ATOMIC_FILE_H
+#define ANDREA_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct {
+	FILE *f;           /* write here */
+	char path[4096];   /* the file renamed into (a link's target) */
+	char tmp[4200];    /* the temporary file, or "" when in place */
+} at_afile;
+
+/* Opens path for writing (binary).  Returns -1 with errno set and
+ * a->f NULL where it cannot (an empty or too long name: EINVAL or
+ * ENAMETOOLONG). */
+int at_afile_open(at_afile *a, const char *path);
+/* Flushes, syncs and closes the file, and renames it into place.
+ * Returns -1 on failure, with err ("write error: ..." or "cannot rename
+ * into place: ...") filled and the temporary file gone. */
+int at_afile_commit(at_afile *a, char *err, size_t errlen);
+/* Closes and drops a file not committed: the temporary file is removed,
+ * a file written in place is left.  Harmless after commit or a failed
+ * open. */
+void at_afile_abort(at_afile *a);
+
+#endif
