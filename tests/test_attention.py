@@ -76,6 +76,28 @@ def test_scale_and_mask_options(tmp_path, opts, scale, causal):
         assert oracle.rel_err(fused["out"], staged["out"]) <= TOL
 
 
+def test_nan_and_inf_spread_as_in_numpy(tmp_path):
+    """A NaN or an infinite query poisons its own row's output, as NumPy's
+    softmax would (and as the four stages do), and leaves the other rows
+    alone; under make SAN=1 no step of the exp is undefined behaviour."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rand(rng, 1, 2, 9, 4) for _ in range(3))
+    q[0, 0, 3, 1] = np.nan
+    q[0, 1, 5, 0] = np.inf
+    s = pack(tmp_path, [("q", q), ("k", k), ("v", v)])
+    fused = unpack(tmp_path, run("attention", input=s, check=0).stdout)["out"]
+    staged = unpack(tmp_path, pipeline([("scores",), ("mask",), ("softmax",),
+                                        ("attend",)], input=s), "st")["out"]
+    with np.errstate(invalid="ignore"):
+        out, _ = reference(q, k, v, 1 / np.sqrt(4))
+    bad = np.isnan(out)
+    assert bad[0, 0, 3].all() and bad[0, 1, 5].all()
+    assert bad.sum() == 8
+    for got in (fused, staged):
+        assert (np.isnan(got) == bad).all()
+        assert oracle.rel_err(got[~bad], out[~bad]) <= TOL
+
+
 def test_in_a_pipeline_with_attributes_and_passthrough(tmp_path):
     """embed | qkv | attention: out carries q's attributes and the scale;
     the tokens pass through; --keep writes q, k, v where they were."""
