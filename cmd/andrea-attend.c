@@ -104,6 +104,7 @@ static void attend_check(at_filter *f, const at_tensor *attn,
 		at_shape_str(4, v->dims, vs, sizeof vs);
 		at_filter_die(f, 1, "shape %s does not fit attn's %s", vs, as);
 	}
+	at_filter_expect_same_head(f, 1, v, attn);
 }
 
 /* Makes the output record for attn [B,H,T,T] and v [B,H,T,D]: out

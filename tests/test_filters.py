@@ -114,6 +114,21 @@ def test_scores_refuses_keys_of_another_head(tmp_path):
     assert "record 2 'k'" in msg and "head=2" in msg
 
 
+@pytest.mark.parametrize("attr", ["head", "layer"])
+def test_attend_refuses_values_of_another_head(tmp_path, attr):
+    rng = np.random.default_rng(7)
+    a = np.full((1, 1, 3, 3), 1 / 3, np.float32)
+    s = pack(tmp_path, [("attn", a), ("v", rand(rng, 1, 1, 3, 2))],
+             attrs=[f"attn:{attr}=3", f"v:{attr}=4"])
+    p = run("attend", input=s, check=1)
+    msg = one_line_error(p, "attend")
+    assert "record 2 'v'" in msg and f"{attr}=4 but attn has {attr}=3" in msg
+    assert p.stdout == b""
+    s = pack(tmp_path, [("attn", a), ("v", rand(rng, 1, 1, 3, 2))],
+             attrs=[f"attn:{attr}=3", f"v:{attr}=3"])
+    assert "out" in names(run("attend", input=s, check=0).stdout)
+
+
 def test_model_problems_are_found_before_any_output(tmp_path):
     rng = np.random.default_rng(6)
     model, _ = random_model(tmp_path, rng, 1, 2, 8, 11, 16)

@@ -99,10 +99,22 @@ void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 			      shape_letters);
 }
 
+void at_filter_expect_same_head(at_filter *f, int slot, const at_tensor *t,
+				const at_tensor *ref)
+{
+	static const char *const same[] = {"layer", "head", "norm"};
+	for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+		const char *ra = at_attr_get(&ref->attrs, same[i]);
+		const char *ta = at_attr_get(&t->attrs, same[i]);
+		if (ra && ta && strcmp(ra, ta) != 0)
+			at_filter_die(f, slot, "%s=%s but %s has %s=%s", same[i],
+				      ta, ref->name, same[i], ra);
+	}
+}
+
 void at_filter_expect_like(at_filter *f, int slot, const at_tensor *t,
 			   const at_tensor *ref)
 {
-	static const char *const same[] = {"layer", "head", "norm"};
 	if (t->rank != ref->rank ||
 	    memcmp(t->dims, ref->dims, t->rank * sizeof t->dims[0]) != 0) {
 		char rs[96], ts[96];
@@ -111,13 +123,7 @@ void at_filter_expect_like(at_filter *f, int slot, const at_tensor *t,
 		at_filter_die(f, slot, "shape %s does not match %s's %s", ts,
 			      ref->name, rs);
 	}
-	for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
-		const char *ra = at_attr_get(&ref->attrs, same[i]);
-		const char *ta = at_attr_get(&t->attrs, same[i]);
-		if (ra && ta && strcmp(ra, ta) != 0)
-			at_filter_die(f, slot, "%s=%s but %s has %s=%s", same[i],
-				      ta, ref->name, same[i], ra);
-	}
+	at_filter_expect_same_head(f, slot, t, ref);
 }
 
 void at_filter_write(at_writer *w, const at_tensor *t)

@@ -80,6 +80,10 @@ _Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
  * (q, k, v), naming the record if not. */
 void at_filter_expect_like(at_filter *f, int slot, const at_tensor *t,
 			   const at_tensor *ref);
+/* The same check of the attributes alone, for records of one head whose
+ * shapes differ (attn and v). */
+void at_filter_expect_same_head(at_filter *f, int slot, const at_tensor *t,
+				const at_tensor *ref);
 /* Checks dtype f32 and rank of input slot i, naming the record if not. */
 void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 		      int rank, const char *shape_letters);
