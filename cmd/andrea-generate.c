@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,19 +126,6 @@ static void read_prompts(gen *g, const char *path)
 	free(line);
 	if (g->rows == 0)
 		cli_die("%s: no prompts (the file is empty)", path);
-}
-
-/* --logits and --capture: the writers' temporary files, which a closed
- * pipe on standard output (SIGPIPE) must not leave behind. */
-static const char *pipe_tmp[2];
-
-static void on_sigpipe(int sig)
-{
-	for (int i = 0; i < 2; i++)
-		if (pipe_tmp[i] && pipe_tmp[i][0])
-			unlink(pipe_tmp[i]);
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
 /* Dies with the engine's reason. */
@@ -444,8 +430,6 @@ int main(int argc, char **argv)
 	if (g.logits_path) {
 		c.output = g.logits_path;
 		cli_open_output(&c, &g.lw);
-		pipe_tmp[0] = g.lw.file.tmp;
-		signal(SIGPIPE, on_sigpipe);
 	}
 	if (g.capture_path) {
 		const at_config *cfg = &g.model.cfg;
@@ -456,8 +440,6 @@ int main(int argc, char **argv)
 							g.engine, NULL));
 		if (at_writer_open(&g.cw, g.capture_path, &c.wopts) < 0)
 			cli_fail(g.cw.err);
-		pipe_tmp[1] = g.cw.file.tmp;
-		signal(SIGPIPE, on_sigpipe);
 		capture_to(&g.cap, &g.cw);
 	}
 	g.tty = isatty(STDOUT_FILENO);

@@ -185,7 +185,10 @@ def test_full_disk_keeps_the_previous_model(tmp_path):
         subprocess.run(["umount", str(disk)])
 
 
-def test_file_size_limit_keeps_the_previous_model(tmp_path):
+@pytest.mark.parametrize("ignored", [False, True])
+def test_file_size_limit_keeps_the_previous_model(tmp_path, ignored):
+    """As under a shell's ulimit -f (SIGXFSZ at its default, which would
+    kill the tool mid-write) and with SIGXFSZ ignored by the caller."""
     model = tmp_path / "m.ats"
     run("train", "--steps", 0, "--layers", 1, "--heads", 1, "--d-model", 4,
         "--ctx", 2, "--vocab", 3, "-o", model, check=0)
@@ -193,7 +196,8 @@ def test_file_size_limit_keeps_the_previous_model(tmp_path):
 
     def limit():
         import resource
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        signal.signal(signal.SIGXFSZ,
+                      signal.SIG_IGN if ignored else signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_FSIZE, (100 << 10, 100 << 10))
     p = subprocess.run([tool("train"), "--steps", "0", "--config", "tiny",
                         "-o", str(model)], capture_output=True,
@@ -202,6 +206,35 @@ def test_file_size_limit_keeps_the_previous_model(tmp_path):
     assert "File too large" in one_line_error(p, "train")
     assert model.read_bytes() == before
     assert os.listdir(tmp_path) == ["m.ats"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT,
+                                 signal.SIGHUP, signal.SIGPIPE])
+def test_a_signal_mid_write_leaves_no_temporary(tmp_path, sig):
+    """A stage killed while it writes -o FILE ends as the signal would end
+    it, with the earlier FILE whole and its temporary file removed."""
+    rng = np.random.default_rng(3)
+    rec = atsfmt.record("scores", "f32", (1, 1, 64, 64),
+                        rng.standard_normal(64 * 64).astype("<f4").tobytes())
+    out = tmp_path / "s.ats"
+    out.write_bytes(b"earlier")
+    p = subprocess.Popen([tool("mask"), "-o", str(out)],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=clean_env(), start_new_session=True,
+                         restore_signals=True)
+    p.stdin.write(rec)  # one record and no end: the stage waits for more
+    p.stdin.flush()
+    t0 = time.monotonic()
+    while len(os.listdir(tmp_path)) < 2 and time.monotonic() - t0 < 60:
+        time.sleep(0.02)
+    assert len(os.listdir(tmp_path)) == 2, "the temporary never appeared"
+    p.send_signal(sig)
+    p.wait(timeout=60)
+    p.stdin.close()
+    assert p.returncode == -sig
+    assert p.stderr.read() == b""
+    assert os.listdir(tmp_path) == ["s.ats"]
+    assert out.read_bytes() == b"earlier"
 
 
 def test_dev_full_stdout():

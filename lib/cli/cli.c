@@ -1,5 +1,6 @@
 /* cli.c - shared command-line handling and one-line diagnostics. */
 #include "cli/cli.h"
+#include "core/atomic_file.h"
 #include "model/model.h"
 #include "ops/blas_core.h"
 #include "ops/device.h"
@@ -77,6 +78,38 @@ void cli_blas_core(char **argv)
 	unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* A signal that ends the tool first removes the temporary files of
+ * what it was writing (core/atomic_file.h), then ends it as it would
+ * have. */
+static void on_fatal_signal(int sig)
+{
+	at_afile_drop_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* The handlers of the signals that end a tool.  SIGPIPE's is set even
+ * where the caller ignored it, so that a tool whose reader went away
+ * ends quietly rather than with a write error; an interrupt the caller
+ * ignores (nohup, a background job) stays ignored.  A file size limit
+ * fails the write instead of killing the tool, which then says so.  An
+ * exit removes what was not renamed into place. */
+static void catch_signals(void)
+{
+	static const int ends[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+		struct sigaction old;
+		if (sigaction(ends[i], NULL, &old) == 0 &&
+		    old.sa_handler != SIG_IGN)
+			signal(ends[i], on_fatal_signal);
+	}
+	signal(SIGPIPE, on_fatal_signal);
+	signal(SIGXFSZ, SIG_IGN);
+	static int at_exit;
+	if (!at_exit++)
+		atexit(at_afile_drop_all);
+}
+
 void cli_init(const char *prog, cli_common *c)
 {
 	cli_prog = prog;
@@ -85,7 +118,7 @@ void cli_init(const char *prog, cli_common *c)
 	 * call it "exe" */
 	prctl(PR_SET_NAME, prog, 0, 0, 0);
 #endif
-	signal(SIGPIPE, SIG_DFL);
+	catch_signals();
 	keep_freed_memory();
 	memset(c, 0, sizeof *c);
 	at_read_opts_default(&c->ropts);

@@ -3,7 +3,7 @@
 #include "core/atomic_file.h"
 
 #include <errno.h>
-#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,6 +24,40 @@ static int copy_name(char *dst, size_t len, const char *src)
 		return -1;
 	}
 	return 0;
+}
+
+/* The temporaries open now, by name, for at_afile_drop_all.  A slot's
+ * name is written before the slot is marked used, so that a signal never
+ * reads half a name. */
+#define OPEN_MAX 16
+static char open_name[OPEN_MAX][sizeof ((at_afile *)0)->tmp];
+static volatile sig_atomic_t open_used[OPEN_MAX];
+
+static void remember(at_afile *a)
+{
+	for (int i = 0; i < OPEN_MAX; i++)
+		if (!open_used[i]) {
+			memcpy(open_name[i], a->tmp, strlen(a->tmp) + 1);
+			open_used[i] = 1;
+			a->slot = i + 1;
+			return;
+		}
+}
+
+static void forget(at_afile *a)
+{
+	if (a->slot > 0)
+		open_used[a->slot - 1] = 0;
+	a->slot = 0;
+}
+
+void at_afile_drop_all(void)
+{
+	for (int i = 0; i < OPEN_MAX; i++)
+		if (open_used[i]) {
+			unlink(open_name[i]);
+			open_used[i] = 0;
+		}
 }
 
 int at_afile_open(at_afile *a, const char *path)
@@ -62,13 +96,11 @@ int at_afile_open(at_afile *a, const char *path)
 		a->tmp[0] = 0;
 		return -1;
 	}
+	remember(a);
 	fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~process_umask());
 	if (!(a->f = fdopen(fd, "wb"))) {
-		int e = errno;
 		close(fd);
-		unlink(a->tmp);
-		a->tmp[0] = 0;
-		errno = e;
+		at_afile_abort(a);
 		return -1;
 	}
 	return 0;
@@ -91,6 +123,7 @@ int at_afile_commit(at_afile *a, char *err, size_t errlen)
 		what = "cannot rename into place";
 	}
 	if (!e) {
+		forget(a);
 		a->tmp[0] = 0;
 		return 0;
 	}
@@ -107,6 +140,7 @@ void at_afile_abort(at_afile *a)
 	a->f = NULL;
 	if (a->tmp[0])
 		unlink(a->tmp);
+	forget(a);
 	a->tmp[0] = 0;
 	errno = e;
 }

@@ -20,6 +20,7 @@ typedef struct {
 	FILE *f;           /* write here */
 	char path[4096];   /* the file renamed into (a link's target) */
 	char tmp[4200];    /* the temporary file, or "" when in place */
+	int slot;          /* its place among the open temporaries, 1-based */
 } at_afile;
 
 /* Opens path for writing (binary).  Returns -1 with errno set and
@@ -34,5 +35,10 @@ int at_afile_commit(at_afile *a, char *err, size_t errlen);
  * a file written in place is left.  Harmless after commit or a failed
  * open. */
 void at_afile_abort(at_afile *a);
+/* Removes every temporary file opened and not yet committed or aborted,
+ * without closing anything: for an exit or a fatal signal that comes
+ * before the rename (cli.c calls it).  Async-signal-safe.  Files are
+ * opened from one thread. */
+void at_afile_drop_all(void);
 
 #endif
