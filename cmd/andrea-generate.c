@@ -438,6 +438,7 @@ int main(int argc, char **argv)
 							cfg->n_head,
 							cfg->d_model / cfg->n_head,
 							g.engine, NULL));
+		cli_refuse_terminal(&c, g.capture_path);
 		if (at_writer_open(&g.cw, g.capture_path, &c.wopts) < 0)
 			cli_fail(g.cw.err);
 		capture_to(&g.cap, &g.cw);

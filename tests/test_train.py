@@ -549,6 +549,48 @@ def test_several_ranks_need_the_gpu(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_outputs_that_cannot_hold_the_run_are_refused_first(tmp_path):
+    """-o or the checkpoint that is a directory, the training data itself or
+    a terminal, and -o a device with the checkpoint left to be put beside
+    it, are refused before any work, with nothing written."""
+    data = tmp_path / "d.txt"
+    data.write_bytes(b"the cat sat on the mat. " * 200)
+    (tmp_path / "dir").mkdir()
+    common = ["--config", "tiny", "--data", data, "--steps", 2, "--seq", 16]
+    before = sorted(os.listdir(tmp_path))
+    for args, says in [
+            (["-o", tmp_path / "dir"], "is a directory"),
+            (["-o", data], "is the training data"),
+            (["-o", tmp_path / "m.ats", "--checkpoint", data],
+             "the checkpoint"),
+            (["-o", "/dev/null"], "name the checkpoint with --checkpoint")]:
+        p = run("train", *common, *args, check=2)
+        assert says in one_line_error(p, "train")
+        assert sorted(os.listdir(tmp_path)) == before
+    assert data.read_bytes() == b"the cat sat on the mat. " * 200
+    run("train", *common, "-o", "/dev/null", "--checkpoint",
+        tmp_path / "c.ats", check=0)
+    assert sorted(os.listdir(tmp_path)) == sorted(before + ["c.ats"])
+    master, slave = os.openpty()
+    try:
+        tty = os.ttyname(slave)
+        p = run("train", *common, "-o", tty, "--checkpoint",
+                tmp_path / "c2.ats", check=1)
+        assert one_line_error(p, "train").endswith(
+            f"{tty}: refusing to write binary data to a terminal (use -f)")
+        # andrea-generate takes no -f, and says none
+        model = tmp_path / "m.ats"
+        run("train", "--config", "tiny", "--steps", 0, "-o", model, check=0)
+        for opts in (["--logits", tty],
+                     ["--capture", "x", "--capture-file", tty]):
+            p = run("generate", "-m", model, "-n", 2, *opts, check=1)
+            assert one_line_error(p, "generate").endswith(
+                f"{tty}: refusing to write binary data to a terminal")
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 def test_bad_data_fails_with_one_line(tmp_path):
     data = tokens_file(tmp_path, [1, 2, 300])
     p = run("train", "--config", "tiny", "--data", data, "--seq", 1,

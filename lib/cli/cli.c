@@ -318,16 +318,26 @@ static void widen_pipe(int fd)
 #endif
 }
 
+void cli_refuse_terminal(const cli_common *c, const char *path)
+{
+	/* O_NONBLOCK: a fifo without a reader fails at once (and is no
+	 * terminal) rather than blocking here */
+	int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return;
+	int tty = isatty(fd);
+	close(fd);
+	if (tty && !c->force)
+		cli_die("%s: refusing to write binary data to a terminal%s", path,
+			cli_takes_force ? " (use -f)" : "");
+}
+
 void cli_open_output(cli_common *c, at_writer *w)
 {
 	if (c->output && strcmp(c->output, "-") != 0) {
+		cli_refuse_terminal(c, c->output);
 		if (at_writer_open(w, c->output, &c->wopts) < 0)
 			cli_fail(w->err);
-		if (isatty(fileno(w->f)) && !c->force) {
-			at_writer_abort(w);
-			cli_die("%s: refusing to write binary data to a terminal "
-				"(use -f)", c->output);
-		}
 	} else {
 		if (isatty(STDOUT_FILENO) && !c->force)
 			cli_die("refusing to write binary data to a terminal "

@@ -69,6 +69,9 @@ int cli_choice(const char *arg, const char *const *names, int n,
 /* Opens the output stream: -o FILE (atomically) or stdout, refusing a
  * terminal without -f.  A later cli_die removes a partly written file. */
 void cli_open_output(cli_common *c, at_writer *w);
+/* Dies where path names a terminal and -f was not given: for streams
+ * written by name (-o, --capture-file, a checkpoint). */
+void cli_refuse_terminal(const cli_common *c, const char *path);
 /* Writes the end record, flushes and reports a write error. */
 void cli_finish_output(at_writer *w);
 /* Flushes stdout for text output, reporting a write error (a full disk). */

@@ -256,13 +256,45 @@ static void step(trainer *tr, tr_step_out *r)
 
 /* The checkpoint's path: --checkpoint, or MODEL.ckpt; a fresh run must
  * not overwrite one without -f. */
+/* Whether a and b name one file that exists. */
+static int same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Refuses an output that cannot hold what is written to it before any
+ * work: a directory, a terminal, the training data itself. */
+static void check_output(const train_options *o, const char *path,
+			 const char *what)
+{
+	struct stat sb;
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+		cli_usage_error("%s %s is a directory", what, path);
+	if (same_file(path, o->data))
+		cli_usage_error("%s %s is the training data (--data)", what,
+				path);
+	cli_refuse_terminal(&o->c, path);
+}
+
 void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 {
-	if (o->checkpoint)
-		snprintf(ckpt, len, "%s", o->checkpoint);
-	else
-		snprintf(ckpt, len, "%s.ckpt", o->c.output);
 	struct stat sb;
+	check_output(o, o->c.output, "-o");
+	if (o->checkpoint) {
+		snprintf(ckpt, len, "%s", o->checkpoint);
+	} else {
+		/* MODEL.ckpt beside a device or a fifo would be a stray file */
+		if (o->data && stat(o->c.output, &sb) == 0 &&
+		    !S_ISREG(sb.st_mode))
+			cli_usage_error("-o %s is not a regular file: name the "
+					"checkpoint with --checkpoint",
+					o->c.output);
+		snprintf(ckpt, len, "%s.ckpt", o->c.output);
+	}
+	if (o->data)
+		check_output(o, ckpt, "the checkpoint");
 	if (!o->resume && o->data && !o->c.force && stat(ckpt, &sb) == 0)
 		cli_die("%s exists: --resume continues its run, -f replaces it",
 			ckpt);
