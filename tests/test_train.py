@@ -646,6 +646,18 @@ def test_a_run_says_what_it_did_and_keeps_its_checkpoint(tmp_path):
     assert p.stderr.decode() == (f"andrea-train: {out}.ckpt is at step 3 of 3: "
                                  f"nothing to do (a larger --steps continues "
                                  f"it); wrote {out}\n")
+    # a --stop-at behind the checkpoint, and a fresh --steps 0 (no step, so
+    # no checkpoint), say so
+    p = run("train", "--resume", *common, "--steps", 5, "--stop-at", 1,
+            check=0)
+    assert p.stderr.decode() == (f"andrea-train: {out}.ckpt is at step 3, "
+                                 f"past --stop-at 1: nothing to do; wrote "
+                                 f"{out}\n")
+    fresh = tmp_path / "z.ats"
+    p = run("train", "-m", model, *common[:-1], fresh, "--steps", 0, check=0)
+    assert p.stderr.decode() == (f"andrea-train: --steps 0: nothing to "
+                                 f"train; wrote {fresh}\n")
+    assert not os.path.exists(f"{fresh}.ckpt")
 
 
 def test_the_schedule_is_the_formula_of_the_page_and_eval_every_is_kept(tmp_path):

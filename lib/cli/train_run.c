@@ -381,6 +381,13 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 	else if (rep->steps_run)
 		train_report_end(rep, tr.eng, st->step, st->h.steps, o->c.output,
 				 tr.ckpt);
+	else if (!o->resume) /* --steps 0: no step, so no checkpoint */
+		fprintf(stderr, "%s: --steps 0: nothing to train; wrote %s\n",
+			cli_prog, o->c.output);
+	else if (st->step < st->h.steps)
+		fprintf(stderr, "%s: %s is at step %ld, past --stop-at %ld: "
+			"nothing to do; wrote %s\n", cli_prog, tr.ckpt,
+			st->step, o->stop_at, o->c.output);
 	else
 		fprintf(stderr, "%s: %s is at step %ld of %ld: nothing to do (a "
 			"larger --steps continues it); wrote %s\n", cli_prog,
