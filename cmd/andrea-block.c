@@ -120,6 +120,7 @@ static void load_blocks(block_ctx *b)
 			want[l] = 1;
 			b->order[b->n_blocks++] = l;
 		}
+	capture_check_run(&b->cap, want, n_layer);
 	if (at_weights_load(&b->weights, &b->model, AT_LOAD_LAYERS, want, err,
 			    sizeof err) < 0)
 		cli_die("%s", err);

@@ -35,9 +35,11 @@ int main(int argc, char **argv)
 	    !cfg->vocab)
 		cli_die("%s: the model's shape is unknown (no config record)",
 			m.path);
+	char err[1200];
+	if (at_model_check_held(&m, cfg->n_layer, err, sizeof err) < 0) /* before DIR */
+		cli_die("%s", err);
 	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
 		cli_die("%s: %s", dir, strerror(errno));
-	char err[1200];
 	at_tokenizer *tok = cli_tokenizer(&m);
 	if (at_gpt2_export(&m, dir, err, sizeof err) < 0 ||
 	    (at_tok_is_bpe(tok) &&

@@ -139,6 +139,31 @@ def test_bad_capture_and_ablate_options(tmp_path, args, code, says):
     assert says in one_line_error(p, "block")
 
 
+def test_options_aimed_at_layers_block_does_not_run(tmp_path):
+    """-l runs some layers: an --ablate, a --capture listing layers or a
+    --patch record of another layer would change nothing, and is an error
+    naming the option, before any output; a --capture of every layer
+    takes those run."""
+    rng = np.random.default_rng(15)
+    model, _ = full_model(tmp_path, rng, 2, 2, 8, 50, 16)
+    x = pack(tmp_path, [("x", np.zeros((1, 3, 8), np.float32))])
+    caught = run("block", "-m", model, *CPU, "-l", 1, "--capture", "out",
+                 input=x, check=0).stdout
+    patch = tmp_path / "p.ats"
+    patch.write_bytes(caught)
+    for args, says in [
+            (["--ablate", "1.0"], "--ablate 1.0: layer 1 is not among"),
+            (["--capture", "attn:1"], "--capture attn: layer 1 is not among"),
+            (["--patch", patch], "--patch: 'out' of layer 1: the layer is "
+             "not among")]:
+        p = run("block", "-m", model, *CPU, "-l", 0, *args, input=x, check=1)
+        assert says in one_line_error(p, "block") and p.stdout == b""
+    names = [r[0] for r in recs_of(tmp_path, run(
+        "block", "-m", model, *CPU, "-l", 1, "--capture", "attn", input=x,
+        check=0).stdout)]
+    assert names == ["attn", "x"]
+
+
 def test_patching_a_clean_run_into_a_corrupted_one(tmp_path):
     """Every block's x patched from the clean run gives the clean output
     exactly; one head's out patched matches NumPy's run with that head's

@@ -309,6 +309,53 @@ def meminfo():
     return fields
 
 
+def test_a_config_claiming_more_than_its_file_holds(tmp_path):
+    """A model file whose config claims 4096 layers over no parameters (or
+    more than 4096), or a width its parameters do not have, is refused in
+    one line naming the
+    file, under an address-space limit that any attempt to allocate for
+    the claim would break."""
+    cfg = (b"n_layer=4096\nn_head=1\nd_model=8\nctx=16\n"
+           b"vocab=300\n")
+    layers = tmp_path / "layers.ats"
+    layers.write_bytes(atsfmt.stream(
+        atsfmt.record("config", "i32", (0,), b"", attrs=cfg)))
+    absurd = tmp_path / "absurd.ats"
+    absurd.write_bytes(atsfmt.stream(
+        atsfmt.record("config", "i32", (0,), b"",
+                      attrs=cfg.replace(b"4096", b"16777216"))))
+    wide = tmp_path / "wide.ats"
+    wide.write_bytes(atsfmt.stream(
+        atsfmt.record("config", "i32", (0,), b"",
+                      attrs=cfg.replace(b"4096", b"1")
+                      .replace(b"d_model=8", b"d_model=16777216")),
+        atsfmt.record("wte", "f32", (300, 8), bytes(300 * 8 * 4))))
+    for model, says in [(layers, "config: n_layer=4096 but the file holds "
+                         "0 layers"),
+                        (absurd, "config: n_layer missing or not in "
+                         "1..4096"),
+                        (wide, "config: d_model=16777216 but the parameters "
+                         "are 8 wide")]:
+        for args in (["generate", "-m", model, "-n", 1],
+                     ["export", "-m", model, tmp_path / "hf"],
+                     ["train", "-m", model, "--steps", 0, "-o",
+                      tmp_path / "o.ats"],
+                     ["block", "-m", model, "-l", 0]):
+            def limit():
+                import resource
+                if not asan(args[0]):
+                    resource.setrlimit(resource.RLIMIT_AS, (GiB, GiB))
+            p = subprocess.run([tool(args[0]), *map(str, args[1:])],
+                               input=b"", capture_output=True,
+                               env=clean_env(), preexec_fn=limit, timeout=120)
+            assert p.returncode == 1, (args, p.stderr)
+            line = one_line_error(p, args[0])
+            assert line.startswith(f"andrea-{args[0]}: {model}: ") and \
+                says in line, line
+    assert sorted(os.listdir(tmp_path)) == ["absurd.ats", "layers.ats",
+                                            "wide.ats"]
+
+
 def test_more_than_memory_is_refused_up_front():
     info = meminfo()
     if "MemAvailable" not in info:

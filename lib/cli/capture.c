@@ -340,6 +340,29 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 	return &c->hook;
 }
 
+void capture_check_run(const capture *c, const unsigned char *run, int L)
+{
+	for (int i = 0; i < c->n_ablate; i++)
+		if (c->ablate[i].layer < L && !run[c->ablate[i].layer])
+			cli_die("--ablate %d.%d: layer %d is not among the blocks "
+				"-l runs", c->ablate[i].layer, c->ablate[i].head,
+				c->ablate[i].layer);
+	for (int i = 0; i < c->n_spec; i++)
+		for (int k = 0; c->spec[i].listed_layers && k < L; k++)
+			if (c->spec[i].layer[k] && !run[k])
+				cli_die("--capture %s: layer %d is not among the "
+					"blocks -l runs",
+					capture_names[c->spec[i].name], k);
+	for (int i = 0; i < c->n_patch; i++) {
+		long l;
+		const at_tensor *p = &c->patch[i];
+		if (at_attr_long(&p->attrs, "layer", &l) == 0 && l >= 0 &&
+		    l < L && !run[l])
+			cli_die("--patch: '%s' of layer %ld: the layer is not "
+				"among the blocks -l runs", p->name, l);
+	}
+}
+
 void capture_to(capture *c, at_writer *w)
 {
 	c->w = w;

@@ -61,7 +61,8 @@ void train_load_model(const train_options *o, tr_model *m)
 	char err[700];
 	if (at_model_open(&src, o->c.model, o->c.seed, o->over.n_head,
 			  &o->c.ropts, err, sizeof err) < 0 ||
-	    at_model_need_heads(&src, err, sizeof err) < 0)
+	    at_model_need_heads(&src, err, sizeof err) < 0 ||
+	    at_model_check_held(&src, src.cfg.n_layer, err, sizeof err) < 0)
 		cli_die("%s", err);
 	at_config cfg = src.cfg;
 	if (!cfg.n_layer || !cfg.d_model || !cfg.ctx || !cfg.vocab)

@@ -118,6 +118,8 @@ int at_gpt2_export(const at_model *m, const char *dir, char *err,
 		    "Debian's libjansson-dev, then make again)", dir);
 #else
 	const at_config *cfg = &m->cfg;
+	if (at_model_check_held(m, cfg->n_layer, err, errlen) < 0)
+		return -1;
 	uint64_t C = (uint64_t)cfg->d_model, V = (uint64_t)cfg->vocab;
 	int L = cfg->n_layer, cap = 16 * L + 8, tied = !at_model_has(m, "lm_head");
 	export_set x = {calloc((size_t)cap, sizeof *x.t),

@@ -8,6 +8,7 @@
 #include "stream/stream.h"
 
 #define CONFIG_MAX (1 << 24) /* the largest value of a config field */
+#define LAYERS_MAX 4096      /* ... and of n_layer (andrea-block's -l too) */
 
 static const struct {
 	const char *name;
@@ -54,10 +55,10 @@ static int config_from_attrs(const at_attrs *a, at_config *c, char *err,
 	static const char *keys[] = {"n_layer", "n_head", "d_model", "ctx", "vocab"};
 	int *fields[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
 	for (int i = 0; i < 5; i++) {
-		long v;
-		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > CONFIG_MAX) {
-			snprintf(err, errlen, "config: %s missing or not in 1..%d",
-				 keys[i], CONFIG_MAX);
+		long v, max = i == 0 ? LAYERS_MAX : CONFIG_MAX;
+		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > max) {
+			snprintf(err, errlen, "config: %s missing or not in 1..%ld",
+				 keys[i], max);
 			return -1;
 		}
 		*fields[i] = (int)v;
@@ -123,6 +124,29 @@ static int holds_a_model(const at_model *m)
 	return 0;
 }
 
+/* Whether the config record's width agrees with the parameters the file
+ * holds (got: what their shapes say, 0 where they say nothing): one that
+ * claims a wider model would size allocations for what is not there. */
+static int config_agrees(const at_model *m, const at_config *got, char *err,
+			 size_t errlen)
+{
+	if (!got->d_model || got->d_model == m->cfg.d_model)
+		return 1;
+	snprintf(err, errlen, "%s: config: d_model=%d but the parameters are "
+		 "%d wide", m->path, m->cfg.d_model, got->d_model);
+	return 0;
+}
+
+int at_model_check_held(const at_model *m, int need, char *err,
+			size_t errlen)
+{
+	if (m->seeded || m->layers_held >= need)
+		return 0;
+	snprintf(err, errlen, "%s: config: n_layer=%d but the file holds %d "
+		 "layers", m->path, m->cfg.n_layer, m->layers_held);
+	return -1;
+}
+
 int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 		  const at_read_opts *ro, char *err, size_t errlen)
 {
@@ -180,6 +204,7 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	}
 	free(h);
 	at_reader_close(&r);
+	m->layers_held = inferred.n_layer;
 	if (!holds_a_model(m)) {
 		snprintf(err, errlen, "%s is not a model file: none of its %d "
 			 "records (the first '%s') is a model's (andrea-model(5))",
@@ -190,6 +215,9 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	if (!m->has_config) {
 		m->cfg = inferred;
 		m->cfg.n_head = heads > 0 ? heads : 0;
+	} else if (!config_agrees(m, &inferred, err, errlen)) {
+		at_model_close(m);
+		return -1;
 	} else if (heads > 0 && heads != m->cfg.n_head) {
 		snprintf(err, errlen, "--heads %d: %s's config says n_head=%d", heads,
 			 path, m->cfg.n_head);

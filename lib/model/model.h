@@ -35,6 +35,7 @@ typedef struct {
 	int seeded;      /* no file: parameters come from the generator */
 	uint64_t seed;
 	int has_config;  /* the file carried a config record */
+	int layers_held; /* 1 + the highest layer with a record in the file */
 	char path[4096];
 	at_model_entry *entries;
 	int n_entries;
@@ -78,6 +79,12 @@ int at_param_optional(const char *name);
 int at_model_need_heads(const at_model *m, char *err, size_t errlen);
 int at_model_check_layer(const at_model *m, int layer, char *err,
 			 size_t errlen);
+/* Checks, before the parameters are allocated, that a file holds layers
+ * 0..need-1 at least as far as its records go (a config of n_layer=4096
+ * over no parameters would otherwise size allocations for them); need is
+ * cfg.n_layer for a tool that reads every layer. */
+int at_model_check_held(const at_model *m, int need, char *err,
+			size_t errlen);
 /* Makes a tokens tensor of rank 1, [T], the batch of one row [1,T]. */
 void at_tokens_as_batch(at_tensor *t);
 /* Checks tokens [B,T] for a model of cfg: T within the context (when the

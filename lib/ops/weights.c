@@ -80,7 +80,13 @@ int at_weights_load(at_loaded *lw, const at_model *m, int what,
 	const at_config *cfg = &m->cfg;
 	int L = cfg->n_layer > 0 ? cfg->n_layer : 0;
 	uint64_t C = (uint64_t)cfg->d_model, V = (uint64_t)cfg->vocab;
+	int need = 0; /* 1 + the highest layer read: a partial file will do */
+	for (int l = 0; (what & AT_LOAD_LAYERS) && l < L; l++)
+		if (!layers || layers[l])
+			need = l + 1;
 	memset(lw, 0, sizeof *lw);
+	if (at_model_check_held(m, need, err, errlen) < 0)
+		return -1;
 	lw->t = calloc((size_t)L * 16 + 5, sizeof *lw->t);
 	lw->layer = calloc((size_t)L + 1, sizeof *lw->layer);
 	if (!lw->t || !lw->layer) {
