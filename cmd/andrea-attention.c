@@ -25,7 +25,7 @@ static void attention_run(at_filter *f, at_tensor *in, at_writer *w)
 	const at_tensor *q = &in[0];
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
-	double scale = stage_scale_of(&a->scale, D);
+	double scale = stage_scale_of(f, &a->scale, D);
 	at_tensor out, lse = {0};
 	if (at_tensor_init(&out, "out", AT_F32, 4, q->dims) < 0 ||
 	    (a->lse && at_tensor_init(&lse, "lse", AT_F32, 3, q->dims) < 0))

@@ -29,7 +29,7 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_filter_expect_like(f, 1, k, q);
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
-	double scale = stage_scale_of(&s->scale, D);
+	double scale = stage_scale_of(f, &s->scale, D);
 	at_tensor out = {.dtype = AT_F32, .rank = 4,
 			 .dims = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T}};
 	snprintf(out.name, sizeof out.name, "scores");

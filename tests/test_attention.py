@@ -137,6 +137,16 @@ def test_bad_input_is_one_line_naming_the_record(tmp_path):
         assert msg in one_line_error(r, "attention"), msg
     r = run("attention", "--scale", "1", "--no-scale", input=b"", check=2)
     assert "give --scale or --no-scale once" in one_line_error(r, "attention")
+    # heads of no values have no 1/sqrt(D), unless a scale is given
+    q0 = np.zeros((1, 2, 3, 0), np.float32)
+    s0 = pack(tmp_path, [("q", q0), ("k", q0), ("v", q0)])
+    for prog in ("attention", "scores"):
+        r = run(prog, input=s0, check=1)
+        assert "record 1 'q': D=0: a head of no values has no 1/sqrt(D)" \
+            in one_line_error(r, prog)
+    got = unpack(tmp_path, run("scores", "--no-scale", input=s0,
+                               check=0).stdout)["scores"]
+    assert got.shape == (1, 2, 3, 3) and not got.any()
 
 
 def test_a_context_of_8192_runs_as_the_page_shows(tmp_path):

@@ -212,7 +212,10 @@ void stage_scale_opt(void *to, const char *arg, const char *what)
 				"become %s)", arg, isinf(f) ? "an infinity" : "0");
 }
 
-double stage_scale_of(const stage_scale *s, int D)
+double stage_scale_of(at_filter *f, const stage_scale *s, int D)
 {
+	if (!s->fixed && D == 0)
+		at_filter_die(f, 0, "D=0: a head of no values has no 1/sqrt(D) "
+			      "scale (--scale or --no-scale gives one)");
 	return s->fixed ? s->scale : 1.0 / sqrt((double)D);
 }

@@ -5,6 +5,7 @@
 #define ANDREA_STAGE_H
 
 #include "cli/cli.h"
+#include "cli/filter.h"
 #include "ops/device.h"
 #include "model/model.h"
 #include "ops/forward.h"
@@ -41,8 +42,9 @@ typedef struct {
 } stage_scale;
 /* The option callback (CLI_CALL_ARG "scale", CLI_CALL "no-scale"). */
 void stage_scale_opt(void *to, const char *arg, const char *what);
-/* The scale for heads of D values: the option's, else 1/sqrt(D). */
-double stage_scale_of(const stage_scale *s, int D);
+/* The scale for q of D values (filter f's input slot 0): the option's,
+ * else 1/sqrt(D), which D = 0 has not (an error naming the record). */
+double stage_scale_of(at_filter *f, const stage_scale *s, int D);
 /* Checks --device and --precision before any input is read: ends the
  * program on a bad device name, or on a precision other than fp32 with
  * --device cpu (auto is decided later, by stage_device_sized). */
