@@ -253,12 +253,6 @@ static int diff_by_name(at_reader *ra, at_reader *rb, const at_tol *tol,
 	return differ;
 }
 
-static void open_input(at_reader *r, const char *path, const at_read_opts *o)
-{
-	if (at_reader_open(r, path, o) < 0)
-		cli_die("%s", r->err);
-}
-
 int main(int argc, char **argv)
 {
 	cli_common c;
@@ -280,12 +274,11 @@ int main(int argc, char **argv)
 		cli_usage_error("expected two operands A and B, got %d (see %s "
 				"--help)", operand.n, cli_prog);
 	const char *path_a = operand.v[0], *path_b = operand.v[1];
-	if (strcmp(path_a, "-") == 0 && strcmp(path_b, "-") == 0)
-		cli_usage_error("A and B cannot both be standard input");
+	cli_stdin_once((const char *const *)operand.v, 2);
 
 	at_reader ra, rb;
-	open_input(&ra, path_a, &c.ropts);
-	open_input(&rb, path_b, &c.ropts);
+	cli_open_input(&c, &ra, path_a);
+	cli_open_input(&c, &rb, path_b);
 	int differ = 0;
 	if (by_name) {
 		differ = diff_by_name(&ra, &rb, &tol, c.ropts.threads);

@@ -192,6 +192,8 @@ int main(int argc, char **argv)
 			"exceed the model's context of %d", n_random,
 			2 * n_random + 1, cfg->ctx);
 	at_tensor t;
+	char label[4400]; /* what stage_check_tokens names */
+	snprintf(label, sizeof label, "%s", operand.n ? operand.v[0] : "<stdin>");
 	if (random)
 		random_tokens(&t, tok, cfg->vocab, n_random, B, seq_seed);
 	else if (list)
@@ -199,9 +201,10 @@ int main(int argc, char **argv)
 	else if (text)
 		cli_tokens_from_text(operand.n ? operand.v[0] : NULL, tok, &t);
 	else
-		cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t);
+		cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t,
+				       label, sizeof label);
 	stage_check_tokens(&model, &t, random ? "--random" : list ? "--tokens" :
-			   operand.n ? operand.v[0] : "<stdin>");
+			   label);
 	B = (int)t.dims[0];
 	int T = (int)t.dims[1], L = cfg->n_layer, H = cfg->n_head, V = cfg->vocab;
 	at_loaded wts;

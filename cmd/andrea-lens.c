@@ -163,8 +163,10 @@ int main(int argc, char **argv)
 	if (K > V)
 		K = V;
 	at_tensor t;
-	cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t);
-	stage_check_tokens(&model, &t, operand.n ? operand.v[0] : "<stdin>");
+	char label[4400];
+	cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t, label,
+			       sizeof label);
+	stage_check_tokens(&model, &t, label);
 	int B = (int)t.dims[0], T = (int)t.dims[1];
 	at_loaded wts;
 	at_fwd *e = stage_whole_model(&c, &model, &wts, (double)B * T, T,

@@ -186,6 +186,7 @@ int main(int argc, char **argv)
 	if (!clean_path || !corrupt_path || !answer_arg || !wrong_arg)
 		cli_usage_error("--clean, --corrupted, --answer and --wrong are "
 				"all needed (see %s --help)", cli_prog);
+	cli_stdin_once((const char *[]){clean_path, corrupt_path}, 2);
 	int heads = strcmp(sweep, "heads") == 0;
 	if (!heads && strcmp(sweep, "positions") != 0)
 		cli_usage_error("--sweep '%s': expected heads or positions", sweep);
@@ -199,13 +200,16 @@ int main(int argc, char **argv)
 	int V = cfg->vocab, answer = token_id(answer_arg, "--answer", V);
 	int wrong = token_id(wrong_arg, "--wrong", V);
 	at_tensor clean, corrupt;
-	cli_tokens_from_stream(&c, clean_path, &clean);
-	cli_tokens_from_stream(&c, corrupt_path, &corrupt);
+	char clean_label[4400], corrupt_label[4400];
+	cli_tokens_from_stream(&c, clean_path, &clean, clean_label,
+			       sizeof clean_label);
+	cli_tokens_from_stream(&c, corrupt_path, &corrupt, corrupt_label,
+			       sizeof corrupt_label);
 	if (clean.dims[0] != corrupt.dims[0] || clean.dims[1] != corrupt.dims[1])
 		cli_die("%s and %s: the clean and corrupted tokens must have the "
 			"same shape", clean_path, corrupt_path);
-	stage_check_tokens(&model, &clean, clean_path);
-	stage_check_tokens(&model, &corrupt, corrupt_path);
+	stage_check_tokens(&model, &clean, clean_label);
+	stage_check_tokens(&model, &corrupt, corrupt_label);
 	int B = (int)clean.dims[0], T = (int)clean.dims[1];
 	int L = cfg->n_layer, H = cfg->n_head, C = cfg->d_model;
 	int W = heads ? H : T;

@@ -473,6 +473,7 @@ int main(int argc, char **argv)
 		at_model_close(&m);
 	}
 
+	cli_stdin_once((const char *const *)operand.v, operand.n);
 	int nfiles = operand.n, shown = 0;
 	at_tensor keep = {0}; /* the record --png draws */
 	for (int f = 0; f < (nfiles ? nfiles : 1); f++) {

@@ -147,7 +147,7 @@ static int forward_main(train_options *o, const char *path)
 		at_tok_free(bytes);
 	}
 	else
-		cli_tokens_from_stream(&o->c, path, &tok);
+		cli_tokens_from_stream(&o->c, path, &tok, NULL, 0);
 	stage_check_device(&o->c, o->precision);
 	double bytes, n = (double)tok.dims[0] * tok.dims[1];
 	double madds = at_fwd_work(m.cfg.d_model, m.cfg.vocab, n, m.cfg.n_layer,

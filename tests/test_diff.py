@@ -7,11 +7,12 @@ recomputed here from the same arrays and parsed back out of the output.
 import math
 import os
 import re
+import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, one_line_error, run
+from conftest import ROOT, one_line_error, run, tool
 
 LINE = re.compile(
     r"^record (\d+) '([^']*)': "
@@ -425,6 +426,22 @@ def test_usage_errors(args):
     p = run("diff", *args, check=2)
     one_line_error(p, "diff")
     assert p.stdout == b""
+
+
+def test_a_terminal_is_no_stream(pk):
+    """As every tool: standard input that is a terminal is refused."""
+    import pty
+    s = pk.stream([("x", np.zeros(3, np.float32))])
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([tool("diff"), "-", s], stdin=slave,
+                           capture_output=True, timeout=60)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert p.returncode == 2
+    assert "<stdin>: refusing to read a stream from a terminal" in \
+        one_line_error(p, "diff")
 
 
 def test_bad_environment_is_exit_2(pk):

@@ -107,6 +107,18 @@ def test_table_and_bad_input(tmp_path):
     assert "--answer 99: the model has V=20" in one_line_error(p, "patch")
     p = run("patch", "-m", model, "--clean", tmp_path / "a.ats", check=2)
     one_line_error(p, "patch")
+    p = run("patch", "-m", model, "--clean", "-", "--corrupted", "-",
+            "--answer", 1, "--wrong", 2, *CPU, input=b"", check=2)
+    assert "standard input (-) can be read only once" in \
+        one_line_error(p, "patch")
+    bad = tmp_path / "bad.ats"
+    bad.write_bytes(pack(tmp_path, [("x", np.zeros(1, np.float32)),
+                                    ("tokens", np.array([[1, -5, 3]],
+                                                        np.int32))]))
+    p = run("patch", "-m", model, "--clean", tmp_path / "a.ats", "--corrupted",
+            bad, "--answer", 1, "--wrong", 2, *CPU, check=1)
+    assert f"{bad}: record 2 'tokens': token -5 at [0,1]" in \
+        one_line_error(p, "patch")
     p = run("patch", "-m", model, "--clean", tmp_path / "a.ats", "--corrupted",
             tmp_path / "c.ats", "--answer", 1, "--wrong", 2, "--device", "bogus",
             check=2)

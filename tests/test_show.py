@@ -568,6 +568,13 @@ def test_bad_stream_keeps_earlier_records(tmp_path):
     one_line_error(p, "show")
 
 
+def test_standard_input_is_read_once(tmp_path):
+    p = show("-", "-", input=pack(tmp_path, a=np.ones(2, np.float32)),
+             check=2)
+    assert "standard input (-) can be read only once, and 2 inputs name it" \
+        in one_line_error(p, "show")
+
+
 def test_write_error_dev_full(tmp_path):
     f = tmp_path / "x.ats"
     f.write_bytes(pack(tmp_path, x=np.ones((30, 30), np.float32)))

@@ -369,6 +369,16 @@ void cli_finish_text(void)
 
 int cli_takes_force;
 
+void cli_stdin_once(const char *const *paths, int n)
+{
+	int dashes = 0;
+	for (int i = 0; i < n; i++)
+		dashes += paths[i] && strcmp(paths[i], "-") == 0;
+	if (dashes > 1)
+		cli_usage_error("standard input (-) can be read only once, and "
+				"%d inputs name it", dashes);
+}
+
 void cli_open_input(cli_common *c, at_reader *r, const char *path)
 {
 	/* a stream is binary: one typed at a terminal is a mistake, as gzip

@@ -84,7 +84,8 @@ void cli_tokens_from_list(const char *list, at_tensor *t)
 	}
 }
 
-void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t)
+void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t,
+			    char *label, size_t len)
 {
 	at_reader r;
 	at_header h;
@@ -99,6 +100,8 @@ void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t)
 			r.label, h.index);
 	if (at_read_payload(&r, &h, t) < 0)
 		cli_fail(r.err);
+	if (label)
+		snprintf(label, len, "%s: record %d 'tokens'", r.label, h.index);
 	at_reader_close(&r);
 	at_tokens_as_batch(t);
 }

@@ -21,8 +21,10 @@ unsigned char *cli_read_text(const char *path, size_t cap, size_t *n);
  * i32 [1,T]. */
 void cli_tokens_from_text(const char *path, at_tokenizer *tok, at_tensor *t);
 /* The first `tokens` record (i32 [B,T] or [T]) of the stream at path
- * (NULL or "-": stdin), as [B,T]. */
-void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t);
+ * (NULL or "-": stdin), as [B,T]; label (where not NULL) gets "PATH:
+ * record N 'tokens'" for what is said of them later (stage_check_tokens). */
+void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t,
+			    char *label, size_t len);
 /* "1,2,3" as tokens i32 [1,3]; anything else is a usage error. */
 void cli_tokens_from_list(const char *list, at_tensor *t);
 /* tokens [B,T] from the lines of a text file (as cli_tokens_from_text
