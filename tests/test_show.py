@@ -494,6 +494,28 @@ def test_attention_is_drawn_on_a_log_scale_with_the_mask_apart(tmp_path):
         assert row[:i + 1] == level_chars(lv), i
 
 
+def test_captured_rows_keep_their_mask_where_their_queries_are(tmp_path):
+    """Rows a capture kept (positions=2-3,6 of T = 9) hide the keys after
+    their own queries, and the header's min is over what they see."""
+    import stagekit
+    rng = np.random.default_rng(9)
+    T, qs = 9, [2, 3, 6]
+    a = rng.uniform(0.1, 1, (1, 1, len(qs), T)).astype(np.float32)
+    for r, q in enumerate(qs):
+        a[0, 0, r, q + 1:] = 0
+    stream = stagekit.pack(tmp_path, [("attn", a)],
+                           ["attn:mask=causal", "attn:positions=2-3,6"])
+    p = show("--ascii", "--shade", "linear", input=stream)
+    rows = ascii_rows(p)
+    for r, q in enumerate(qs):
+        assert rows[r][q + 1:] == "_" * (T - 1 - q), (r, rows[r])
+        assert "_" not in rows[r][:q + 1], (r, rows[r])
+    seen = np.concatenate([a[0, 0, r, :q + 1] for r, q in enumerate(qs)])
+    head = dict(f.split("=", 1) for f in text(p).splitlines()[0].split()
+                if "=" in f)
+    assert np.float32(head["min"]) == seen.min()
+
+
 def test_range_and_sqrt_place_values_where_the_formula_says(tmp_path):
     x = np.linspace(-1, 3, 24, dtype=np.float32).reshape(2, 12)
     for args, level in (

@@ -20,7 +20,7 @@ static const char *hook_name(const char *name, int layer)
 }
 
 /* The positions --patch FILE@POSITIONS gave record i, or NULL. */
-static const capture_positions *patch_selection(const capture *c, int i)
+static const at_positions *patch_selection(const capture *c, int i)
 {
 	for (int f = c->n_patch_files - 1; f >= 0; f--)
 		if (i >= c->patch_first[f])
@@ -47,8 +47,8 @@ static size_t *record_positions(const at_tensor *p, size_t T_rec)
 	const char *attr = at_attr_get(&p->attrs, "positions");
 	if (!attr)
 		return NULL;
-	capture_positions ps;
-	if (capture_parse_positions(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
+	at_positions ps;
+	if (at_positions_parse(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
 		cli_die("--patch: '%s' of layer %s: bad positions attribute '%s'",
 			p->name, at_attr_get(&p->attrs, "layer"), attr);
 	size_t *pos = malloc((T_rec + 1) * sizeof *pos), n = 0;
@@ -71,7 +71,7 @@ static size_t *record_positions(const at_tensor *p, size_t T_rec)
 /* Puts patch p (the whole activation, or head `head` of it; every
  * position, or those of its positions attribute) into data where sel
  * (NULL: all) has the position, or dies where the shapes disagree. */
-static void patch_in(const at_tensor *p, const capture_positions *sel,
+static void patch_in(const at_tensor *p, const at_positions *sel,
 		     float *data, int rank, const uint64_t *dims)
 {
 	long head = -1;
@@ -104,7 +104,7 @@ static void patch_in(const at_tensor *p, const capture_positions *sel,
 			float *dst = data + (b * run.H + to_h) * run.T * run.X;
 			for (size_t r = 0; r < rec.T; r++) {
 				size_t t = pos ? pos[r] : r;
-				if (!sel || capture_has_position(sel, t))
+				if (!sel || at_positions_has(sel, t))
 					memcpy(dst + t * run.X, src + r * rec.X,
 					       rec.X * sizeof *dst);
 			}
@@ -115,11 +115,11 @@ static void patch_in(const at_tensor *p, const capture_positions *sel,
 /* Head h of a [B,H,T,X] activation zeroed, set to its mean over b, or
  * to ref [T,X] (a reference run's mean), at the positions of sel. */
 static void knock_out(float *data, const uint64_t *dims, int h, int mean,
-		      const float *ref, const capture_positions *sel)
+		      const float *ref, const at_positions *sel)
 {
 	size_t B = dims[0], H = dims[1], T = dims[2], X = dims[3];
 	for (size_t t = 0; t < T; t++) {
-		if (!capture_has_position(sel, t))
+		if (!at_positions_has(sel, t))
 			continue;
 		for (size_t i = t * X; i < (t + 1) * X; i++) {
 			double sum = 0.0;
@@ -133,16 +133,16 @@ static void knock_out(float *data, const uint64_t *dims, int h, int mean,
 }
 
 /* The positions of sel below T written as ranges into buf; how many. */
-static size_t positions_attr(const capture_positions *sel, size_t T,
+static size_t positions_attr(const at_positions *sel, size_t T,
 			     char *buf, size_t len)
 {
 	size_t n = 0, at = 0;
 	buf[0] = '\0';
 	for (size_t t = 0; t < T; t++) {
-		if (!capture_has_position(sel, t))
+		if (!at_positions_has(sel, t))
 			continue;
 		size_t end = t;
-		while (end + 1 < T && capture_has_position(sel, end + 1))
+		while (end + 1 < T && at_positions_has(sel, end + 1))
 			end++;
 		int w = end > t ? snprintf(buf + at, len - at, "%s%zu-%zu",
 					   at ? "," : "", t, end)
@@ -201,7 +201,7 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 		for (size_t b = 0; b < a.B; b++)
 			for (size_t h = h0; h < h0 + heads; h++)
 				for (size_t tt = 0; tt < a.T; tt++)
-					if (capture_has_position(&s->pos, tt)) {
+					if (at_positions_has(&s->pos, tt)) {
 						memcpy(to, data + ((b * a.H + h) * a.T + tt) * a.X,
 						       a.X * sizeof *to);
 						to += a.X;

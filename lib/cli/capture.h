@@ -31,20 +31,14 @@
 
 #include <stdint.h>
 
+#include "core/positions.h"
 #include "ops/forward.h"
 #include "ops/prenorm.h"
 #include "stream/stream.h"
 
 #define CAPTURE_MAX 64      /* --capture and --ablate options at most */
 #define CAPTURE_INDICES 4096 /* layers or heads a list may name */
-#define CAPTURE_RANGES 32    /* ranges of one list of positions */
 #define CAPTURE_MAX_POSITION (1 << 24)
-
-/* Positions as ranges lo..hi (both included); n = 0: every position. */
-typedef struct {
-	int n;
-	int lo[CAPTURE_RANGES], hi[CAPTURE_RANGES];
-} capture_positions;
 
 /* The names --capture takes, in the order a block computes them, then
  * NULL. */
@@ -55,7 +49,7 @@ typedef struct {
 	unsigned char layer[CAPTURE_INDICES], head[CAPTURE_INDICES];
 	int heads_given;
 	int listed_layers, listed_heads; /* named, not "all": checked */
-	capture_positions pos;
+	at_positions pos;
 } capture_spec;
 
 typedef struct {
@@ -63,7 +57,7 @@ typedef struct {
 	int n_spec;
 	struct {
 		int layer, head, mean;
-		capture_positions pos;
+		at_positions pos;
 		float *ref;        /* :mean=FILE: the reference's mean, [T,D] */
 		uint64_t ref_T, ref_D;
 	} ablate[CAPTURE_MAX];
@@ -72,7 +66,7 @@ typedef struct {
 	int n_patch;
 	/* each --patch FILE: its first record and its @POSITIONS */
 	int patch_first[CAPTURE_MAX], n_patch_files;
-	capture_positions patch_pos[CAPTURE_MAX];
+	at_positions patch_pos[CAPTURE_MAX];
 	int decoding;                  /* set by the caller: the engine decodes */
 	int blocks_only;               /* ... it runs no embedding or head */
 	at_attrs tag;                  /* added to every record (step, row) */
@@ -83,13 +77,6 @@ typedef struct {
 	const at_hook *next;           /* the caller's own, after these */
 } capture;
 
-/* Positions of a list ("3", "0-2,5") of s[0..len), each end at most max;
- * -1 for bad syntax, more than CAPTURE_RANGES ranges or over 100
- * characters. */
-int capture_parse_positions(const char *s, size_t len, long max,
-			    capture_positions *ps);
-/* Whether ps (n = 0: every position) holds t. */
-int capture_has_position(const capture_positions *ps, size_t t);
 /* Whether name is among the n of set; CAPTURE_AMONG for an array. */
 int capture_among(const char *name, const char *const *set, size_t n);
 #define CAPTURE_AMONG(name, set) capture_among(name, set, sizeof set / sizeof *set)

@@ -40,34 +40,6 @@ static size_t list_len(const char *s)
 /* A list of s[0..len) as ranges ("3", "0-2,5"), each end at most max;
  * -1 for bad syntax, too many ranges, or a list too long for a record's
  * attribute (positions=). */
-int capture_parse_positions(const char *s, size_t len, long max,
-			   capture_positions *ps)
-{
-	const char *p = s, *end = s + len;
-	ps->n = 0;
-	if (len > 100)
-		return -1;
-	while (p < end) {
-		char *q;
-		long lo = strtol(p, &q, 10), hi = lo;
-		if (q == p || lo < 0 || lo > max || ps->n == CAPTURE_RANGES)
-			return -1;
-		if (q < end && *q == '-') {
-			p = q + 1;
-			hi = strtol(p, &q, 10);
-			if (q == p || hi < lo || hi > max)
-				return -1;
-		}
-		ps->lo[ps->n] = (int)lo, ps->hi[ps->n] = (int)hi, ps->n++;
-		if (q < end && *q != ',')
-			return -1;
-		p = q + (q < end);
-		if (q < end && p == end)
-			return -1; /* a trailing comma */
-	}
-	return ps->n ? 0 : -1;
-}
-
 /* "3", "0-2,5", "all" of s[0..len) into the set (all: every index); 1
  * for a list of indices, 0 for all, -1 for bad syntax. */
 static int parse_list(const char *s, size_t len, unsigned char *set)
@@ -76,36 +48,26 @@ static int parse_list(const char *s, size_t len, unsigned char *set)
 		memset(set, 1, CAPTURE_INDICES);
 		return 0;
 	}
-	capture_positions ps;
-	if (capture_parse_positions(s, len, CAPTURE_INDICES - 1, &ps) < 0)
+	at_positions ps;
+	if (at_positions_parse(s, len, CAPTURE_INDICES - 1, &ps) < 0)
 		return -1;
 	for (int r = 0; r < ps.n; r++)
 		memset(set + ps.lo[r], 1, (size_t)(ps.hi[r] - ps.lo[r] + 1));
 	return 1;
 }
 
-int capture_has_position(const capture_positions *ps, size_t t)
-{
-	if (!ps->n)
-		return 1;
-	for (int i = 0; i < ps->n; i++)
-		if ((size_t)ps->lo[i] <= t && t <= (size_t)ps->hi[i])
-			return 1;
-	return 0;
-}
-
 /* "@POSITIONS" at s (or nothing) into ps: the rest of s after it. */
-static const char *positions_opt(const char *s, capture_positions *ps,
+static const char *positions_opt(const char *s, at_positions *ps,
 				 const char *what, const char *arg)
 {
 	ps->n = 0;
 	if (*s != '@')
 		return s;
 	size_t len = list_len(s + 1);
-	if (capture_parse_positions(s + 1, len, CAPTURE_MAX_POSITION, ps) < 0)
+	if (at_positions_parse(s + 1, len, CAPTURE_MAX_POSITION, ps) < 0)
 		cli_usage_error("%s '%s': expected @POSITIONS like @5, @0-3,7 (at "
 				"most %d ranges, 100 characters)", what, arg,
-				CAPTURE_RANGES);
+				AT_POSITION_RANGES);
 	return s + 1 + len;
 }
 
@@ -219,13 +181,13 @@ void patch_opt(void *ctx, const char *arg, const char *what)
 		cli_usage_error("%s: more than %d of them", what, CAPTURE_MAX);
 	/* FILE[@POSITIONS]: the last '@' that starts a list of positions */
 	const char *at = strrchr(arg, '@');
-	capture_positions sel = {0};
+	at_positions sel = {0};
 	char *path = strdup(arg);
 	if (!path)
 		cli_die("out of memory");
 	/* a file of that whole name is that file */
 	if (at && at[1] && access(arg, F_OK) != 0 &&
-	    capture_parse_positions(at + 1, strlen(at + 1), CAPTURE_MAX_POSITION, &sel) == 0)
+	    at_positions_parse(at + 1, strlen(at + 1), CAPTURE_MAX_POSITION, &sel) == 0)
 		path[at - arg] = '\0';
 	else
 		sel.n = 0;

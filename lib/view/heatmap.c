@@ -55,10 +55,28 @@ int hm_check_select(int rank, const uint64_t *dims, const uint64_t *sel,
 	return 0;
 }
 
-/* Whether entry (r, c) of s is one a causal mask hid. */
+/* Whether entry (r, c) of s is one a causal mask hid: a key after row
+ * r's query. */
 static int masked(const hm_slice *s, uint64_t r, uint64_t c)
 {
-	return s->causal && c + s->rows > r + s->cols;
+	if (!s->causal)
+		return 0;
+	if (s->rows_at.n)
+		return (long)c > at_positions_nth(&s->rows_at, r);
+	return c + s->rows > r + s->cols;
+}
+
+/* The queries of t's rows where a capture kept some of them (its
+ * `positions` attribute, naming as many as t has rows); else none. */
+static void rows_of(hm_slice *s, const at_tensor *t)
+{
+	const char *attr = at_attr_get(&t->attrs, "positions");
+	s->rows_at.n = 0;
+	if (!attr || at_positions_parse(attr, strlen(attr), INT_MAX,
+				       &s->rows_at) < 0 ||
+	    at_positions_nth(&s->rows_at, s->rows - 1) < 0 ||
+	    at_positions_nth(&s->rows_at, s->rows) >= 0)
+		s->rows_at.n = 0;
 }
 
 void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
@@ -70,6 +88,7 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
 	s->rows = t->rank >= 2 ? t->dims[t->rank - 2] : 1;
 	s->cols = t->rank >= 1 ? t->dims[t->rank - 1] : 1;
 	s->causal = causal;
+	rows_of(s, t);
 	uint64_t stride = s->rows * s->cols;
 	for (int a = lead - 1; a >= 0; a--) {
 		s->base += sel[a] * stride;

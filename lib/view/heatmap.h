@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/positions.h"
 #include "core/tensor.h"
 
 /* Text characters, low to high, and for the values off the ramp. */
@@ -43,6 +44,9 @@ typedef struct {
 	uint64_t base;       /* flat index of the slice's first element */
 	uint64_t rows, cols;
 	int causal;          /* entries j > i + cols - rows are masked */
+	at_positions rows_at; /* the rows' queries (a capture's `positions`;
+			       * n = 0: the last rows of the cols), which
+			       * the causal mask follows */
 	int any_finite;
 	double lo, hi;       /* finite minimum and maximum (visible entries) */
 	double min_pos;      /* smallest positive value, 0 if none */
