@@ -45,6 +45,7 @@ typedef struct {
 	hm_shade shade;
 	int ranged;              /* --range given */
 	double range[2];
+	char where[4400];        /* "INPUT: record N 'name'" being drawn */
 } show_opts;
 
 #define ASCII_MAX_ROWS 64
@@ -242,7 +243,7 @@ static int record_maps(const show_opts *o, const at_tensor *t, hm_slice *maps)
 				   o->ranged ? o->range : NULL, maps, err,
 				   sizeof err);
 	if (count < 0)
-		cli_die("record '%s': %s (--shade, --range)", t->name, err);
+		cli_die("%s: %s (--shade, --range)", o->where, err);
 	return count;
 }
 
@@ -320,7 +321,7 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	static hm_slice maps[HM_MAX_PANELS];
 	int count = record_maps(o, t, maps);
 	if (maps[0].rows == 0 || maps[0].cols == 0)
-		cli_die("record '%s' has an empty slice: nothing to draw", t->name);
+		cli_die("%s: an empty slice, nothing to draw", o->where);
 	const hm_slice *ptr[HM_MAX_PANELS];
 	char caption[HM_MAX_PANELS][32];
 	const char *cap[HM_MAX_PANELS];
@@ -451,6 +452,10 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 	if ((o->shade_set || o->ranged) && o->mode != SHOW_ASCII &&
 	    o->mode != SHOW_PNG)
 		cli_usage_error("--shade and --range need --ascii or --png");
+	if (o->shade_set && o->shade == HM_SHADE_LOG && o->ranged &&
+	    !(o->range[0] > 0))
+		cli_usage_error("--shade log --range %g,%g: a log scale needs a "
+				"range above 0", o->range[0], o->range[1]);
 	if (c->model && !o->labels)
 		cli_usage_error("-m gives --labels its tokenizer");
 #ifndef ANDREA_PNG
@@ -508,6 +513,8 @@ int main(int argc, char **argv)
 			at_tensor t;
 			if (at_read_payload(&r, &h, &t) < 0)
 				goto fail;
+			snprintf(o.where, sizeof o.where, "%s: record %d '%s'",
+				 r.label, h.index, h.name);
 			switch (o.mode) {
 			case SHOW_SUMMARY:
 				show_summary(&t);

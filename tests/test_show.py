@@ -568,8 +568,21 @@ def test_scale_options_are_checked(tmp_path):
                  ["--ascii", "--range", "1"], ["--ascii", "--range", "2,1"],
                  ["--shade", "log"], ["--ascii", "--grid"]):
         one_line_error(show(*args, input=s, check=2), "show")
-    p = show("--ascii", "--shade", "log", "--range", "-1,1", input=s, check=1)
-    assert "a log scale needs positive values" in one_line_error(p, "show")
+    p = show("--ascii", "--shade", "log", "--range", "-1,1", input=s, check=2)
+    assert "--shade log --range -1,1: a log scale needs a range above 0" in \
+        one_line_error(p, "show")
+    # a record's own log scale (attn) over values none of which is positive
+    # names the input and the record
+    z = pack(tmp_path, attn=np.zeros((2, 2), np.float32))
+    p = show("--ascii", "--name", "attn", input=z, check=1)
+    assert one_line_error(p, "show").startswith(
+        "andrea-show: <stdin>: record 1 'attn': a log scale needs positive")
+    e = pack(tmp_path, x=np.zeros((0, 3), np.float32))
+    if png_built(tmp_path):
+        p = show("--png", tmp_path / "e.png", input=e, check=1)
+        assert one_line_error(p, "show") == ("andrea-show: <stdin>: record 1 "
+                                             "'x': an empty slice, nothing to "
+                                             "draw")
     if png_built(tmp_path):
         p = show("--png", tmp_path / "x.png", "--grid", input=s, check=1)
         assert "--grid needs a record of 3 axes" in one_line_error(p, "show")
