@@ -254,8 +254,6 @@ static void step(trainer *tr, tr_step_out *r)
 	tr->st.step++;
 }
 
-/* The checkpoint's path: --checkpoint, or MODEL.ckpt; a fresh run must
- * not overwrite one without -f. */
 /* Whether a and b name one file that exists. */
 static int same_file(const char *a, const char *b)
 {
@@ -278,6 +276,9 @@ static void check_output(const train_options *o, const char *path,
 	cli_refuse_terminal(&o->c, path);
 }
 
+/* The checkpoint's path: --checkpoint, or MODEL.ckpt; a fresh run must
+ * not overwrite one without -f, and neither output may be what
+ * check_output refuses. */
 void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 {
 	struct stat sb;
