@@ -14,7 +14,9 @@
 #include "train/engine.h"
 
 /* The checkpoint's path: --checkpoint, or MODEL.ckpt; a fresh run must
- * not overwrite one without -f. */
+ * not overwrite one without -f.  A model or checkpoint that is a
+ * directory, a terminal or the --data file is refused, and so is a
+ * MODEL.ckpt beside a device. */
 void train_checkpoint_path(const train_options *o, char *ckpt, size_t len);
 
 /* The run on `device` (ranks: this process's place among several, or
