@@ -44,7 +44,8 @@ FUZZ_TOOL_LIST := $(foreach t,$(FUZZ_TOOL_IDS),X($t))
 # back to the harness, and the calls that start real work (model, input,
 # output, files) turned into stops (fuzz/fuzz_argv.c).  Only cmd/*.c is
 # compiled so: where a tool hands its work to lib/ (andrea-train's
-# train_run and cli_ranks_launch), that call must be a stop too.
+# train_run and cli_ranks_launch, the model and token readers of
+# lib/cli), that call must be a stop too.
 FUZZ_STOPS := -Dexit=fuzz_exit -Dmalloc=fuzz_malloc -Dcalloc=fuzz_calloc \
 	-Drealloc=fuzz_realloc -Dfree=fuzz_free \
 	-Dstage_open_model=fuzz_stop_model -Dat_model_open=fuzz_stop_model_open \
@@ -53,7 +54,11 @@ FUZZ_STOPS := -Dexit=fuzz_exit -Dmalloc=fuzz_malloc -Dcalloc=fuzz_calloc \
 	-Dat_reader_open=fuzz_stop_reader_open -Dat_writer_open=fuzz_stop_writer_open \
 	-Dat_npy_read=fuzz_stop_npy_read -Dat_st_open=fuzz_stop_st_open \
 	-Dfopen=fuzz_stop_fopen -Dmkdir=fuzz_stop_mkdir \
-	-Dtrain_run=fuzz_stop_train_run -Dcli_ranks_launch=fuzz_stop_ranks_launch
+	-Dtrain_run=fuzz_stop_train_run -Dcli_ranks_launch=fuzz_stop_ranks_launch \
+	-Dstage_open_model_heads=fuzz_stop_model -Dstage_whole_model=fuzz_stop_whole_model \
+	-Dcli_read_text=fuzz_stop_read_text -Dcli_tokens_from_text=fuzz_stop_tokens_text \
+	-Dcli_tokens_from_stream=fuzz_stop_tokens_stream \
+	-Dcli_tokens_from_lines=fuzz_stop_tokens_lines
 
 fuzz: fuzz-bins fuzz-corpus
 

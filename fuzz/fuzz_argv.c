@@ -30,6 +30,7 @@
 #include "model/safetensors.h"
 #include "stream/npy.h"
 #include "cli/stage.h"
+#include "cli/tokens.h"
 #include "cli/train_ranks.h"
 #include "cli/train_run.h"
 #include "train/train.h"
@@ -154,6 +155,17 @@ int fuzz_stop_train_run(train_options *o, at_device device,
 			const tr_ranks *ranks) { stop(); }
 int fuzz_stop_ranks_launch(const cli_ranks *r, int argc,
 			   char **argv) { stop(); }
+at_fwd *fuzz_stop_whole_model(const cli_common *c, const at_model *m,
+			      at_loaded *w, double positions, int T,
+			      double head_rows) { stop(); }
+unsigned char *fuzz_stop_read_text(const char *path, size_t cap,
+				   size_t *n) { stop(); }
+void fuzz_stop_tokens_text(const char *path, at_tokenizer *tok,
+			   at_tensor *t) { stop(); }
+void fuzz_stop_tokens_stream(cli_common *c, const char *path, at_tensor *t,
+			     char *label, size_t len) { stop(); }
+void fuzz_stop_tokens_lines(const char *path, at_tokenizer *tok,
+			    at_tensor *t) { stop(); }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

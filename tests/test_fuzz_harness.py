@@ -29,6 +29,9 @@ WORKING = [
     "andrea-unpack -d out x.ats",
     "andrea-generate --prompt hi -n 2",
     "andrea-heads -m m.ats --text t.txt",
+    "andrea-heads --tokens 15",  # the default model, seeded: a timeout
+    "andrea-lens --token 1 x.ats",
+    "andrea-patch --clean a.ats --corrupted b.ats --answer 1 --wrong 2",
     "andrea-tokenize --pieces t.txt",
 ]
 
