@@ -7,9 +7,6 @@
  * made if it does not exist; each file is written through a temporary
  * name and renamed into place.
  */
-#include <errno.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/stage.h"
@@ -36,10 +33,6 @@ int main(int argc, char **argv)
 		cli_die("%s: the model's shape is unknown (no config record)",
 			m.path);
 	char err[1200];
-	if (at_model_check_held(&m, cfg->n_layer, err, sizeof err) < 0) /* before DIR */
-		cli_die("%s", err);
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-		cli_die("%s: %s", dir, strerror(errno));
 	at_tokenizer *tok = cli_tokenizer(&m);
 	if (at_gpt2_export(&m, dir, err, sizeof err) < 0 ||
 	    (at_tok_is_bpe(tok) &&

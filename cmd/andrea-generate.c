@@ -408,6 +408,9 @@ int main(int argc, char **argv)
 			       (g.logits_path && !strcmp(g.capture_path, g.logits_path))))
 		cli_usage_error("--capture-file: give a file of its own (standard "
 				"output carries the text)");
+	cli_file_named("--logits", g.logits_path);
+	cli_file_named("--capture-file", g.capture_path);
+	cli_file_named("--prompts", g.prompts);
 	if (g.logits_path && strcmp(g.logits_path, "-") == 0)
 		cli_usage_error("--logits -: standard output carries the text; "
 				"give --logits a file");

@@ -82,6 +82,11 @@ static void check_mode(const train_options *o, cli_operands operand)
 					"and a model file (-m) is in use");
 		return;
 	}
+	cli_file_named("--data", o->data);
+	cli_file_named("--checkpoint", o->checkpoint);
+	cli_file_named("--log", o->log);
+	cli_file_named("--dump-grads", o->dump_grads);
+	cli_file_named("--tokenizer", o->tokenizer);
 	if (o->text || o->tokens)
 		cli_usage_error("%s needs --forward", o->text ? "--text" : "--tokens");
 	if (operand.n > 0)
@@ -130,8 +135,7 @@ static int forward_main(train_options *o, const char *path)
 	} else {
 		at_config cfg;
 		train_config(o, &cfg);
-		if (tr_model_init(&m, &cfg, 0, 0) < 0)
-			cli_die("out of memory");
+		train_model_init(&m, &cfg, 0, 0, "the model");
 		tr_model_seed(&m, o->c.seed);
 	}
 	at_tensor tok;

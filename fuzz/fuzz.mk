@@ -49,7 +49,7 @@ FUZZ_TOOL_LIST := $(foreach t,$(FUZZ_TOOL_IDS),X($t))
 FUZZ_STOPS := -Dexit=fuzz_exit -Dmalloc=fuzz_malloc -Dcalloc=fuzz_calloc \
 	-Drealloc=fuzz_realloc -Dfree=fuzz_free \
 	-Dstage_open_model=fuzz_stop_model -Dat_model_open=fuzz_stop_model_open \
-	-Dtr_model_init=fuzz_stop_tr_model_init -Dat_filter_main=fuzz_stop_filter \
+	-Dtrain_model_init=fuzz_stop_train_model_init -Dat_filter_main=fuzz_stop_filter \
 	-Dcli_open_input=fuzz_stop_input -Dcli_open_output=fuzz_stop_output \
 	-Dat_reader_open=fuzz_stop_reader_open -Dat_writer_open=fuzz_stop_writer_open \
 	-Dat_npy_read=fuzz_stop_npy_read -Dat_st_open=fuzz_stop_st_open \

@@ -17,6 +17,7 @@
  */
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,8 +137,9 @@ void fuzz_stop_model(const cli_common *c, at_model *m) { stop(); }
 int fuzz_stop_model_open(at_model *m, const char *path, uint64_t seed,
 			 int heads, const at_read_opts *ro, char *err,
 			 size_t errlen) { stop(); }
-int fuzz_stop_tr_model_init(tr_model *m, const at_config *cfg, int biases,
-			    int tied) { stop(); }
+void fuzz_stop_train_model_init(tr_model *m, const at_config *cfg,
+				int biases, int tied,
+				const char *what) { stop(); }
 void fuzz_stop_filter(cli_common *c, at_filter *f, const char *path) { stop(); }
 void fuzz_stop_input(cli_common *c, at_reader *r, const char *path) { stop(); }
 void fuzz_stop_output(cli_common *c, at_writer *w) { stop(); }
@@ -219,9 +221,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	optind = 0; /* glibc: start getopt afresh */
 	opterr = 0;
 	cli_failure_status = 1; /* andrea-diff sets 2 */
+	/* cli_init catches the signals that end a tool: libFuzzer's own
+	 * handlers come back after each run */
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
+	struct sigaction was[sizeof sigs / sizeof sigs[0]];
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaction(sigs[i], NULL, &was[i]);
 	int rc = setjmp(back);
 	if (rc == 0)
 		rc = 1 + tools[t].main(argc, argv);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaction(sigs[i], &was[i], NULL);
 	release_held();
 	if (rc == STOPPED)
 		return 0;

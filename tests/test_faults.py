@@ -311,36 +311,42 @@ def meminfo():
 
 def test_a_config_claiming_more_than_its_file_holds(tmp_path):
     """A model file whose config claims 4096 layers over no parameters (or
-    more than 4096), or a width its parameters do not have, is refused in
-    one line naming the
-    file, under an address-space limit that any attempt to allocate for
-    the claim would break."""
-    cfg = (b"n_layer=4096\nn_head=1\nd_model=8\nctx=16\n"
-           b"vocab=300\n")
-    layers = tmp_path / "layers.ats"
-    layers.write_bytes(atsfmt.stream(
-        atsfmt.record("config", "i32", (0,), b"", attrs=cfg)))
-    absurd = tmp_path / "absurd.ats"
-    absurd.write_bytes(atsfmt.stream(
-        atsfmt.record("config", "i32", (0,), b"",
-                      attrs=cfg.replace(b"4096", b"16777216"))))
-    wide = tmp_path / "wide.ats"
-    wide.write_bytes(atsfmt.stream(
-        atsfmt.record("config", "i32", (0,), b"",
-                      attrs=cfg.replace(b"4096", b"1")
-                      .replace(b"d_model=8", b"d_model=16777216")),
-        atsfmt.record("wte", "f32", (300, 8), bytes(300 * 8 * 4))))
-    for model, says in [(layers, "config: n_layer=4096 but the file holds "
-                         "0 layers"),
-                        (absurd, "config: n_layer missing or not in "
-                         "1..4096"),
-                        (wide, "config: d_model=16777216 but the parameters "
-                         "are 8 wide")]:
-        for args in (["generate", "-m", model, "-n", 1],
-                     ["export", "-m", model, tmp_path / "hf"],
-                     ["train", "-m", model, "--steps", 0, "-o",
+    more than 4096), or a width, vocabulary or layer its parameters do not
+    have, is refused in one line naming the file, under an address-space
+    limit that any attempt to allocate for the claim would break."""
+    def config(**over):
+        fields = {"n_layer": 4096, "n_head": 1, "d_model": 8, "ctx": 16,
+                  "vocab": 300, **over}
+        return atsfmt.record("config", "i32", (0,), b"", attrs=b"".join(
+            f"{k}={v}\n".encode() for k, v in fields.items()))
+
+    def model(name, *records, **over):
+        path = tmp_path / name
+        path.write_bytes(atsfmt.stream(config(**over), *records))
+        return path
+    wte = atsfmt.record("wte", "f32", (300, 8), bytes(300 * 8 * 4))
+    layers = model("layers.ats")
+    absurd = model("absurd.ats", n_layer=16777216)
+    tall = model("tall.ats", wte, n_layer=1, vocab=16777216)
+    wide = model("wide.ats", wte, n_layer=1, d_model=16777216)
+    deep = tmp_path / "deep.ats"  # no config: a record's layer says it
+    deep.write_bytes(atsfmt.stream(wte, atsfmt.record(
+        "layers.16777214.ln1.weight", "f32", (8,), bytes(32))))
+    for path, says in [(layers, "config: n_layer=4096 but the file holds "
+                        "0 layers"),
+                       (absurd, "config: n_layer missing or not in "
+                        "1..4096"),
+                       (wide, "config: d_model=16777216 but the parameters "
+                        "have 8"),
+                       (tall, "config: vocab=16777216 but the parameters "
+                        "have 300"),
+                       (deep, "a record of layer 16777214: a model has at "
+                        "most 4096 layers")]:
+        for args in (["generate", "-m", path, "-n", 1],
+                     ["export", "-m", path, tmp_path / "hf"],
+                     ["train", "-m", path, "--steps", 0, "-o",
                       tmp_path / "o.ats"],
-                     ["block", "-m", model, "-l", 0]):
+                     ["block", "-m", path, "-l", 0]):
             def limit():
                 import resource
                 if not asan(args[0]):
@@ -350,10 +356,28 @@ def test_a_config_claiming_more_than_its_file_holds(tmp_path):
                                env=clean_env(), preexec_fn=limit, timeout=120)
             assert p.returncode == 1, (args, p.stderr)
             line = one_line_error(p, args[0])
-            assert line.startswith(f"andrea-{args[0]}: {model}: ") and \
+            assert line.startswith(f"andrea-{args[0]}: {path}: ") and \
                 says in line, line
-    assert sorted(os.listdir(tmp_path)) == ["absurd.ats", "layers.ats",
+    assert sorted(os.listdir(tmp_path)) == ["absurd.ats", "deep.ats",
+                                            "layers.ats", "tall.ats",
                                             "wide.ats"]
+    # a checkpoint's config is read by the same rule
+    data = tmp_path / "d.txt"
+    data.write_bytes(TEXT * 4)
+    run("train", "--config", "tiny", "--data", data, "--steps", 1, "--seq",
+        16, "-o", tmp_path / "m.ats", check=0)
+    recs = atsfmt.read((tmp_path / "m.ats.ckpt").read_bytes())
+    state = next(r for r in recs if r.name == "train_state")
+    evil = tmp_path / "evil.ckpt"
+    evil.write_bytes(atsfmt.stream(
+        atsfmt.record("train_state", state.dtype, state.dims, state.payload,
+                      attrs=b"".join(k.encode() + b"=" + v.encode() + b"\n"
+                                     for k, v in state.attrs)),
+        config(n_layer=16777216)))
+    p = run("train", "--resume", "--data", data, "--checkpoint", evil,
+            "-o", tmp_path / "m.ats", check=1)
+    assert f"{evil}: record 2: config: n_layer missing or not in 1..4096" \
+        in one_line_error(p, "train")
 
 
 def test_more_than_memory_is_refused_up_front():

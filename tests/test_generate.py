@@ -334,7 +334,11 @@ def test_errors_of_the_new_options(tmp_path):
                       (["--top-p", "-0.1"], "--top-p"),
                       (["--top-p", "x"], "--top-p"),
                       (["--precision", "fp16"], "--precision"),
-                      (["--logits", "-"], "--logits")):
+                      (["--logits", "-"], "--logits"),
+                      (["--logits", ""], "--logits: expected a file name"),
+                      (["--prompts", ""], "--prompts: expected a file name"),
+                      (["--capture", "q", "--capture-file", ""],
+                       "--capture-file: expected a file name")):
         p = run("generate", "-m", model, *bad, check=2)
         assert what in one_line_error(p, "generate") and p.stdout == b"", bad
     missing = tmp_path / "missing.txt"

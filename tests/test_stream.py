@@ -13,6 +13,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import time
 import zlib
 
 import numpy as np
@@ -714,6 +715,36 @@ def test_output_through_a_link_keeps_link_and_mode(tmp_path):
     p = run("pack", "-o", "", f"a={src}", check=2, cwd=tmp_path)
     assert "expected a file name" in one_line_error(p, "pack")
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_output_to_a_pipe_by_name(tmp_path):
+    """-o /dev/stdout into a pipe, -o >(cmd) (a /dev/fd link to a pipe)
+    and -o FIFO with its reader waiting are written in place, whole; the
+    terminal check never opens the fifo ahead of the writer."""
+    src = save(tmp_path / "a.npy", np.arange(7, dtype=np.float32))
+    run("pack", "-z", 1, "-o", tmp_path / "w.ats", f"a={src}", check=0)
+    want = (tmp_path / "w.ats").read_bytes()
+    os.remove(tmp_path / "w.ats")
+    p = subprocess.run([tool("pack"), "-z", "1", "-o", "/dev/stdout",
+                        f"a={src}"], capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == want, p.stderr
+    got = tmp_path / "got.ats"
+    p = subprocess.run(["bash", "-c", f"'{tool('pack')}' -z 1 -o >(cat > "
+                        f"'{got}') a='{src}'; wait"], capture_output=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    for _ in range(100):
+        if got.exists() and got.stat().st_size == len(want):
+            break
+        time.sleep(0.05)
+    assert got.read_bytes() == want
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    time.sleep(0.2)  # the reader waits in open()
+    run("pack", "-z", 1, "-o", fifo, f"a={src}", check=0)
+    assert reader.communicate(timeout=60)[0] == want
+    assert sorted(os.listdir(tmp_path)) == ["a.npy", "fifo", "got.ats"]
 
 
 def test_unpack_replaces_npy_whole_or_not_at_all(tmp_path):

@@ -515,6 +515,12 @@ def test_sigterm_saves_and_exits_143(tmp_path):
     ["--timeout", "30", "--data", "d", "-o", "m.ats"],
     ["--gpus", "2", "--timeout", "0", "--data", "d", "-o", "m.ats"],
     ["--forward", "--gpus", "2"],
+    # an empty file name is refused before any work
+    ["--checkpoint", "", "--data", "d", "-o", "m.ats"],
+    ["--dump-grads", "", "--data", "d", "-o", "m.ats"],
+    ["--log", "", "--data", "d", "-o", "m.ats"],
+    ["--data", "", "-o", "m.ats"],
+    ["--data", "d", "-o", ""],
 ])
 def test_bad_options_exit_2(tmp_path, args):
     p = run("train", *args, cwd=tmp_path)
@@ -651,7 +657,7 @@ def test_a_run_says_what_it_did_and_keeps_its_checkpoint(tmp_path):
     p = run("train", "--resume", *common, "--steps", 5, "--stop-at", 1,
             check=0)
     assert p.stderr.decode() == (f"andrea-train: {out}.ckpt is at step 3, "
-                                 f"past --stop-at 1: nothing to do; wrote "
+                                 f"and --stop-at is 1: nothing to do; wrote "
                                  f"{out}\n")
     fresh = tmp_path / "z.ats"
     p = run("train", "-m", model, *common[:-1], fresh, "--steps", 0, check=0)

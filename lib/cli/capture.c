@@ -348,7 +348,8 @@ void capture_check_run(const capture *c, const unsigned char *run, int L)
 				"-l runs", c->ablate[i].layer, c->ablate[i].head,
 				c->ablate[i].layer);
 	for (int i = 0; i < c->n_spec; i++)
-		for (int k = 0; c->spec[i].listed_layers && k < L; k++)
+		for (int k = 0; c->spec[i].listed_layers && k < L &&
+				k < CAPTURE_INDICES; k++)
 			if (c->spec[i].layer[k] && !run[k])
 				cli_die("--capture %s: layer %d is not among the "
 					"blocks -l runs",

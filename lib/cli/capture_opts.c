@@ -37,9 +37,6 @@ static size_t list_len(const char *s)
 	return strcspn(s, ":@");
 }
 
-/* A list of s[0..len) as ranges ("3", "0-2,5"), each end at most max;
- * -1 for bad syntax, too many ranges, or a list too long for a record's
- * attribute (positions=). */
 /* "3", "0-2,5", "all" of s[0..len) into the set (all: every index); 1
  * for a list of indices, 0 for all, -1 for bad syntax. */
 static int parse_list(const char *s, size_t len, unsigned char *set)

@@ -263,8 +263,7 @@ void cli_common_opt(cli_common *c, unsigned use, const char *arg,
 		cli_finish_text();
 		exit(0);
 	case CLI_USE_OUTPUT:
-		if (!*arg)
-			cli_usage_error("-o/--output: expected a file name");
+		cli_file_named("-o/--output", arg);
 		c->output = arg;
 		break;
 	case CLI_USE_FORCE:
@@ -320,8 +319,11 @@ static void widen_pipe(int fd)
 
 void cli_refuse_terminal(const cli_common *c, const char *path)
 {
-	/* O_NONBLOCK: a fifo without a reader fails at once (and is no
-	 * terminal) rather than blocking here */
+	/* only a character device can be one; opening anything else (a
+	 * fifo) to ask would be seen by whoever is at its other end */
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISCHR(st.st_mode))
+		return;
 	int fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return;
@@ -368,6 +370,12 @@ void cli_finish_text(void)
 }
 
 int cli_takes_force;
+
+void cli_file_named(const char *option, const char *path)
+{
+	if (path && !*path)
+		cli_usage_error("%s: expected a file name", option);
+}
 
 void cli_stdin_once(const char *const *paths, int n)
 {

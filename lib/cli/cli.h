@@ -80,6 +80,9 @@ void cli_finish_text(void);
 /* Opens an input; failures exit 1, and so does standard input that is a
  * terminal (unless -f, where the tool takes it). */
 void cli_open_input(cli_common *c, at_reader *r, const char *path);
+/* A usage error where the file name an option was given is empty
+ * (path NULL: the option was not given). */
+void cli_file_named(const char *option, const char *path);
 /* A usage error where more than one of paths[0..n) is "-": standard
  * input can be read once. */
 void cli_stdin_once(const char *const *paths, int n);

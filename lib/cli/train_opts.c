@@ -55,6 +55,18 @@ void train_config_agrees(const train_options *o, const at_config *cfg,
 }
 
 /* Opens -m MODEL into a training model (config from the file). */
+void train_model_init(tr_model *m, const at_config *cfg, int biases,
+		      int tied, const char *what)
+{
+	if (tr_model_init(m, cfg, biases, tied) == 0)
+		return;
+	double C = cfg->d_model, per_layer = 12.0 * C * C,
+	       n = cfg->n_layer * per_layer + (2.0 * cfg->vocab + cfg->ctx) * C;
+	cli_die("out of memory for %s: n_layer=%d, d_model=%d, vocab=%d and "
+		"ctx=%d make about %.3g GiB of parameters", what, cfg->n_layer,
+		cfg->d_model, cfg->vocab, cfg->ctx, n * 4 / (1 << 30));
+}
+
 void train_load_model(const train_options *o, tr_model *m)
 {
 	at_model src;
@@ -71,8 +83,8 @@ void train_load_model(const train_options *o, tr_model *m)
 	train_config_agrees(o, &cfg, o->c.model);
 	/* GPT-2's form: the products' biases and a head tied to wte */
 	int biases = at_model_has(&src, "layers.0.attn.bq");
-	if (tr_model_init(m, &cfg, biases, !at_model_has(&src, "lm_head")) < 0)
-		cli_die("out of memory");
+	train_model_init(m, &cfg, biases, !at_model_has(&src, "lm_head"),
+			 o->c.model);
 	if (tr_model_load(m, &src, err, sizeof err) < 0)
 		cli_die("%s", err);
 	at_model_close(&src);

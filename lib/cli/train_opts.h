@@ -38,6 +38,10 @@ void train_config(const train_options *o, at_config *cfg);
 void train_config_agrees(const train_options *o, const at_config *cfg,
 			 const char *what);
 
+/* tr_model_init, or an end naming what the config came from and what
+ * it asks for where the memory is not there. */
+void train_model_init(tr_model *m, const at_config *cfg, int biases,
+		      int tied, const char *what);
 /* Opens -m MODEL into a training model (config from the file). */
 void train_load_model(const train_options *o, tr_model *m);
 

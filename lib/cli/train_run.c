@@ -90,10 +90,10 @@ static void resume(trainer *tr)
 		o->eval_every = st->eval_every;
 	if (!train_given(o, "eval-batches") && st->eval_batches > 0)
 		o->eval_batches = st->eval_batches;
-	if (tr_model_init(&tr->m, &cfg, st->biases, st->tied) < 0 ||
-	    !(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
+	train_model_init(&tr->m, &cfg, st->biases, st->tied, tr->ckpt);
+	if (!(tr->mom1 = calloc(tr->m.total, sizeof(float))) ||
 	    !(tr->mom2 = calloc(tr->m.total, sizeof(float))))
-		cli_die("out of memory");
+		cli_die("out of memory for the moments of %s", tr->ckpt);
 	if (tr_checkpoint_read_body(&r, &tr->m, tr->mom1, tr->mom2, err,
 				    sizeof err) < 0)
 		cli_die("%s", err);
@@ -135,8 +135,7 @@ static void start(trainer *tr)
 		at_config cfg;
 		train_config(o, &cfg);
 		at_tokenizer *tok = o->tokenizer ? tokenizer_of(o, &cfg) : NULL;
-		if (tr_model_init(&tr->m, &cfg, 0, 0) < 0)
-			cli_die("out of memory");
+		train_model_init(&tr->m, &cfg, 0, 0, "the model");
 		tr_model_seed(&tr->m, o->c.seed);
 		tr->m.tok = tok;
 	}
@@ -382,11 +381,13 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 	else if (rep->steps_run)
 		train_report_end(rep, tr.eng, st->step, st->h.steps, o->c.output,
 				 tr.ckpt);
+	else if (stop_signal || r.stop)
+		; /* stopped before its first step: said below */
 	else if (!o->resume) /* --steps 0: no step, so no checkpoint */
 		fprintf(stderr, "%s: --steps 0: nothing to train; wrote %s\n",
 			cli_prog, o->c.output);
 	else if (st->step < st->h.steps)
-		fprintf(stderr, "%s: %s is at step %ld, past --stop-at %ld: "
+		fprintf(stderr, "%s: %s is at step %ld, and --stop-at is %ld: "
 			"nothing to do; wrote %s\n", cli_prog, tr.ckpt,
 			st->step, o->stop_at, o->c.output);
 	else

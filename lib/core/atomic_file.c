@@ -3,7 +3,9 @@
 #include "core/atomic_file.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,6 +40,7 @@ static void remember(at_afile *a)
 	for (int i = 0; i < OPEN_MAX; i++)
 		if (!open_used[i]) {
 			memcpy(open_name[i], a->tmp, strlen(a->tmp) + 1);
+			atomic_signal_fence(memory_order_release);
 			open_used[i] = 1;
 			a->slot = i + 1;
 			return;
@@ -70,34 +73,45 @@ int at_afile_open(at_afile *a, const char *path)
 	if (copy_name(a->path, sizeof a->path, path) < 0)
 		return -1;
 	struct stat st;
-	int is_link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
 	int exists = stat(path, &st) == 0;
-	if (is_link && exists) { /* replace the target, keep the link */
-		char *target = realpath(path, NULL);
-		if (!target)
-			return -1;
+	char *target = NULL;
+	/* a device, a fifo, a pipe or socket behind /dev/stdout or
+	 * /dev/fd/N, a dangling link: written in place */
+	if ((exists && !S_ISREG(st.st_mode)) ||
+	    (!exists && lstat(path, &st) == 0) ||
+	    (exists && !(target = realpath(path, NULL)))) {
+		a->f = fopen(path, "wb");
+		return a->f ? 0 : -1;
+	}
+	if (target) { /* a link's target replaced, the link kept */
 		int rc = copy_name(a->path, sizeof a->path, target);
 		free(target);
 		if (rc < 0)
 			return -1;
 	}
-	if ((exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
-		a->f = fopen(path, "wb"); /* a device, a fifo, a dangling link */
-		return a->f ? 0 : -1;
-	}
+	if (exists && access(a->path, W_OK) != 0)
+		return -1; /* a read-only file stays, as the shell's > has it */
 	int n = snprintf(a->tmp, sizeof a->tmp, "%s.XXXXXX", a->path);
 	if (n < 0 || (size_t)n >= sizeof a->tmp) {
 		a->tmp[0] = 0;
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	/* no signal between the temporary's making and its registering */
+	sigset_t all, was;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &was);
 	int fd = mkstemp(a->tmp);
+	int e = errno;
+	if (fd >= 0)
+		remember(a);
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
 	if (fd < 0) {
 		a->tmp[0] = 0;
+		errno = e;
 		return -1;
 	}
-	remember(a);
-	fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~process_umask());
+	fchmod(fd, exists ? st.st_mode & 0777 : 0666 & ~process_umask());
 	if (!(a->f = fdopen(fd, "wb"))) {
 		close(fd);
 		at_afile_abort(a);

@@ -1,14 +1,17 @@
 /* atomic_file.h - a named file written whole or not at all.
  *
- * Every file an andrea tool writes by name (-o, --png, .npy, safetensors,
- * JSON) goes through here.  A regular file, or a new one, is written
+ * Every file an andrea tool writes whole by name (-o, --png, .npy,
+ * safetensors, JSON; not andrea-train's --log, appended as it goes)
+ * goes through here.  A regular file, or a new one, is written
  * through a temporary file beside it and renamed into place when done, so
  * that a failure (a full disk, a dead upstream stage) leaves the earlier
  * file as it was and no partial one.  A file replaced keeps its
- * permission bits; a new one gets 0666 less the umask, as the shell's >
- * would.  A symbolic link is followed: its target is replaced and the link
- * stays.  A device or a fifo (/dev/null, /dev/full, a named pipe) and a
- * dangling link are written in place, and never removed.
+ * permission bits (less setuid and setgid), and one that is not writable
+ * is refused; a new one gets 0666 less the umask, as the shell's > would.
+ * A symbolic link is followed: its target is replaced and the link
+ * stays.  A device, a fifo, a pipe or socket (/dev/null, /dev/full,
+ * /dev/stdout, >(cmd)) and a dangling link are written in place, and
+ * never removed.
  */
 #ifndef ANDREA_ATOMIC_FILE_H
 #define ANDREA_ATOMIC_FILE_H

@@ -36,11 +36,12 @@ typedef int at_param_sink(void *ctx, const at_tensor *t);
 int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
 		   void *ctx, char *err, size_t errlen);
 
-/* Writes the model m (andrea-model(5)) into the directory dir as Hugging
- * Face's GPT2LMHeadModel: model.safetensors (Wq, Wk, Wv fused into
- * c_attn, zero biases where m has none, lm_head.weight [V,C] where its
- * head is not tied) and config.json (tie_word_embeddings false then).
- * 0, or -1 with err. */
+/* Writes the model m (andrea-model(5)) into the directory dir (made if
+ * missing, once m is known to hold its layers) as Hugging Face's
+ * GPT2LMHeadModel: model.safetensors (Wq, Wk, Wv fused into c_attn, zero
+ * biases where m has none, lm_head.weight [V,C] where its head is not
+ * tied) and config.json (tie_word_embeddings false then).  0, or -1 with
+ * err. */
 int at_gpt2_export(const at_model *m, const char *dir, char *err,
 		   size_t errlen);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/atomic_file.h"
@@ -120,6 +121,8 @@ int at_gpt2_export(const at_model *m, const char *dir, char *err,
 	const at_config *cfg = &m->cfg;
 	if (at_model_check_held(m, cfg->n_layer, err, errlen) < 0)
 		return -1;
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		return fail(err, errlen, "%s: %s", dir, strerror(errno));
 	uint64_t C = (uint64_t)cfg->d_model, V = (uint64_t)cfg->vocab;
 	int L = cfg->n_layer, cap = 16 * L + 8, tied = !at_model_has(m, "lm_head");
 	export_set x = {calloc((size_t)cap, sizeof *x.t),

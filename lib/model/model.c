@@ -48,9 +48,8 @@ int at_config_write(at_writer *w, const at_config *c)
 	return at_write_tensor(w, &t);
 }
 
-/* Reads the config record's attributes; every field must be present. */
-static int config_from_attrs(const at_attrs *a, at_config *c, char *err,
-			     size_t errlen)
+int at_config_from_attrs(const at_attrs *a, at_config *c, char *err,
+			 size_t errlen)
 {
 	static const char *keys[] = {"n_layer", "n_head", "d_model", "ctx", "vocab"};
 	int *fields[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
@@ -124,17 +123,24 @@ static int holds_a_model(const at_model *m)
 	return 0;
 }
 
-/* Whether the config record's width agrees with the parameters the file
- * holds (got: what their shapes say, 0 where they say nothing): one that
- * claims a wider model would size allocations for what is not there. */
+/* Whether the config record agrees with the shapes of the parameters
+ * the file holds (got: what they say, 0 where they say nothing): one that
+ * claims a wider model, a larger vocabulary or a longer context would size
+ * allocations for what is not there. */
 static int config_agrees(const at_model *m, const at_config *got, char *err,
 			 size_t errlen)
 {
-	if (!got->d_model || got->d_model == m->cfg.d_model)
-		return 1;
-	snprintf(err, errlen, "%s: config: d_model=%d but the parameters are "
-		 "%d wide", m->path, m->cfg.d_model, got->d_model);
-	return 0;
+	static const char *const what[] = {"d_model", "vocab", "ctx"};
+	const int said[] = {m->cfg.d_model, m->cfg.vocab, m->cfg.ctx};
+	const int held[] = {got->d_model, got->vocab, got->ctx};
+	for (int i = 0; i < 3; i++)
+		if (held[i] && held[i] != said[i]) {
+			snprintf(err, errlen, "%s: config: %s=%d but the "
+				 "parameters have %d", m->path, what[i], said[i],
+				 held[i]);
+			return 0;
+		}
+	return 1;
 }
 
 int at_model_check_held(const at_model *m, int need, char *err,
@@ -177,7 +183,7 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 		long offset = (long)(r.offset - h->raw_len);
 		if (strcmp(h->name, "config") == 0) {
 			char why[200];
-			if (config_from_attrs(&h->attrs, &m->cfg, why, sizeof why) < 0) {
+			if (at_config_from_attrs(&h->attrs, &m->cfg, why, sizeof why) < 0) {
 				snprintf(err, errlen, "%s: record %d: %s", path,
 					 h->index, why);
 				goto fail;
@@ -205,6 +211,12 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	free(h);
 	at_reader_close(&r);
 	m->layers_held = inferred.n_layer;
+	if (m->layers_held > LAYERS_MAX) {
+		snprintf(err, errlen, "%s: a record of layer %d: a model has at "
+			 "most %d layers", path, m->layers_held - 1, LAYERS_MAX);
+		at_model_close(m);
+		return -1;
+	}
 	if (!holds_a_model(m)) {
 		snprintf(err, errlen, "%s is not a model file: none of its %d "
 			 "records (the first '%s') is a model's (andrea-model(5))",

@@ -97,5 +97,10 @@ int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
 void at_config_to_attrs(const at_config *c, at_attrs *a);
 /* Writes the config record of c (i32, shape [0], c in its attributes). */
 int at_config_write(at_writer *w, const at_config *c);
+/* A config record's attributes into c: every field present, n_layer in
+ * 1..4096 and the others in 1..16777216, d_model a multiple of n_head
+ * (model files and checkpoints alike).  -1 with err filled if not. */
+int at_config_from_attrs(const at_attrs *a, at_config *c, char *err,
+			 size_t errlen);
 
 #endif

@@ -154,28 +154,6 @@ static int state_from_attrs(const at_attrs *a, tr_state *st, char *why,
 	return 0;
 }
 
-/* Parses the config record's attributes (as lib/model/model.c does). */
-static int config_from(const at_attrs *a, at_config *c, char *why, size_t len)
-{
-	static const char *keys[] = {"n_layer", "n_head", "d_model", "ctx", "vocab"};
-	int *f[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
-	for (int i = 0; i < 5; i++) {
-		long v;
-		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > (1 << 24)) {
-			snprintf(why, len, "config: %s missing or not in 1..%d",
-				 keys[i], 1 << 24);
-			return -1;
-		}
-		*f[i] = (int)v;
-	}
-	if (c->d_model % c->n_head) {
-		snprintf(why, len, "config: d_model=%d is not a multiple of "
-			 "n_head=%d", c->d_model, c->n_head);
-		return -1;
-	}
-	return 0;
-}
-
 int tr_checkpoint_read_head(at_reader *r, tr_state *st, at_config *cfg,
 			    char *err, size_t errlen)
 {
@@ -195,7 +173,7 @@ int tr_checkpoint_read_head(at_reader *r, tr_state *st, at_config *cfg,
 			return -1;
 		}
 		int bad = i == 0 ? state_from_attrs(&h.attrs, st, why, sizeof why)
-				 : config_from(&h.attrs, cfg, why, sizeof why);
+				 : at_config_from_attrs(&h.attrs, cfg, why, sizeof why);
 		if (bad) {
 			snprintf(err, errlen, "%s: record %d: %s", r->label, h.index,
 				 why);
