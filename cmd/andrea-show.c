@@ -389,8 +389,7 @@ static void range_opt(void *ctx, const char *arg, const char *what)
 static void png_opt(void *ctx, const char *arg, const char *what)
 {
 	show_opts *o = ctx;
-	if (!*arg)
-		cli_usage_error("--png: expected a file name");
+	cli_file_named("--png", arg);
 	o->png = arg;
 }
 

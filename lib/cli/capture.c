@@ -51,20 +51,18 @@ static size_t *record_positions(const at_tensor *p, size_t T_rec)
 	if (at_positions_parse(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
 		cli_die("--patch: '%s' of layer %s: bad positions attribute '%s'",
 			p->name, at_attr_get(&p->attrs, "layer"), attr);
-	size_t *pos = malloc((T_rec + 1) * sizeof *pos), n = 0;
+	uint64_t n = at_positions_count(&ps);
+	if (n != T_rec)
+		cli_die("--patch: '%s': its positions attribute '%s' names %llu "
+			"positions, its data has %zu", p->name, attr,
+			(unsigned long long)n, T_rec);
+	size_t *pos = malloc((T_rec + 1) * sizeof *pos);
 	if (!pos)
 		cli_die("out of memory");
+	size_t i = 0;
 	for (int r = 0; r < ps.n; r++)
-		for (long t = ps.lo[r]; t <= ps.hi[r]; t++) {
-			if (n == T_rec)
-				cli_die("--patch: '%s': its positions attribute "
-					"'%s' names more than its %zu positions",
-					p->name, attr, T_rec);
-			pos[n++] = (size_t)t;
-		}
-	if (n != T_rec)
-		cli_die("--patch: '%s': its positions attribute '%s' names %zu "
-			"positions, its data has %zu", p->name, attr, n, T_rec);
+		for (long t = ps.lo[r]; t <= ps.hi[r]; t++)
+			pos[i++] = (size_t)t;
 	return pos;
 }
 

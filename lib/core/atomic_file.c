@@ -83,7 +83,7 @@ int at_afile_open(at_afile *a, const char *path)
 		a->f = fopen(path, "wb");
 		return a->f ? 0 : -1;
 	}
-	if (target) { /* a link's target replaced, the link kept */
+	if (target) { /* the file the name leads to: a link stays a link */
 		int rc = copy_name(a->path, sizeof a->path, target);
 		free(target);
 		if (rc < 0)

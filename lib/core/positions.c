@@ -41,6 +41,14 @@ int at_positions_has(const at_positions *ps, size_t t)
 	return 0;
 }
 
+uint64_t at_positions_count(const at_positions *ps)
+{
+	uint64_t n = 0;
+	for (int r = 0; r < ps->n; r++)
+		n += (uint64_t)(ps->hi[r] - ps->lo[r]) + 1;
+	return n;
+}
+
 long at_positions_nth(const at_positions *ps, uint64_t i)
 {
 	if (!ps->n)

@@ -23,6 +23,8 @@ int at_positions_parse(const char *s, size_t len, long max,
 		       at_positions *ps);
 /* Whether t is in the set (every t where it is empty). */
 int at_positions_has(const at_positions *ps, size_t t);
+/* How many positions the set names (0 where it is empty: every one). */
+uint64_t at_positions_count(const at_positions *ps);
 /* The i-th position of the set in the order of its ranges, or -1 past
  * its end (i itself where the set is empty). */
 long at_positions_nth(const at_positions *ps, uint64_t i);

@@ -74,8 +74,7 @@ static void rows_of(hm_slice *s, const at_tensor *t)
 	s->rows_at.n = 0;
 	if (!attr || at_positions_parse(attr, strlen(attr), INT_MAX,
 				       &s->rows_at) < 0 ||
-	    at_positions_nth(&s->rows_at, s->rows - 1) < 0 ||
-	    at_positions_nth(&s->rows_at, s->rows) >= 0)
+	    at_positions_count(&s->rows_at) != s->rows)
 		s->rows_at.n = 0;
 }
 
