@@ -6,6 +6,7 @@ without its attention sublayer."""
 import numpy as np
 import pytest
 
+import atsfmt
 import oracle
 from conftest import run, one_line_error
 from stagekit import pack
@@ -162,6 +163,24 @@ def test_options_aimed_at_layers_block_does_not_run(tmp_path):
         "block", "-m", model, *CPU, "-l", 1, "--capture", "attn", input=x,
         check=0).stdout)]
     assert names == ["attn", "x"]
+
+
+def test_a_patch_whose_positions_do_not_fit_its_data(tmp_path):
+    rng = np.random.default_rng(17)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 50, 16)
+    x = pack(tmp_path, [("x", np.zeros((1, 4, 8), np.float32))])
+    caught = run("block", "-m", model, *CPU, "--capture", "x@1-2", input=x,
+                 check=0).stdout
+    rec = next(r for r in atsfmt.read(caught) if r.name == "x")
+    assert ("positions", "1-2") in rec.attrs
+    patch = tmp_path / "p.ats"
+    patch.write_bytes(atsfmt.stream(atsfmt.record(
+        "x", rec.dtype, rec.dims, rec.payload, attrs=b"".join(
+            f"{k}={'1-3' if k == 'positions' else v}\n".encode()
+            for k, v in rec.attrs))))
+    p = run("block", "-m", model, *CPU, "--patch", patch, input=x, check=1)
+    assert "--patch: 'x': its positions attribute '1-3' names 3 positions, " \
+        "its data has 2" in one_line_error(p, "block")
 
 
 def test_patching_a_clean_run_into_a_corrupted_one(tmp_path):
