@@ -10,7 +10,7 @@ bin=$(cd "$(dirname "$0")/.." && pwd)/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for d in stream npy model attrs argv safetensors gpt2config llmc \
-	 vocab tokjson tokrecords rendezvous; do
+	 vocab tokjson tokrecords rendezvous checkpoint; do
 	rm -rf "$out/$d"
 	mkdir -p "$out/$d"
 done
@@ -263,4 +263,16 @@ done
 "$bin/andrea-pack" -z 0 -a $v:kind=gpt2-bpe -o "$out/tokrecords/merges-rank1" \
 	$v="$tmp/vocab.npy" tokenizer.lengths="$tmp/lengths.npy" \
 	tokenizer.merges="$tmp/lengths.npy"
+# checkpoints as andrea-train writes them: the tiny model's at two
+# levels, and the imported GPT-2 one's (biases, a tied head, a
+# tokenizer), each after two steps on a few bytes
+head -c 3000 "$tmp/vocab.json" >"$tmp/d.txt"
+for z in 0 1; do
+	"$bin/andrea-train" -m "$m" -z $z --data "$tmp/d.txt" --steps 2 \
+		--batch 2 --seq 4 --checkpoint "$out/checkpoint/tiny$z" \
+		-o "$tmp/trained.ats" 2>/dev/null
+done
+"$bin/andrea-train" -m "$out/tokrecords/imported1" --data "$tmp/d.txt" \
+	--steps 2 --batch 1 --seq 2 --checkpoint "$out/checkpoint/gpt2" \
+	-o "$tmp/trained.ats" 2>/dev/null
 echo "make-corpus: $(ls "$out"/*/ | grep -vc ':$') seeds in $out"

@@ -83,3 +83,44 @@ def test_argv_target_stops_before_work(tmp_path):
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
     assert sorted(os.listdir(work)) == [], "the harness wrote files"
     assert sorted(os.listdir(temp)) == [], "the harness wrote files"
+
+
+def test_every_target_runs_its_seeds(tmp_path):
+    """Each target (fuzz/fuzz.mk's FUZZ_NAMES) over the seed corpus
+    fuzz/make-corpus.sh makes from the tools in bin/ and over its kept
+    regression inputs, each input once: no sanitizer report, no abort of
+    the harness's own checks (a checkpoint's layout counted right, a
+    refusal in one line, a tokenizer that round-trips)."""
+    if not libfuzzer_works(tmp_path):
+        pytest.skip("no clang with libFuzzer")
+    with open(os.path.join(ROOT, "fuzz", "fuzz.mk")) as f:
+        mk = f.read()
+    names = mk.split("FUZZ_NAMES   :=", 1)[1].split("\nFUZZ_BINS", 1)[0]
+    names = names.replace("\\\n", " ").split()
+    assert "checkpoint" in names and "stream" in names, names
+    p = subprocess.run(["make", "-s", "fuzz-bins"], cwd=ROOT,
+                       capture_output=True, timeout=1800)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    corpus = tmp_path / "corpus"
+    p = subprocess.run(["sh", os.path.join(ROOT, "fuzz", "make-corpus.sh"),
+                        str(corpus)], capture_output=True, timeout=600)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")}
+    env["TMPDIR"] = str(temp)
+    for name in names:
+        if name == "argv":  # test_argv_target_stops_before_work's
+            continue
+        seeds = corpus / name
+        assert len(os.listdir(seeds)) >= 1, f"no seeds for {name}"
+        dirs = [str(seeds)]
+        kept = os.path.join(ROOT, "tests", "fuzz-regressions", name)
+        if os.path.isdir(kept) and os.listdir(kept):
+            dirs.append(kept)
+        p = subprocess.run([os.path.join(ROOT, "build", "fuzz", f"fuzz_{name}"),
+                            "-runs=0", "-timeout=30", "-rss_limit_mb=2048",
+                            *dirs], cwd=tmp_path, env=env,
+                           capture_output=True, timeout=600)
+        assert p.returncode == 0, (
+            f"fuzz_{name}: " + p.stderr.decode(errors="replace")[-3000:])
