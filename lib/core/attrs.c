@@ -44,19 +44,27 @@ const char *at_attr_get(const at_attrs *a, const char *key)
 	return i < 0 ? NULL : a->value[i];
 }
 
+/* Notes key as the first one the block could not hold; returns -1. */
+static int lose(at_attrs *a, const char *key)
+{
+	if (!a->lost[0])
+		snprintf(a->lost, sizeof a->lost, "%s", key[0] ? key : "?");
+	return -1;
+}
+
 int at_attr_set(at_attrs *a, const char *key, const char *value)
 {
 	size_t kl = strlen(key), vl = strlen(value);
 	if (!key_valid(key, kl) || !value_valid(value, vl))
-		return -1;
+		return lose(a, key);
 	int i = find(a, key);
 	size_t size = at_attrs_size(a);
 	if (i >= 0) {
 		if (size - strlen(a->value[i]) + vl > AT_MAX_ATTR_BYTES)
-			return -1;
+			return lose(a, key);
 	} else {
 		if (a->n == AT_MAX_ATTRS || size + kl + vl + 2 > AT_MAX_ATTR_BYTES)
-			return -1;
+			return lose(a, key);
 		i = a->n++;
 		memcpy(a->key[i], key, kl + 1);
 	}
@@ -72,7 +80,7 @@ int at_attr_setf(at_attrs *a, const char *key, const char *fmt, ...)
 	int n = vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
 	if (n < 0 || n > AT_MAX_VALUE)
-		return -1;
+		return lose(a, key);
 	return at_attr_set(a, key, buf);
 }
 
@@ -107,6 +115,10 @@ int at_attr_long(const at_attrs *a, const char *key, long *out)
 	const char *v = at_attr_get(a, key);
 	if (!v)
 		return 1;
+	/* digits with an optional '-': strtol's own leading space and '+'
+	 * are not what a writer of whole numbers puts */
+	if (!(*v >= '0' && *v <= '9') && *v != '-')
+		return -1;
 	char *end;
 	errno = 0;
 	long l = strtol(v, &end, 10);
@@ -140,6 +152,7 @@ int at_attrs_parse(at_attrs *a, const char *buf, size_t len, char *err,
 		   size_t errlen)
 {
 	a->n = 0;
+	a->lost[0] = '\0';
 	if (len > AT_MAX_ATTR_BYTES) {
 		snprintf(err, errlen, "attribute block of %zu bytes exceeds %d",
 			 len, AT_MAX_ATTR_BYTES);

@@ -19,12 +19,15 @@ typedef struct {
 	int n;
 	char key[AT_MAX_ATTRS][AT_MAX_KEY + 1];
 	char value[AT_MAX_ATTRS][AT_MAX_VALUE + 1];
+	/* the first key at_attr_set could not hold, or "": the stream writer
+	 * refuses such a block rather than write it without that key */
+	char lost[AT_MAX_KEY + 1];
 } at_attrs;
 
 /* The value of key, or NULL when absent. */
 const char *at_attr_get(const at_attrs *a, const char *key);
 /* Adds or replaces key.  Returns 0, or -1 if the key or value is invalid
- * or the block would exceed its caps. */
+ * or the block would exceed its caps; then the key is kept in a->lost. */
 int at_attr_set(at_attrs *a, const char *key, const char *value);
 int at_attr_setf(at_attrs *a, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -73,6 +73,39 @@ static void test_set_get_replace_delete(void)
 	CHECK(at_attr_double(&a, "big", &d) == -1);
 	CHECK(at_attr_set(&a, "big", "99999999999999999999999") == 0);
 	CHECK(at_attr_long(&a, "big", &l) == -1);
+	/* whole numbers: digits after an optional '-', nothing around */
+	const char *longs[] = {"128", "-3", "0128", " 128", "+128", "12 ", "-",
+			       "1.0", "0x10", "- 1"};
+	const long want[] = {128, -3, 128};
+	for (int i = 0; i < 10; i++) {
+		CHECK(at_attr_set(&a, "n", longs[i]) == 0);
+		l = -99;
+		int rc = at_attr_long(&a, "n", &l);
+		CHECK(i < 3 ? rc == 0 && l == want[i] : rc == -1 && l == -99);
+	}
+}
+
+/* A key the block cannot hold is kept as the block's lost key (the first
+ * one only) for the stream writer to refuse; parsing clears it. */
+static void test_lost_key(void)
+{
+	char k[128], v[256];
+	at_attrs a = {0};
+	CHECK(at_attr_set(&a, "ok", "1") == 0 && a.lost[0] == 0);
+	CHECK(at_attr_set(&a, "v", rep(v, 'v', 128)) == -1);
+	CHECK(strcmp(a.lost, "v") == 0);
+	CHECK(at_attr_setf(&a, "w", "%s", rep(v, 'w', 128)) == -1);
+	CHECK(strcmp(a.lost, "v") == 0);
+	at_attrs b = {0};
+	for (int i = 0; i < AT_MAX_ATTRS; i++) {
+		snprintf(k, sizeof k, "key%d", i);
+		CHECK(at_attr_set(&b, k, "1") == 0);
+	}
+	CHECK(b.lost[0] == 0);
+	CHECK(at_attr_set(&b, "scale", "0.125") == -1);
+	CHECK(strcmp(b.lost, "scale") == 0);
+	char why[200];
+	CHECK(parse(&b, "layer=0\n", why, sizeof why) == 0 && b.lost[0] == 0);
 }
 
 static void test_caps(void)
@@ -247,6 +280,7 @@ int main(void)
 {
 	test_set_get_replace_delete();
 	test_caps();
+	test_lost_key();
 	test_parse_good();
 	test_parse_bad();
 	test_round_trip();
