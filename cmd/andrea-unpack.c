@@ -5,6 +5,7 @@
  * it has, or failing that NAME.N.npy, N its record number (then .1, .2
  * ... while that is taken): nothing is overwritten and nothing refused. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -87,13 +88,19 @@ int main(int argc, char **argv)
 					r.label, h.index, h.name, dir);
 			char name[1024];
 			file_name(&seen, &h, ++index, name, sizeof name);
+			if (strlen(name) + 4 > NAME_MAX)
+				cli_die("%s: record %d '%s': the file name %s.npy "
+					"would be %zu bytes, over the %d a name may "
+					"have", r.label, h.index, h.name, name,
+					strlen(name) + 4, NAME_MAX);
 			at_tensor t;
 			if (at_read_payload(&r, &h, &t) < 0)
 				cli_fail(r.err);
 			char path[8192], err[256];
 			snprintf(path, sizeof path, "%s/%s.npy", dir, name);
 			if (at_npy_write(path, &t, err, sizeof err) < 0)
-				cli_die("%s: %s", path, err);
+				cli_die("%s: record %d '%s': %s: %s", r.label,
+					h.index, h.name, path, err);
 			at_tensor_free(&t);
 		}
 		if (rc < 0)

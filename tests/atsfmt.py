@@ -238,6 +238,11 @@ def _read(buf, max_bytes):
             if pos == 0:
                 raise FormatError("not an andrea stream (bad magic)")
             raise rec_err("bad magic: not a record header")
+        if len(fixed) < 16 and len(fixed) > 5 and fixed[5] == KIND_END:
+            raise FormatError("input ended inside the end record")
+        if len(fixed) <= 5:  # before the kind: a record or the end record
+            raise FormatError(f"input ended inside the header after record {n}"
+                              if n else "input ended inside the first header")
         if len(fixed) < 16:
             raise rec_err("input ended inside the record")
         version, kind, code, rank, flags, name_len, attr_len, chunk = \

@@ -1,6 +1,6 @@
-"""Every executable has a man page whose SYNOPSIS is its --help text,
-every page renders without warnings, and the examples of the pages in
-EXAMPLE_PAGES print what the page shows."""
+"""Every executable has a man page whose SYNOPSIS is its --help text and
+every page renders without warnings (the pages' examples are run by
+test_page_examples.py)."""
 import glob
 import os
 import re

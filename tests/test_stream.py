@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import atsfmt
+import stagekit
 from conftest import ROOT, one_line_error, run, tool
 
 RNG = np.random.default_rng(20250101)
@@ -298,6 +299,7 @@ def test_truncation_at_every_offset(tmp_path):
                  "record 2: input ended inside the record",
                  "no end record after record 1",
                  "no end record after record 2", "inside the end record",
+                 "inside the first header", "inside the header after record 1",
                  "'x': input ended", "'idx': input ended"):
         assert any(want in l for l in lines), (want, lines)
 
@@ -416,7 +418,7 @@ def crafted():
          "trailing garbage after the end record"),
         ("trailing garbage", rec + E + b"garbage!" * 4, "trailing garbage"),
         ("trailing partial magic", rec + E + b"AT",
-         "record 2: input ended inside the record"),
+         "input ended inside the header after record 1"),
         ("end record crc", rec + atsfmt.end_record(crc=5),
          "end record after record 1: header CRC32 mismatch"),
         ("end record field", rec + atsfmt.end_record(fill=b"\0" * 9 + b"\1"),
@@ -804,6 +806,28 @@ def test_unpack_refuses_names_leaving_dir(tmp_path, name):
     assert sorted(os.listdir(tmp_path)) == ["d"]
 
 
+def test_unpack_long_names(tmp_path):
+    """A name of 251 bytes makes a file name of 255, the most a name may
+    have (its temporary is cut to fit); one of 252 is refused in one line
+    naming the record, before anything is written."""
+    longest = "a" * 251
+    data = atsfmt.stream(atsfmt.record(longest, "u8", (2,), b"\1\2"))
+    run("unpack", "-d", tmp_path / "d", input=data, check=0)
+    assert os.listdir(tmp_path / "d") == [longest + ".npy"]
+    assert np.load(tmp_path / "d" / (longest + ".npy")).tolist() == [1, 2]
+    over = "b" * 252
+    data = atsfmt.stream(atsfmt.record(over, "u8", (2,), b"\1\2"))
+    p = run("unpack", "-d", tmp_path / "e", input=data, check=1)
+    assert one_line_error(p, "unpack") == (
+        f"andrea-unpack: <stdin>: record 1 '{over}': the file name {over}.npy "
+        "would be 256 bytes, over the 255 a name may have")
+    assert os.listdir(tmp_path / "e") == []
+    # a stream written by name with -o: the temporary fits as well
+    out = tmp_path / ("s" * 255)
+    run("pack", "-o", out, f"x={tmp_path / 'd' / (longest + '.npy')}", check=0)
+    assert run("show", out).returncode == 0
+
+
 def test_unpack_names_repeated_records_apart(tmp_path):
     """A later record of a name already written goes to NAME.layerL.headH
     (its attributes), else NAME.N (its record number), across FILEs too:
@@ -866,3 +890,32 @@ def test_a_stream_is_not_read_from_a_terminal(tmp_path, prog, args, force):
     line = one_line_error(p, prog)
     assert "refusing to read a stream from a terminal" in line
     assert ("-f reads it anyway" in line) == force
+
+
+@pytest.mark.parametrize("full", ["count", "bytes"])  # 32 of them; 4096 bytes
+def test_a_stage_never_drops_the_attribute_it_adds(tmp_path, full):
+    """A record whose attribute block is full gets no attribute from a
+    stage: the stage refuses it in one line naming the attribute, rather
+    than write its result without it (later stages would read it as
+    unscaled)."""
+    q = np.random.default_rng(1).standard_normal((1, 1, 3, 4)).astype(np.float32)
+    if full == "count":
+        attrs = [f"{n}:k{i:02d}=v" for n in "qk" for i in range(32)]
+    else:  # 21 lines of 192 bytes and one of 64: 4096 bytes in all
+        attrs = [f"{n}:k{i:02d}{'x' * 60}={'v' * 127}"
+                 for n in "qk" for i in range(21)]
+        attrs += [f"{n}:z={'w' * 61}" for n in "qk"]
+    stream = stagekit.pack(tmp_path, [("q", q), ("k", q)], attrs)
+    head = run("show", "--full", input=stream)
+    assert head.returncode == 0, head.stderr
+    p = run("scores", input=stream)
+    assert p.returncode == 1
+    assert "no room for its attribute 'scale'" in one_line_error(p, "scores")
+    # what was written is not a whole stream: the next stage says so
+    assert run("show", input=p.stdout).returncode == 1
+    # one attribute fewer, and the stage has its room again
+    fewer = [a for a in attrs if ":k00" not in a]
+    fewer = stagekit.pack(tmp_path, [("q", q), ("k", q)], fewer)
+    p = run("scores", input=fewer)
+    assert p.returncode == 0, p.stderr
+    assert "scale=" in run("show", "--full", input=p.stdout).stdout.decode()

@@ -1,4 +1,4 @@
-// block.cu - the one pre-norm block forward on the GPU (model_kernels.cuh)
+// block.cu - the one pre-norm block forward on the GPU (forward_kernels.cuh)
 // and the kernels it adds to the stage ops: the causal softmax (mask +
 // scale + softmax in one kernel) and the GELU (the KV cache's kernels are
 // kv_cache.cu's).

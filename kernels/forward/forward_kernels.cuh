@@ -1,5 +1,5 @@
 // forward_kernels.cuh - the whole model's forward on the GPU: the one GPU
-// block forward, which the forward engine (forward.cu: andrea-block,
+// block forward, which the forward engine (engine.cu: andrea-block,
 // -logits, -generate, train --forward) and the training engine
 // (kernels/train/) both run, and the kernels it needs beyond the stage
 // ops.

@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -11,12 +12,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The process umask, read without changing it for long. */
+/* The process umask: from /proc/self/status where Linux shows it (4.7
+ * on), so that no other thread ever sees it changed; else set to 0 and
+ * back, for that instant. */
 static mode_t process_umask(void)
 {
-	mode_t m = umask(0);
-	umask(m);
-	return m;
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned m;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "Umask: %o", &m) == 1) {
+			fclose(f);
+			return (mode_t)(m & 0777);
+		}
+	if (f)
+		fclose(f);
+	mode_t old = umask(0);
+	umask(old);
+	return old;
 }
 
 static int copy_name(char *dst, size_t len, const char *src)
@@ -91,7 +104,14 @@ int at_afile_open(at_afile *a, const char *path)
 	}
 	if (exists && access(a->path, W_OK) != 0)
 		return -1; /* a read-only file stays, as the shell's > has it */
-	int n = snprintf(a->tmp, sizeof a->tmp, "%s.XXXXXX", a->path);
+	/* PATH.XXXXXX, the name cut to fit NAME_MAX with its suffix */
+	const char *slash = strrchr(a->path, '/');
+	size_t dir_len = slash ? (size_t)(slash - a->path) + 1 : 0;
+	size_t base_len = strlen(a->path) - dir_len;
+	if (base_len > NAME_MAX - 7)
+		base_len = NAME_MAX - 7;
+	int n = snprintf(a->tmp, sizeof a->tmp, "%.*s.XXXXXX",
+			 (int)(dir_len + base_len), a->path);
 	if (n < 0 || (size_t)n >= sizeof a->tmp) {
 		a->tmp[0] = 0;
 		errno = ENAMETOOLONG;

@@ -215,6 +215,16 @@ int at_read_header(at_reader *r, at_header *h)
 			return at_reader_fail(r, index, NULL,
 				    "bad magic: not a record header");
 		}
+		/* a cut header: byte 5 tells an end record from a record */
+		if (got < AT_FIXED_HEADER && got > 5 && p[5] == AT_KIND_END)
+			return at_reader_fail(r, 0, NULL,
+					      "input ended inside the end record");
+		if (got < AT_FIXED_HEADER && got <= 5)
+			return r->records ? at_reader_fail(r, 0, NULL,
+					"input ended inside the header after "
+					"record %d", r->records)
+				: at_reader_fail(r, 0, NULL, "input ended inside "
+						 "the first header");
 		if (got < AT_FIXED_HEADER)
 			return at_reader_fail(r, index, NULL, "input ended inside the record");
 		if (p[4] != AT_VERSION)
