@@ -52,7 +52,7 @@ TEXT = ("It was the best of times, it was the worst of times, it was the age "
         "the season of Darkness, it was the spring of hope, it was the winter "
         "of despair.")
 STATS = re.compile(r"(\d+) rows?, (\d+) prompt tokens encoded in ([\d.]+) ms; "
-                   r"(\d+) steps in ([\d.]+) ms: (\d+) tokens/s \((.*)\)")
+                   r"(\d+) steps? in ([\d.]+) ms: (\d+) tokens/s \((.*)\)")
 USAGE = ("usage: generate.py [--quick] [andrea-12m] [andrea-120m] [cpu] "
          "[cuda] [1] [8]")
 

@@ -364,9 +364,9 @@ static void report(const gen *g)
 	at_fwd_describe(g->engine, where, sizeof where);
 	long drawn = g->steps * g->rows;
 	fprintf(stderr, "%s: %d row%s, %ld prompt tokens encoded in %.1f ms; "
-		"%ld steps in %.1f ms: %.0f tokens/s (%s%s)\n", cli_prog,
+		"%ld step%s in %.1f ms: %.0f tokens/s (%s%s)\n", cli_prog,
 		g->rows, g->rows == 1 ? "" : "s", g->fed, g->t_prefill * 1e3,
-		g->steps, g->t_decode * 1e3,
+		g->steps, g->steps == 1 ? "" : "s", g->t_decode * 1e3,
 		g->t_decode > 0 ? drawn / g->t_decode : 0.0, where,
 		g->no_cache ? ", no cache" : "");
 }

@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 		CLI_LONG("save-every", 0, &o.save_every, 0, LONG_MAX),
 		CLI_STRING("checkpoint", 0, &o.checkpoint),
 		CLI_FLAG("resume", 0, &o.resume),
-		CLI_LONG("stop-at", 0, &o.stop_at, 0, LONG_MAX / 2),
+		CLI_LONG("stop-at", 0, &o.stop_at, 1, LONG_MAX / 2),
 		CLI_STRING("log", 0, &o.log),
 		CLI_FLAG("progress", 0, &o.progress),
 		CLI_STRING("dump-grads", 0, &o.dump_grads),

@@ -16,7 +16,8 @@ fi
 echo "# train a tiny model (C 64, H 4, L 2) on the fortunes for $steps steps"
 find "$fortunes" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort |
 	xargs cat > "$work/fortunes.txt"
-echo "\$ andrea-train --config tiny --data fortunes.txt --steps $steps --seq 64 --lr 3e-3 --progress -o tiny.ats"
+echo "\$ andrea-train --config tiny --data fortunes.txt --steps $steps --batch 8 --seq 64 --lr 3e-3 \\"
+echo "    --warmup 50 --eval-every 500 --log log.jsonl --progress -o tiny.ats"
 andrea-train --config tiny --data "$work/fortunes.txt" --steps "$steps" --batch 8 \
 	--seq 64 --lr 3e-3 --warmup 50 --eval-every 500 --log "$work/log.jsonl" \
 	--progress -o "$work/tiny.ats"

@@ -303,7 +303,7 @@ def test_stats_line(tmp_path, trained):
                 "--temperature", 0, "--stats", *extra, env=ONE, check=0)
         line = one_line_error(p, "generate")
         m = re.fullmatch(r"andrea-generate: (\d+) rows?, (\d+) prompt tokens "
-                         r"encoded in (\d+\.\d) ms; (\d+) steps in (\d+\.\d) ms: "
+                         r"encoded in (\d+\.\d) ms; (\d+) steps? in (\d+\.\d) ms: "
                          r"(\d+) tokens/s \((.+) \(fp32\)(, no cache)?\)", line)
         assert m, line
         assert int(m[1]) == rows and int(m[4]) == 100

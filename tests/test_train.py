@@ -520,6 +520,7 @@ def test_sigterm_saves_and_exits_143(tmp_path):
     ["--dump-grads", "", "--data", "d", "-o", "m.ats"],
     ["--log", "", "--data", "d", "-o", "m.ats"],
     ["--data", "", "-o", "m.ats"],
+    ["--stop-at", "0", "--data", "d", "-o", "m.ats"],
     ["--data", "d", "-o", ""],
 ])
 def test_bad_options_exit_2(tmp_path, args):
@@ -569,6 +570,16 @@ def test_outputs_that_cannot_hold_the_run_are_refused_first(tmp_path):
             (["-o", data], "is the training data"),
             (["-o", tmp_path / "m.ats", "--checkpoint", data],
              "the checkpoint"),
+            (["-o", tmp_path / "m.ats", "--log", data],
+             "--log %s is the training data" % data),
+            (["-o", tmp_path / "m.ats", "--dump-grads", data],
+             "--dump-grads %s is the training data" % data),
+            (["-o", tmp_path / "m.ats", "--log", tmp_path / "m.ats"],
+             "is -o too"),
+            (["-o", tmp_path / "m.ats", "--log", tmp_path / "m.ats.ckpt"],
+             "is the checkpoint too"),
+            (["-o", tmp_path / "m.ats", "--log", tmp_path / "x",
+              "--dump-grads", tmp_path / "x"], "is --log too"),
             (["-o", "/dev/null"], "name the checkpoint with --checkpoint")]:
         p = run("train", *common, *args, check=2)
         assert says in one_line_error(p, "train")
@@ -654,11 +665,14 @@ def test_a_run_says_what_it_did_and_keeps_its_checkpoint(tmp_path):
                                  f"it); wrote {out}\n")
     # a --stop-at behind the checkpoint, and a fresh --steps 0 (no step, so
     # no checkpoint), say so
+    ckpt = open(f"{out}.ckpt", "rb").read()
     p = run("train", "--resume", *common, "--steps", 5, "--stop-at", 1,
-            check=0)
+            "--lr", 1, check=0)
     assert p.stderr.decode() == (f"andrea-train: {out}.ckpt is at step 3, "
                                  f"and --stop-at is 1: nothing to do; wrote "
                                  f"{out}\n")
+    # ... and leaves the checkpoint as it was, its --steps and --lr too
+    assert open(f"{out}.ckpt", "rb").read() == ckpt
     fresh = tmp_path / "z.ats"
     p = run("train", "-m", model, *common[:-1], fresh, "--steps", 0, check=0)
     assert p.stderr.decode() == (f"andrea-train: --steps 0: nothing to "
@@ -690,3 +704,97 @@ def test_the_schedule_is_the_formula_of_the_page_and_eval_every_is_kept(tmp_path
     for r in recs:
         assert abs(r["lr"] - rate(r["step"] - 1)) <= 1e-6 * lr, r
     assert [r["step"] for r in recs if "val_loss" in r] == [2, 4, 5, 6, 8, 9]
+
+
+def test_a_run_that_diverges_writes_nothing_and_fails(tmp_path):
+    """A last step whose update leaves a model that computes no finite loss
+    (its own loss, taken before the update, is finite) ends the run with
+    exit 1 and one line, with no model or checkpoint written: by the
+    held-out loss where one is measured, and by the parameters, where one
+    is not finite, in any case."""
+    data = tmp_path / "d.txt"
+    data.write_bytes(fortunes_text(20000))
+    common = ["--config", "tiny", "--data", data, "--seq", 16, "--batch", 2,
+              "--steps", 1, "--warmup", 1, "--lr", 1e30, "--clip", 0,
+              "--weight-decay", 0, "-o", tmp_path / "m.ats"]
+    p = run("train", *common, check=1)
+    assert "step 1: the held-out loss is nan: training diverged" \
+        in one_line_error(p, "train")
+    common[common.index(1e30)] = 1e39  # past float32: the weights overflow
+    p = run("train", *common, "--eval-every", 0, check=1)
+    line = one_line_error(p, "train")
+    assert line.startswith("andrea-train: step 1: ") and \
+        "training diverged (lower --lr?); nothing written" in line
+    assert sorted(os.listdir(tmp_path)) == ["d.txt"]
+
+
+def test_resuming_with_another_lr_keeps_a_given_min_lr(tmp_path):
+    """andrea-train(1): the schedule comes from the checkpoint unless given
+    again.  A --min-lr given to the run stays when only --lr is given on
+    resuming; the default one (a tenth of --lr) follows the new --lr; a
+    kept --min-lr above the new --lr is a usage error."""
+    rng = np.random.default_rng(3)
+    model, _ = write_model(tmp_path, rng, SMALL)
+    data = tokens_file(tmp_path, rng.integers(0, 11, 400))
+    out = tmp_path / "m.ats"
+    common = ["--data", data, "--batch", 2, "--seq", 5, "--steps", 6,
+              "--warmup", 0, "-o", out]
+
+    def state():
+        return records(f"{out}.ckpt")[0][1]
+    for given, new_lr, want in [(["--min-lr", 0], 1e-3, 0.0),
+                                ([], 1e-3, 1e-4)]:
+        run("train", "-m", model, *common, "--lr", 3e-3, *given,
+            "--stop-at", 2, "-f", check=0)
+        run("train", "--resume", *common, "--lr", new_lr, "--stop-at", 3,
+            check=0)
+        st = state()
+        assert float(st["lr"]) == new_lr and float(st["min_lr"]) == want, st
+    run("train", "-m", model, *common, "--lr", 3e-3, "--min-lr", 2e-3,
+        "--stop-at", 2, "-f", check=0)
+    p = run("train", "--resume", *common, "--lr", 1e-3, check=2)
+    assert "--lr 0.001 is below the --min-lr 0.002 of the checkpoint" \
+        in one_line_error(p, "train")
+
+
+def test_data_is_read_whole_once_and_capped(tmp_path):
+    """Text through a pipe trains as the same text in a file (the bytes
+    that told text from a stream are not read twice), and text of more
+    than ANDREA_MAX_BYTES is refused in one line rather than held."""
+    text = fortunes_text(5000)
+    data = tmp_path / "d.txt"
+    data.write_bytes(text)
+    common = ["--config", "tiny", "--seq", 16, "--batch", 2, "--steps", 2,
+              "--threads", 1]
+    run("train", *common, "--data", data, "-o", tmp_path / "a.ats", check=0)
+    run("train", *common, "--data", "/dev/stdin", "-o", tmp_path / "b.ats",
+        "--checkpoint", tmp_path / "b.ckpt", input=text, check=0)
+    assert open(tmp_path / "a.ats", "rb").read() == \
+        open(tmp_path / "b.ats", "rb").read()
+    p = run("train", *common, "--data", data, "-o", tmp_path / "c.ats",
+            env={"ANDREA_MAX_BYTES": "4999"}, check=1)
+    assert one_line_error(p, "train") == (
+        f"andrea-train: {data}: more than 4999 bytes of text (ANDREA_MAX_BYTES)")
+    assert not os.path.exists(tmp_path / "c.ats")
+
+
+def test_a_log_whose_reader_left_stops_the_run_saved(tmp_path):
+    """--log into a pipe whose reader has gone: the run stops after that
+    step as a signal stops it, saves the model and the checkpoint, says
+    so in one line and exits 1 (not killed by SIGPIPE)."""
+    data = tmp_path / "d.txt"
+    data.write_bytes(fortunes_text(20000))
+    out = tmp_path / "m.ats"
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run([tool("train"), "--config", "tiny", "--data", data,
+                        "--seq", "16", "--batch", "2", "--steps", "50",
+                        "--log", "/dev/stdout", "-o", out], stdout=w,
+                       stderr=subprocess.PIPE)
+    os.close(w)
+    assert p.returncode == 1, p.stderr
+    last = p.stderr.decode().splitlines()[-1]
+    assert last == (f"andrea-train: /dev/stdout: write error: Broken pipe; "
+                    f"stopped after step 1, saved {out} and {out}.ckpt")
+    assert records(f"{out}.ckpt")[0][1]["step"] == "1"
+    run("train", "--resume", "--data", data, "-o", out, check=0)

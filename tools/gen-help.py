@@ -37,8 +37,11 @@ LONG = 160  # a first sentence longer than this is cut at a ; or :
 
 
 def first_sentence(par):
-    m = re.search(r"(?<=[a-z0-9)\]'\"])\.(\s|$)", par)
+    m = re.search(r"(?<=[A-Za-z0-9)\]'\"])\.(\s|$)", par)
     s = par[:m.start() + 1] if m else par
+    # a section of the page named as "above" is not above in --help
+    s = re.sub(r"(\(|see )([A-Z][A-Za-z ]*?) above\b",
+               r"\1\2 in the manual page", s)
     if len(s) <= LONG:
         return s
     depth = 0

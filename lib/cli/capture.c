@@ -316,12 +316,13 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 			if (s->head[k])
 				cli_die("--capture %s: head %d: the model has %d heads "
 					"(0..%d)", capture_names[s->name], k, H, H - 1);
+		/* these two are the command line's own misuse */
 		if (c->blocks_only && capture_of_the_model(capture_names[s->name]))
-			cli_die("--capture %s: andrea-block runs no embedding or "
+			cli_usage_error("--capture %s: andrea-block runs no embedding or "
 				"head (capture it in andrea-generate)",
 				capture_names[s->name]);
 		if (c->decoding && s->pos.n)
-			cli_die("--capture %s@...: positions count within a pass, "
+			cli_usage_error("--capture %s@...: positions count within a pass, "
 				"and a decoding step is a pass of one; capture "
 				"every position and cut the records apart",
 				capture_names[s->name]);

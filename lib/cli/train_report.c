@@ -39,8 +39,8 @@ static double tokens_per_s(const train_report *r)
 	       r->train_time : 0.0;
 }
 
-void train_report_step(train_report *r, const tr_engine *e, long s, long end,
-		       double loss, double val, double lr, double norm)
+int train_report_step(train_report *r, const tr_engine *e, long s, long end,
+		      double loss, double val, double lr, double norm)
 {
 	double tps = tokens_per_s(r);
 	r->last_loss = loss;
@@ -62,7 +62,7 @@ void train_report_step(train_report *r, const tr_engine *e, long s, long end,
 		r->last_line = t;
 	}
 	if (!r->log)
-		return;
+		return 0;
 	fprintf(r->log, "{\"step\": %ld, \"loss\": %.6f", s, loss);
 	if (!isnan(val))
 		fprintf(r->log, ", \"val_loss\": %.6f", val);
@@ -74,8 +74,10 @@ void train_report_step(train_report *r, const tr_engine *e, long s, long end,
 		fprintf(r->log, ", \"device_buffers\": %zu, \"device_peak\": %zu",
 			buf, peak);
 	fputs("}\n", r->log);
-	if (fflush(r->log) != 0)
-		cli_die("%s: write error: %s", r->log_path, strerror(errno));
+	if (fflush(r->log) == 0 && !ferror(r->log))
+		return 0;
+	r->log_errno = errno ? errno : EIO;
+	return -1;
 }
 
 void train_report_end(const train_report *r, const tr_engine *e, long step,
@@ -90,8 +92,8 @@ void train_report_end(const train_report *r, const tr_engine *e, long step,
 	if (!isnan(r->last_val))
 		snprintf(val, sizeof val, ", held-out %.4f", r->last_val);
 	duration(took, sizeof took, r->train_time);
-	fprintf(stderr, "%s: %ld steps on %s in %s, to step %ld of %ld: loss "
+	fprintf(stderr, "%s: %ld step%s on %s in %s, to step %ld of %ld: loss "
 		"%.4f%s, %.0f tokens/s%s; wrote %s and %s\n", cli_prog,
-		r->steps_run, where, took, step, steps, r->last_loss, val,
+		r->steps_run, r->steps_run == 1 ? "" : "s", where, took, step, steps, r->last_loss, val,
 		tokens_per_s(r), mem, model, ckpt);
 }

@@ -20,16 +20,18 @@ typedef struct {
 	double last_line;      /* when the last plain progress line went out */
 	double last_val;       /* the latest held-out loss, NAN before one */
 	double last_loss;
+	int log_errno;         /* why --log could not be written, or 0 */
 } train_report;
 
 /* Starts a run's report: progress as --progress or a terminal says. */
 void train_report_start(train_report *r, FILE *log, const char *log_path,
 			int progress, long tokens_a_step);
 /* After step `step` (counting from 1) of a run that stops at `end`: its
- * loss, held-out loss (NAN: not measured), rate and gradient norm. */
-void train_report_step(train_report *r, const tr_engine *e, long step,
-		       long end, double loss, double val, double lr,
-		       double norm);
+ * loss, held-out loss (NAN: not measured), rate and gradient norm.
+ * Returns 0, or -1 when --log could not be written (r->log_errno). */
+int train_report_step(train_report *r, const tr_engine *e, long step,
+		      long end, double loss, double val, double lr,
+		      double norm);
 /* The closing line: the steps and where they ran, their time, the step
  * reached of `steps`, the losses, the rate, the files written. */
 void train_report_end(const train_report *r, const tr_engine *e, long step,

@@ -13,6 +13,9 @@
 #include "train/engine.h"
 
 static volatile sig_atomic_t stop_signal;
+/* --log could not be written (a full disk, its reader gone): the run
+ * stops as a signal stops it, saved, and then fails */
+static int log_failed;
 
 static void on_signal(int sig)
 {
@@ -73,11 +76,18 @@ static void resume(trainer *tr)
 	if (train_given(o, "val-fraction") && o->val_fraction != st->val_fraction)
 		cli_die("--val-fraction %g does not match %s (%g)",
 			o->val_fraction, what, st->val_fraction);
-	/* the schedule may be changed on resuming: what is given wins */
+	/* the schedule may be changed on resuming: what is given wins; a
+	 * --min-lr given to the run stays, its default (a tenth of --lr)
+	 * follows a new --lr */
+	if (train_given(o, "min-lr"))
+		st->h.min_lr = o->h.min_lr;
+	else if (train_given(o, "lr") && st->h.min_lr == st->h.lr / 10)
+		st->h.min_lr = o->h.lr / 10;
+	else if (train_given(o, "lr") && st->h.min_lr > o->h.lr)
+		cli_usage_error("--lr %g is below the --min-lr %g of %s: give "
+				"--min-lr too", o->h.lr, st->h.min_lr, what);
 	if (train_given(o, "lr"))
 		st->h.lr = o->h.lr;
-	if (train_given(o, "min-lr") || train_given(o, "lr"))
-		st->h.min_lr = train_given(o, "min-lr") ? o->h.min_lr : o->h.lr / 10;
 	if (train_given(o, "warmup"))
 		st->h.warmup = o->h.warmup;
 	if (train_given(o, "steps"))
@@ -157,6 +167,22 @@ static void start(trainer *tr)
 				tr->m.cfg.ctx);
 }
 
+/* Ends the run, writing nothing, where an update left a parameter that
+ * is not finite: a diverged run's last step, whose loss was taken
+ * before it. */
+static void check_finite(const trainer *tr)
+{
+	const tr_model *m = &tr->m;
+	for (int i = 0; i < m->n_params; i++) {
+		const tr_param *p = &m->params[i];
+		for (size_t j = 0; j < p->n; j++)
+			if (!isfinite(m->p[p->off + j]))
+				cli_die("step %ld: %s[%zu] is %g: training diverged "
+					"(lower --lr?); nothing written",
+					tr->st.step, p->name, j, m->p[p->off + j]);
+	}
+}
+
 /* Writes the checkpoint (with ckpt), then the model, each atomically;
  * of several ranks, rank 0 writes while the others wait. */
 static void save(trainer *tr, int ckpt)
@@ -172,6 +198,7 @@ static void save(trainer *tr, int ckpt)
 						   sizeof tr->err));
 		return;
 	}
+	check_finite(tr);
 	if (ckpt && at_writer_open(&w, tr->ckpt, &o->c.wopts) < 0)
 		cli_fail(w.err);
 	if (ckpt && (tr_checkpoint_write(&w, &tr->m, tr->mom1, tr->mom2,
@@ -246,7 +273,7 @@ static void step(trainer *tr, tr_step_out *r)
 	int dump = o->dump_grads && tr->rep.steps_run == 0;
 	int ahead = !dump && !eval_due(tr, next) && !save_due(tr, next);
 	engine_check(tr, tr_engine_step(tr->eng, &tr->st, o->stop_at, ahead,
-					stop_signal != 0, r, tr->err,
+					stop_signal != 0 || log_failed, r, tr->err,
 					sizeof tr->err));
 	if (dump)
 		dump_grads(tr, r->loss);
@@ -295,6 +322,21 @@ void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 	}
 	if (o->data)
 		check_output(o, ckpt, "the checkpoint");
+	if (o->dump_grads)
+		check_output(o, o->dump_grads, "--dump-grads");
+	if (o->log && same_file(o->log, o->data))
+		cli_usage_error("--log %s is the training data (--data)", o->log);
+	/* no file written twice over: one name for each */
+	const char *path[] = {o->c.output, o->data ? ckpt : NULL, o->log,
+			      o->dump_grads};
+	static const char *what[] = {"-o", "the checkpoint", "--log",
+				     "--dump-grads"};
+	for (int i = 1; i < 4; i++)
+		for (int j = 0; j < i; j++)
+			if (path[i] && path[j] && (strcmp(path[i], path[j]) == 0 ||
+						   same_file(path[i], path[j])))
+				cli_usage_error("%s %s is %s too", what[i],
+						path[i], what[j]);
 	if (!o->resume && o->data && !o->c.force && stat(ckpt, &sb) == 0)
 		cli_die("%s exists: --resume continues its run, -f replaces it",
 			ckpt);
@@ -349,6 +391,10 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* a --log pipe whose reader left fails its write, not the run */
+	struct sigaction ign = {.sa_handler = SIG_IGN}, pipe_was;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &pipe_was);
 
 	train_report *rep = &tr.rep;
 	train_report_start(rep, log, o->log, o->progress && tr.lead,
@@ -356,7 +402,8 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 	tr_step_out r = {0};
 	/* alone, a signal ends the run after the step it came in; ranks
 	 * agree on the step through tr_engine_step (r.stop) */
-	while (st->step < o->stop_at && !r.stop && (ranks || !stop_signal)) {
+	while (st->step < o->stop_at && !r.stop &&
+	       (ranks || (!stop_signal && !log_failed))) {
 		double t = at_now();
 		step(&tr, &r);
 		rep->train_time += at_now() - t;
@@ -365,15 +412,18 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 			cli_die("step %ld: the loss is %g: training diverged "
 				"(lower --lr?)", st->step, r.loss);
 		double val = NAN;
-		if (eval_due(&tr, st->step))
-			val = evaluate(&tr);
-		if (tr.lead)
-			train_report_step(rep, tr.eng, st->step, o->stop_at, r.loss,
-					  val, r.lr, r.norm);
+		if (eval_due(&tr, st->step) && !isfinite(val = evaluate(&tr)))
+			cli_die("step %ld: the held-out loss is %g: training "
+				"diverged (lower --lr?)", st->step, val);
+		if (tr.lead && train_report_step(rep, tr.eng, st->step, o->stop_at,
+						 r.loss, val, r.lr, r.norm) < 0)
+			log_failed = 1;
 		if (save_due(&tr, st->step))
 			save(&tr, 1);
 	}
-	save(&tr, st->step > 0);
+	sigaction(SIGPIPE, &pipe_was, NULL);
+	/* a resumed run that made no step leaves its checkpoint as it was */
+	save(&tr, st->step > 0 && (rep->steps_run || !o->resume));
 	if (rep->tty && rep->progress && rep->steps_run)
 		fputc('\n', stderr);
 	if (!tr.lead)
@@ -395,12 +445,18 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 			"larger --steps continues it); wrote %s\n", cli_prog,
 			tr.ckpt, st->step, st->h.steps, o->c.output);
 	tr_engine_free(tr.eng);
-	if (log && fclose(log) != 0)
+	if (log && fclose(log) != 0 && !log_failed)
 		cli_die("%s: write error: %s", o->log, strerror(errno));
 	tr_data_free(&tr.data);
 	tr_model_free(&tr.m);
 	free(tr.mom1);
 	free(tr.mom2);
+	if (log_failed) {
+		fprintf(stderr, "%s: %s: write error: %s; stopped after step %ld, "
+			"saved %s and %s\n", cli_prog, o->log,
+			strerror(rep->log_errno), st->step, o->c.output, tr.ckpt);
+		return 1;
+	}
 	if (stop_signal || r.stop) {
 		int sig = stop_signal ? stop_signal : SIGTERM; /* another rank's */
 		if (tr.lead && stop_signal)

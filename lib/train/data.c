@@ -11,13 +11,23 @@
 #include "core/philox.h"
 #include "stream/stream.h"
 
-/* Reads all of f into a malloc'd buffer. */
-static unsigned char *slurp(FILE *f, size_t *len)
+/* The `have` bytes of head, then the rest of f, in a malloc'd buffer of
+ * *len bytes; NULL when out of memory, or (*len then max + 1) when f
+ * holds more than max bytes in all: an endless pipe stops there. */
+static unsigned char *slurp(FILE *f, const char *head, size_t have,
+			    uint64_t max, size_t *len)
 {
-	size_t cap = 1 << 16, n = 0, got;
+	size_t cap = 1 << 16, n = have, got;
 	unsigned char *buf = malloc(cap);
+	if (buf)
+		memcpy(buf, head, have);
 	while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
 		n += got;
+		if (n > max) {
+			free(buf);
+			*len = max + 1;
+			return NULL;
+		}
 		if (n == cap) {
 			unsigned char *b2 = realloc(buf, cap *= 2);
 			if (!b2)
@@ -89,11 +99,17 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 		if (load_stream(d, path, ro, err, errlen) < 0)
 			return -1;
 	} else {
-		rewind(f);
+		/* the bytes read are kept, not read again: a pipe has no rewind */
 		size_t n;
-		unsigned char *buf = slurp(f, &n);
+		unsigned char *buf = slurp(f, magic, got, ro->max_bytes, &n);
 		int bad = ferror(f);
 		fclose(f);
+		if (!buf && n > ro->max_bytes) {
+			snprintf(err, errlen, "%s: more than %llu bytes of text "
+				 "(ANDREA_MAX_BYTES)", path,
+				 (unsigned long long)ro->max_bytes);
+			return -1;
+		}
 		if (!buf || bad) {
 			snprintf(err, errlen, "%s: %s", path,
 				 buf ? "read error" : "out of memory");
