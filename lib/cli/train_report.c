@@ -94,6 +94,6 @@ void train_report_end(const train_report *r, const tr_engine *e, long step,
 	duration(took, sizeof took, r->train_time);
 	fprintf(stderr, "%s: %ld step%s on %s in %s, to step %ld of %ld: loss "
 		"%.4f%s, %.0f tokens/s%s; wrote %s and %s\n", cli_prog,
-		r->steps_run, r->steps_run == 1 ? "" : "s", where, took, step, steps, r->last_loss, val,
-		tokens_per_s(r), mem, model, ckpt);
+		r->steps_run, r->steps_run == 1 ? "" : "s", where, took, step,
+		steps, r->last_loss, val, tokens_per_s(r), mem, model, ckpt);
 }

@@ -177,9 +177,10 @@ static void check_finite(const trainer *tr)
 		const tr_param *p = &m->params[i];
 		for (size_t j = 0; j < p->n; j++)
 			if (!isfinite(m->p[p->off + j]))
-				cli_die("step %ld: %s[%zu] is %g: training diverged "
+				cli_die("step %ld: %s[%zu] is %s: training diverged "
 					"(lower --lr?); nothing written",
-					tr->st.step, p->name, j, m->p[p->off + j]);
+					tr->st.step, p->name, j,
+					isnan(m->p[p->off + j]) ? "NaN" : "infinite");
 	}
 }
 
