@@ -83,7 +83,7 @@ int train_report_step(train_report *r, const tr_engine *e, long s, long end,
 void train_report_end(const train_report *r, const tr_engine *e, long step,
 		      long steps, const char *model, const char *ckpt)
 {
-	char where[600], mem[120] = "", val[40] = "", took[32];
+	char where[600], mem[120] = "", val[40] = "", took[64];
 	size_t buf, peak;
 	tr_engine_describe(e, where, sizeof where);
 	if (tr_engine_memory(e, &buf, &peak))
@@ -92,6 +92,14 @@ void train_report_end(const train_report *r, const tr_engine *e, long step,
 	if (!isnan(r->last_val))
 		snprintf(val, sizeof val, ", held-out %.4f", r->last_val);
 	duration(took, sizeof took, r->train_time);
+	if (r->eval_time >= 1.0) { /* a run can spend more on it than on steps */
+		size_t n = strlen(took);
+		snprintf(took + n, sizeof took - n, " (held-out ");
+		n = strlen(took);
+		duration(took + n, sizeof took - n, r->eval_time);
+		n = strlen(took);
+		snprintf(took + n, sizeof took - n, ")");
+	}
 	fprintf(stderr, "%s: %ld step%s on %s in %s, to step %ld of %ld: loss "
 		"%.4f%s, %.0f tokens/s%s; wrote %s and %s\n", cli_prog,
 		r->steps_run, r->steps_run == 1 ? "" : "s", where, took, step,

@@ -16,6 +16,7 @@ typedef struct {
 	int tty;               /* stderr is a terminal: one line, rewritten */
 	long tokens_a_step;    /* batch x sequence length */
 	double t0, train_time; /* when the run began; seconds in its steps */
+	double eval_time;      /* seconds measuring the held-out loss */
 	long steps_run;
 	double last_line;      /* when the last plain progress line went out */
 	double last_val;       /* the latest held-out loss, NAN before one */

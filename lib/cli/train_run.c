@@ -413,9 +413,14 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 			cli_die("step %ld: the loss is %g: training diverged "
 				"(lower --lr?)", st->step, r.loss);
 		double val = NAN;
-		if (eval_due(&tr, st->step) && !isfinite(val = evaluate(&tr)))
-			cli_die("step %ld: the held-out loss is %g: training "
-				"diverged (lower --lr?)", st->step, val);
+		if (eval_due(&tr, st->step)) {
+			t = at_now();
+			val = evaluate(&tr);
+			rep->eval_time += at_now() - t;
+			if (!isfinite(val))
+				cli_die("step %ld: the held-out loss is %g: training "
+					"diverged (lower --lr?)", st->step, val);
+		}
 		if (tr.lead && train_report_step(rep, tr.eng, st->step, o->stop_at,
 						 r.loss, val, r.lr, r.norm) < 0)
 			log_failed = 1;
