@@ -223,7 +223,7 @@ help:
 # examples/experiments/*.sh: each experiment of andrea(7) as a table and a
 # figure, into EXP_OUT (./experiments)
 experiments: all
-	@for s in examples/experiments/*.sh; do echo "== $$s"; sh $$s || exit 1; done
+	@for s in examples/experiments/*.sh; do echo "== $$s"; PYTHON=$(PYTHON) sh $$s || exit 1; done
 
 bench-attention: all $(KCHECKS)
 	PYTHON=$(GPU_PYTHON) $(GPU_PYTHON) bench/attention.py $(BENCH_ARGS)

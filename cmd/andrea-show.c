@@ -297,7 +297,8 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 	sel_str(sel, n, ss, sizeof ss);
 	size_t at = (size_t)snprintf(title, len, "%s %s select=%s%s", t->name,
 				     shape, ss, o->grid ? " (grid)" : "");
-	static const char *const keys[] = {"layer", "head", "norm", "scale"};
+	static const char *const keys[] = {"layer", "head", "norm", "scale",
+					   "mask", "fill"};
 	for (size_t k = 0; k < sizeof keys / sizeof keys[0] && at < len; k++) {
 		const char *v = at_attr_get(&t->attrs, keys[k]);
 		if (v)

@@ -409,6 +409,34 @@ def test_png_masked_heatmap(tmp_path):
                 assert px == ramp_rgb((float(sl[i, j]) - lo) / (hi - lo)), (i, j)
 
 
+def test_png_shows_weight_a_finite_fill_leaked(tmp_path):
+    """Above the diagonal of a causally masked record, only what a mask
+    leaves there (0 in weights, -inf or the fill in scores) is drawn as
+    masked; weight that a finite fill let leak onto the future is drawn
+    in its colour and counts in the colour bar's range."""
+    if not png_built(tmp_path):
+        pytest.skip("built without libpng (its --png error was checked)")
+    rng = np.random.default_rng(4)
+    a = rng.uniform(0.1, 1.0, (6, 6)).astype(np.float32)
+    a[np.triu_indices(6, 1)] = 0.0
+    a[0, 5], a[2, 3] = 2.0, 0.05  # leaked, the largest and the smallest
+    stream = run("pack", "-a", "attn:mask=causal", "-a", "attn:fill=-1",
+                 f"attn={np.save(tmp_path / 'a.npy', a) or tmp_path / 'a.npy'}",
+                 check=0).stdout
+    out = tmp_path / "a.png"
+    show("--png", out, "--shade", "linear", input=stream)
+    w, h, rows = read_png(out)
+    k = math.ceil(256 / 6)
+    x0, y0, _, _ = map_box(rows)
+    for i in range(6):
+        for j in range(6):
+            px = rows[y0 + i * k + k // 2][x0 + j * k + k // 2]
+            if j > i and a[i, j] == 0:
+                assert px == (200, 200, 200), (i, j)
+            else:
+                assert px == ramp_rgb((float(a[i, j]) - 0.05) / (2.0 - 0.05)), (i, j)
+
+
 def test_png_one_record_only(tmp_path):
     if not png_built(tmp_path):
         pytest.skip("built without libpng (its --png error was checked)")

@@ -6,7 +6,7 @@
 # positions (64).
 . "$(dirname "$0")/common"
 T=${EXP_T:-64}
-python3 -c "
+"$py" -c "
 import numpy as np
 r = np.random.default_rng(0)
 np.save('s.npy', (r.standard_normal((1, 1, $T, $T)) * 2).astype(np.float32))"
@@ -14,7 +14,7 @@ andrea-pack scores=s.npy -o s.ats
 printf '%10s %14s\n' fill leaked > table
 for fill in -inf -1e9 -50 -30 -20 -10 -5 -2 -1; do
 	andrea-mask --fill "$fill" s.ats | andrea-softmax | andrea-unpack -d a
-	python3 -c "
+	"$py" -c "
 import numpy as np
 a = np.load('a/attn.npy')[0, 0]
 print('%10s %14.6g' % ('$fill', np.triu(a, 1).sum(-1).mean()))" >> table

@@ -8,7 +8,7 @@
 printf '%s' "${EXP_TEXT:-the cat sat on the mat}" | andrea-embed --text |
 	andrea-qkv | andrea-scores | andrea-mask | andrea-softmax -o attn.ats
 andrea-unpack -d w attn.ats
-python3 -c "
+"$py" -c "
 import numpy as np
 a = np.load('w/attn.npy')[0]
 print('%4s %14s %14s' % ('head', 'max|sum-1|', 'max above'))

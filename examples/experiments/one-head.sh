@@ -8,7 +8,7 @@ andrea-qkv x.ats | andrea-scores -o all.ats
 andrea-qkv --head 3 x.ats | andrea-scores -o h3.ats
 andrea-unpack -d all all.ats
 andrea-unpack -d h3 h3.ats
-python3 -c "
+"$py" -c "
 import numpy as np
 print('%8s %14s' % ('record', 'max abs diff'))
 for n in ('v', 'scores'):

@@ -8,7 +8,7 @@
 T=${EXP_T:-64}
 printf '%6s %10s %10s %12s %12s\n' D std sqrt_D H_unscaled H_scaled > table
 for D in 64 256 4096; do
-	python3 -c "
+	"$py" -c "
 import numpy as np
 r = np.random.default_rng($D)
 for n in 'qk':
@@ -17,7 +17,7 @@ for n in 'qk':
 	andrea-scores --no-scale qk.ats | andrea-unpack -d dots
 	andrea-scores --no-scale qk.ats | andrea-mask | andrea-softmax | andrea-unpack -d raw
 	andrea-scores qk.ats | andrea-mask | andrea-softmax | andrea-unpack -d scaled
-	python3 -c "
+	"$py" -c "
 import numpy as np
 H = lambda a: -(a * np.log(np.where(a > 0, a, 1))).sum(-1).mean()
 s = np.load('dots/scores.npy')

@@ -23,7 +23,7 @@ for stop in $every $((2 * every)) $((3 * every)) $steps; do
 		andrea-scores | andrea-mask | andrea-softmax | andrea-unpack -d "c$i"
 	i=$((i + 1))
 done
-python3 -c "
+"$py" -c "
 import json, numpy as np
 print('%6s %8s %8s' % ('step', 'loss', 'val_loss'))
 for line in open('log.jsonl'):
@@ -32,7 +32,7 @@ for line in open('log.jsonl'):
         print('%6d %8.4f %8.4f' % (r['step'], r['loss'], r['val_loss']))
 a = np.concatenate([np.load('c%d/attn.npy' % i) for i in range(4)], 1)
 np.save('heads.npy', a)" > table
-python3 -c "
+"$py" -c "
 import json
 for line in open('log.jsonl'):
     r = json.loads(line)

@@ -23,6 +23,8 @@
 #define PAD 10
 #define GAP 24          /* between panels */
 #define TICK 4
+#define BAR_GAP 6       /* between a bar tick and its label, so that a tick
+			 * never reads as the label's minus sign */
 #define BAR_W 16
 #define MIN_SIDE 256    /* a single map's shorter rendering, at least */
 #define GRID_SIDE 160   /* a grid panel's */
@@ -88,7 +90,9 @@ static void panel_plan(panel *p, const hm_slice *s, int grid, canvas *c)
 	p->map_w = (int)p->shown_cols * p->cw;
 	p->map_h = (int)p->shown_rows * p->ch;
 	char last[24];
-	snprintf(last, sizeof last, "%llu", (unsigned long long)(s->rows - 1));
+	snprintf(last, sizeof last, "%llu", s->rows_at.n ?
+		 (unsigned long long)at_positions_nth(&s->rows_at, s->rows - 1) :
+		 (unsigned long long)(s->rows - 1));
 	p->label_w = text_w(c, last) + TICK + 3;
 }
 
@@ -115,7 +119,10 @@ static void panel_draw(canvas *c, const panel *p, int x, int y)
 	for (uint64_t r = 0; r < s->rows; r += step) {
 		int ty = y + (int)((double)(r + 0.5) / s->rows * p->map_h);
 		gdImageLine(c->im, x - 1 - TICK, ty, x - 2, ty, c->black);
-		snprintf(lab, sizeof lab, "%llu", (unsigned long long)r);
+		/* a capture's rows are the queries its positions name */
+		snprintf(lab, sizeof lab, "%llu", s->rows_at.n ?
+			 (unsigned long long)at_positions_nth(&s->rows_at, r) :
+			 (unsigned long long)r);
 		text(c, x - 3 - TICK - text_w(c, lab), ty - c->font->h / 2, lab);
 	}
 	step = tick_step(s->cols, p->map_w / (6 * c->font->w) + 1);
@@ -137,15 +144,34 @@ static void bar_draw(canvas *c, const hm_slice *s, int x, int y, int h)
 		gdImageLine(c->im, x, y + i, x + BAR_W - 1, y + i, rgb(c, px));
 	}
 	gdImageRectangle(c->im, x - 1, y - 1, x + BAR_W, y + h, c->frame);
-	double ticks[16];
+	double ticks[18];
 	int n = hm_bar_ticks(s, ticks, 16);
+	/* an end the values pass (a range given, the log scale's floor) is
+	 * ticked and says so: every value beyond it has its colour */
+	int below = s->any_finite && s->lo < s->vlo,
+	    above = s->any_finite && s->hi > s->vhi, has_lo = 0, has_hi = 0;
+	for (int i = 0; i < n; i++) {
+		has_lo |= ticks[i] == s->vlo;
+		has_hi |= ticks[i] == s->vhi;
+	}
+	if (below && !has_lo)
+		ticks[n++] = s->vlo;
+	if (above && !has_hi)
+		ticks[n++] = s->vhi;
 	for (int i = 0; i < n; i++) {
 		int ty = y + (int)lround((1.0 - hm_level(s, ticks[i])) * (h - 1));
+		/* a tick whose label would run into an end's is left out */
+		int lo_y = y + h - 1, hi_y = y;
+		if ((below && ticks[i] != s->vlo && lo_y - ty < c->font->h) ||
+		    (above && ticks[i] != s->vhi && ty - hi_y < c->font->h))
+			continue;
 		gdImageLine(c->im, x + BAR_W + 1, ty, x + BAR_W + TICK, ty,
 			    c->black);
-		char lab[32];
-		snprintf(lab, sizeof lab, "%.3g", ticks[i]);
-		text(c, x + BAR_W + TICK + 3, ty - c->font->h / 2, lab);
+		const char *end = below && ticks[i] == s->vlo ? "<=" :
+				  above && ticks[i] == s->vhi ? ">=" : "";
+		char lab[40];
+		snprintf(lab, sizeof lab, "%s%.3g", end, ticks[i]);
+		text(c, x + BAR_W + TICK + BAR_GAP, ty - c->font->h / 2, lab);
 	}
 }
 
@@ -210,9 +236,23 @@ int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
 	int cell_w = lw + pw + GAP, cell_h = cap + ph + TICK + fh + GAP / 2;
 	int left = PAD + fh + 6, top = PAD + fh + 8;
 	int bar_x = left + gcols * cell_w, bar_h = grows * cell_h - GAP / 2;
-	int width = bar_x + BAR_W + TICK + 3 + 10 * c.font->w + PAD;
-	if (width < 2 * PAD + text_w(&c, fig->title))
-		width = 2 * PAD + text_w(&c, fig->title);
+	int width = bar_x + BAR_W + TICK + BAR_GAP + 10 * c.font->w + PAD;
+	/* maps drawn in blocks say so: a cell is then its block's mean */
+	uint64_t bh = 1, bw = 1;
+	for (int i = 0; i < n; i++) {
+		bh = p[i].bh > bh ? p[i].bh : bh;
+		bw = p[i].bw > bw ? p[i].bw : bw;
+	}
+	char title[AT_MAX_ATTR_BYTES + 300];
+	snprintf(title, sizeof title, "%s", fig->title);
+	if (bh > 1 || bw > 1) {
+		size_t at = strlen(title);
+		snprintf(title + at, sizeof title - at, "  (a cell: the mean of "
+			 "%llux%llu)", (unsigned long long)bh,
+			 (unsigned long long)bw);
+	}
+	if (width < 2 * PAD + text_w(&c, title))
+		width = 2 * PAD + text_w(&c, title);
 	int height = top + grows * cell_h + fh + PAD;
 	if ((double)width * height > 64e6) {
 		snprintf(err, errlen, "a figure of %dx%d pixels is too large",
@@ -228,8 +268,8 @@ int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
 	c.black = gdTrueColor(0, 0, 0);
 	c.frame = gdTrueColor(HM_FRAME_GREY, HM_FRAME_GREY, HM_FRAME_GREY);
 	gdImageFilledRectangle(c.im, 0, 0, width - 1, height - 1, c.white);
-	gdImageString(c.im, gdFontGetSmall(), PAD, PAD,
-		      (unsigned char *)fig->title, c.black);
+	gdImageString(c.im, gdFontGetSmall(), PAD, PAD, (unsigned char *)title,
+		      c.black);
 	for (int i = 0; i < n; i++) {
 		int x = left + (i % gcols) * cell_w + lw;
 		int y = top + (i / gcols) * cell_h;

@@ -56,14 +56,20 @@ int hm_check_select(int rank, const uint64_t *dims, const uint64_t *sel,
 }
 
 /* Whether entry (r, c) of s is one a causal mask hid: a key after row
- * r's query. */
+ * r's query, holding what a mask leaves there (0 in weights, -inf or the
+ * fill in scores).  Anything else there is drawn as a value: the weight
+ * a finite fill lets leak onto the future shows. */
 static int masked(const hm_slice *s, uint64_t r, uint64_t c)
 {
 	if (!s->causal)
 		return 0;
-	if (s->rows_at.n)
-		return (long)c > at_positions_nth(&s->rows_at, r);
-	return c + s->rows > r + s->cols;
+	int hidden = s->rows_at.n ? (long)c > at_positions_nth(&s->rows_at, r)
+				  : c + s->rows > r + s->cols;
+	if (!hidden)
+		return 0;
+	double v = at_elem(s->t, s->base + r * s->cols + c);
+	return v == 0 || (isinf(v) && v < 0) ||
+	       (s->has_fill && v == (double)(float)s->fill);
 }
 
 /* The queries of t's rows where a capture kept some of them (its
@@ -87,6 +93,7 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
 	s->rows = t->rank >= 2 ? t->dims[t->rank - 2] : 1;
 	s->cols = t->rank >= 1 ? t->dims[t->rank - 1] : 1;
 	s->causal = causal;
+	s->has_fill = at_attr_double(&t->attrs, "fill", &s->fill) == 0;
 	rows_of(s, t);
 	uint64_t stride = s->rows * s->cols;
 	for (int a = lead - 1; a >= 0; a--) {

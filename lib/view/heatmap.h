@@ -44,6 +44,8 @@ typedef struct {
 	uint64_t base;       /* flat index of the slice's first element */
 	uint64_t rows, cols;
 	int causal;          /* entries j > i + cols - rows are masked */
+	int has_fill;        /* the record's `fill` attribute, a number: */
+	double fill;         /* a hidden score holding it counts as masked */
 	at_positions rows_at; /* the rows' queries (a capture's `positions`;
 			       * n = 0: the last rows of the cols), which
 			       * the causal mask follows */
