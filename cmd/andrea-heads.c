@@ -143,6 +143,7 @@ static void write_records(cli_common *c, const at_tensor *tok,
 			cli_die("out of memory");
 		for (int i = 0; i < L * H; i++)
 			((float *)t.data)[i] = score[(size_t)i * HD_SCORES + k];
+		at_attr_set(&t.attrs, "axes", "layer,head");
 		if (k == HD_INDUCTION && !isnan(loss))
 			at_attr_setf(&t.attrs, "loss", "%.9g", loss);
 		if (at_write_tensor(&w, &t) < 0)

@@ -185,6 +185,8 @@ int main(int argc, char **argv)
 	    at_tensor_init(&lt, "lens_tokens", AT_I32, 4, ldims) < 0 ||
 	    at_tensor_init(&lv, "lens_logits", AT_F32, 4, ldims) < 0)
 		cli_die("out of memory");
+	at_attr_set(&lt.attrs, "axes", "depth,row,position,rank");
+	at_attr_set(&lv.attrs, "axes", "depth,row,position,rank");
 	at_hook hook = {.fn = keep, .wants = wanted, .ctx = &s};
 	at_fwd_set_hook(e, &hook);
 	if (at_fwd_logits(e, logits, t.data, B, T, err, sizeof err) != 0)
@@ -242,6 +244,7 @@ int main(int argc, char **argv)
 				sum_heads += a / B;
 			}
 		}
+		at_attr_set(&at.attrs, "axes", "layer,head");
 		at_attr_setf(&at.attrs, "token", "%ld", token);
 		if (versus >= 0)
 			at_attr_setf(&at.attrs, "versus", "%ld", versus);

@@ -285,6 +285,7 @@ int main(int argc, char **argv)
 		memcpy(t.dims, dims, sizeof dims);
 		snprintf(t.name, sizeof t.name, "effect");
 		at_attr_set(&t.attrs, "sweep", heads ? "heads" : "positions");
+		at_attr_set(&t.attrs, "axes", heads ? "layer,head" : "layer,position");
 		at_attr_setf(&t.attrs, "clean", "%.9g", m_clean);
 		at_attr_setf(&t.attrs, "corrupted", "%.9g", m_corrupt);
 		at_attr_setf(&t.attrs, "answer", "%d", answer);

@@ -285,10 +285,27 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	free(cols);
 }
 
+/* The name of t's axis a from its `axes` attribute (a name an axis,
+ * comma separated, as andrea-heads, -lens and -patch write) into name
+ * (len bytes); 0 where t has none for it. */
+static int axis_name(const at_tensor *t, int a, char *name, size_t len)
+{
+	const char *v = at_attr_get(&t->attrs, "axes");
+	for (int i = 0; v && i < a; i++)
+		if ((v = strchr(v, ',')))
+			v++;
+	size_t n = v ? strcspn(v, ",") : 0;
+	if (!n || n >= len)
+		return 0;
+	memcpy(name, v, n);
+	name[n] = '\0';
+	return 1;
+}
+
 /* The figure's words for t: its title (in title) and axis names (in
- * axes, two of 16 bytes). */
+ * axes, two of 32 bytes). */
 static hm_figure figure_words(const show_opts *o, const at_tensor *t,
-			      char *title, size_t len, char axes[2][16])
+			      char *title, size_t len, char axes[2][32])
 {
 	int n;
 	const uint64_t *sel = record_sel(o, t->rank, &n);
@@ -310,10 +327,12 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 			 hm_shade_name(record_shade(o, t)));
 	int qk = hm_is_causal(t) || strcmp(t->name, "scores") == 0 ||
 		 strcmp(t->name, "attn") == 0;
-	snprintf(axes[0], 16, "axis %d", t->rank > 0 ? t->rank - 1 : 0);
-	snprintf(axes[1], 16, "axis %d", t->rank > 1 ? t->rank - 2 : 0);
-	return (hm_figure){title, qk ? "key position j" : axes[0],
-			   qk ? "query position i" : axes[1]};
+	int x = t->rank > 0 ? t->rank - 1 : 0, y = t->rank > 1 ? t->rank - 2 : 0;
+	if (!axis_name(t, x, axes[0], 32))
+		snprintf(axes[0], 32, qk ? "key position j" : "axis %d", x);
+	if (!axis_name(t, y, axes[1], 32))
+		snprintf(axes[1], 32, qk ? "query position i" : "axis %d", y);
+	return (hm_figure){title, axes[0], axes[1]};
 }
 
 /* Draws the one record kept for --png into o->png ("-": stdout). */
@@ -324,20 +343,21 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	if (maps[0].rows == 0 || maps[0].cols == 0)
 		cli_die("%s: an empty slice, nothing to draw", o->where);
 	const hm_slice *ptr[HM_MAX_PANELS];
-	char caption[HM_MAX_PANELS][32];
+	char caption[HM_MAX_PANELS][48], along[32];
 	const char *cap[HM_MAX_PANELS];
 	int n;
 	record_sel(o, t->rank, &n);
-	/* [B,H,T,T] of a stage (which records n_head): its heads */
-	int heads = t->rank == 4 && o->grid && n == 1 &&
-		    at_attr_get(&t->attrs, "n_head");
+	/* the grid's axis by its name; [B,H,T,T] of a stage (which records
+	 * n_head): its heads */
+	if (!o->grid || !axis_name(t, n, along, sizeof along))
+		snprintf(along, sizeof along, "%s", t->rank == 4 && n == 1 &&
+			 at_attr_get(&t->attrs, "n_head") ? "head" : "index");
 	for (int i = 0; i < count; i++) {
 		ptr[i] = &maps[i];
-		snprintf(caption[i], sizeof caption[i], "%s %d",
-			 heads ? "head" : "index", i);
+		snprintf(caption[i], sizeof caption[i], "%s %d", along, i);
 		cap[i] = caption[i];
 	}
-	char title[AT_MAX_ATTR_BYTES + 200], axes[2][16];
+	char title[AT_MAX_ATTR_BYTES + 200], axes[2][32];
 	hm_figure fig = figure_words(o, t, title, sizeof title, axes);
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))

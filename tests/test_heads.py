@@ -79,6 +79,7 @@ def test_scores_and_loss_match_numpy_on_a_repeated_random_sequence(tmp_path, L, 
         assert np.allclose(out[name], want[..., k], atol=2e-6, equal_nan=True), name
     (tmp_path / "h.ats").write_bytes(stream)
     recs = {name: attrs for name, attrs, _ in records(tmp_path / "h.ats")}
+    assert all(recs[name]["axes"] == "layer,head" for name in NAMES)
     if n == 1:  # one token repeated: no position of the second half has a next
         assert "loss" not in recs["induction"]
         return

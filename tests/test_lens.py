@@ -53,6 +53,7 @@ def test_lens_and_attribution_match_numpy(tmp_path, biases, tied):
     share = lambda r: (((r - r.mean(-1, keepdims=True)) * rstd[:, None]
                         * p["lnf.weight"]) @ u).mean()
     attrs, got = recs["attribution"]
+    assert attrs["axes"] == "layer,head"
     want = np.array([[share(shares[l, h]) for h in range(H)] for l in range(L)])
     assert np.allclose(got, want, atol=1e-5)
     logit = oracle.logits(x, p)[:, -1]

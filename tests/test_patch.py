@@ -5,6 +5,8 @@ normalised logit-difference effect."""
 import numpy as np
 import pytest
 
+import atsfmt
+
 import oracle
 from conftest import run, one_line_error
 from stagekit import pack, unpack
@@ -61,10 +63,12 @@ def test_sweeps_match_numpy(tmp_path, sweep):
     model, p = full_model(tmp_path, rng, L, H, C, V, 16)
     clean, corrupt = clean_and_corrupted(tmp_path, rng, V, T, 2, 5)
     A, W = 3, 11
-    out = unpack(tmp_path, run("patch", "-m", model, "--clean", tmp_path / "c.ats",
-                               "--corrupted", tmp_path / "k.ats", "--answer", A,
-                               "--wrong", W, "--sweep", sweep, *CPU,
-                               check=0).stdout)["effect"]
+    stream = run("patch", "-m", model, "--clean", tmp_path / "c.ats",
+                 "--corrupted", tmp_path / "k.ats", "--answer", A, "--wrong", W,
+                 "--sweep", sweep, *CPU, check=0).stdout
+    out = unpack(tmp_path, stream)["effect"]
+    assert dict(atsfmt.read(stream)[0].attrs)["axes"] == (
+        "layer,head" if sweep == "heads" else "layer,position")
     metric = lambda lg: (lg[:, -1, A] - lg[:, -1, W]).mean()
     m_clean = metric(logits_with(clean, p, L, H))
     m_corrupt = metric(logits_with(corrupt, p, L, H))

@@ -4,7 +4,7 @@
 # smear into a previous-token head.  Table: training-story.txt (the log's
 # steps, loss and held-out loss); figures: training-story.png (the
 # curve) and training-story-heads.png (the head at each checkpoint, the
-# grid's index 0 to 3 a quarter of the run to all of it).
+# grid's checkpoint 0 to 3 a quarter of the run to all of it).
 # EXP_STEPS sets the length (2000; the head sharpens after a few hundred).
 . "$(dirname "$0")/common"
 steps=${EXP_STEPS:-2000}
@@ -44,5 +44,6 @@ set title 'tiny (C 64, H 4, L 2) on the fortunes'; set xlabel 'step';
 set ylabel 'loss (nats per byte)'; set datafile missing '?';
 plot 'curve' using 1:2 with lines title 'training batch',
      '' using 1:3 with linespoints lw 2 pt 7 title 'held-out'"
-andrea-pack -a "attn:mask=causal" attn=heads.npy |
+andrea-pack -a "attn:mask=causal" \
+	-a "attn:axes=row,checkpoint,query position i,key position j" attn=heads.npy |
 	andrea-show --png "$out/training-story-heads.png" --grid --select 0
