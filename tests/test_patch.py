@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import atsfmt
-
 import oracle
 from conftest import run, one_line_error
 from stagekit import pack, unpack
