@@ -28,7 +28,7 @@ static void longer_rows(at_filter *f, at_attrs *a, uint64_t B, uint64_t T)
 {
 	uint64_t len[AT_MAX_VALUE];
 	char err[200];
-	int rc = B <= AT_MAX_VALUE ? cli_row_lengths(a, B, T, len, err, sizeof err)
+	int rc = B <= AT_MAX_VALUE ? at_attr_lengths(a, B, T, len, err, sizeof err)
 				   : 0;
 	if (rc < 0)
 		at_filter_die(f, 0, "%s", err);
@@ -36,7 +36,7 @@ static void longer_rows(at_filter *f, at_attrs *a, uint64_t B, uint64_t T)
 		return;
 	for (uint64_t b = 0; b < B; b++)
 		len[b]++;
-	if (cli_set_row_lengths(a, len, B) < 0)
+	if (at_attr_set_lengths(a, len, B) < 0)
 		at_filter_die(f, 0, "--bos: the rows' lengths no longer fit their "
 			      "attribute");
 }

@@ -251,6 +251,49 @@ def test_ascii_masked_matrix(tmp_path):
     assert rows0[0][1:] == "_" * 7 and "_" not in rows0[7]
 
 
+def test_padding_of_a_batch_is_drawn_apart(tmp_path):
+    """A batch padded to a common T (the lengths attribute of andrea-embed
+    --lines): the selected row's queries past its length, and in a square
+    map its keys too, are padding, blank in the text map and pale in the
+    PNG, and out of the scale; the full-length row is all drawn."""
+    rng = np.random.default_rng(6)
+    a = rng.uniform(0.2, 1.0, (2, 1, 5, 5)).astype(np.float32)
+    a[..., np.triu_indices(5, 1)[0], np.triu_indices(5, 1)[1]] = 0.0
+    a[0, 0, 3:, :] = 9.0  # padding: large, so a scale that counted it shows
+    a[0, 0, :, 3:] = 9.0
+    path = tmp_path / "a.npy"
+    np.save(path, a)
+    stream = run("pack", "-a", "attn:mask=causal", "-a", "attn:lengths=3,5",
+                 f"attn={path}", check=0).stdout
+    head, rows = ascii_map(text(show("--ascii", "--shade", "linear",
+                                     input=stream)))
+    kv = dict(x.split("=", 1) for x in head.split(" ")[3:])
+    valid = a[0, 0, :3, :3][np.tril_indices(3)]
+    assert np.float32(float(kv["max"])) == valid.max()
+    lo, hi = float(valid.min()), float(valid.max())
+    for i in range(5):
+        for j in range(5):
+            if i >= 3 or j >= 3:
+                assert rows[i][j] == " ", (i, j)
+            elif j > i:
+                assert rows[i][j] == "_", (i, j)
+            else:
+                k = min(int((float(a[0, 0, i, j]) - lo) / (hi - lo) * 9), 8)
+                assert rows[i][j] == RAMP[k], (i, j)
+    _, rows1 = ascii_map(text(show("--ascii", "--select", "1,0", input=stream)))
+    assert " " not in "".join(r[:i + 1] for i, r in enumerate(rows1))
+    if not png_built(tmp_path):
+        return
+    out = tmp_path / "p.png"
+    show("--png", out, "--shade", "linear", input=stream)
+    _, _, px = read_png(out)
+    k = math.ceil(256 / 5)
+    x0, y0, _, _ = map_box(px)
+    at = lambda i, j: px[y0 + i * k + k // 2][x0 + j * k + k // 2]
+    assert at(4, 0) == at(1, 4) == (228, 228, 244)
+    assert at(0, 0) == ramp_rgb((float(a[0, 0, 0, 0]) - lo) / (hi - lo))
+
+
 def test_ascii_nonfinite_and_1d(tmp_path):
     a = np.array([0, 1, np.nan, np.inf, -np.inf, 2], np.float32)
     head, rows = ascii_map(text(show("--ascii", input=pack(tmp_path, a=a))))

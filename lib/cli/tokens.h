@@ -33,13 +33,5 @@ void cli_tokens_from_list(const char *list, at_tensor *t);
  * lengths=N,N,... of the rows' own lengths (andrea-embed --lines).  An
  * empty line, or more lines than the attribute holds, ends the program. */
 void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t);
-/* Sets a's `lengths` attribute to the B lengths "N,N,..."; -1 where they
- * do not fit an attribute value (AT_MAX_VALUE bytes). */
-int cli_set_row_lengths(at_attrs *a, const uint64_t *len, uint64_t B);
-/* The rows' lengths of a [B,T] record from its `lengths` attribute into
- * len[B]: 1 where it has a valid one (B lengths, each 1..T), 0 where it
- * has none (every row T long), -1 with a reason in err where it is bad. */
-int cli_row_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
-		    char *err, size_t errlen);
 
 #endif

@@ -128,6 +128,43 @@ int at_attr_long(const at_attrs *a, const char *key, long *out)
 	return 0;
 }
 
+int at_attr_set_lengths(at_attrs *a, const uint64_t *len, uint64_t B)
+{
+	char s[AT_MAX_VALUE + 32];
+	size_t at = 0;
+	for (uint64_t b = 0; b < B && at <= AT_MAX_VALUE; b++)
+		at += (size_t)snprintf(s + at, sizeof s - at, "%s%llu",
+				       b ? "," : "", (unsigned long long)len[b]);
+	if (at > AT_MAX_VALUE)
+		return -1;
+	at_attr_set(a, "lengths", s);
+	return 0;
+}
+
+int at_attr_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
+		    char *err, size_t errlen)
+{
+	const char *s = at_attr_get(a, "lengths");
+	if (!s)
+		return 0;
+	for (uint64_t b = 0; b < B; b++) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(s, &end, 10);
+		if (end == s || errno || v < 1 || v > T ||
+		    (b + 1 < B ? *end != ',' : *end != 0)) {
+			snprintf(err, errlen, "lengths=%s: expected %llu lengths "
+				 "of 1 to %llu, comma-separated",
+				 at_attr_get(a, "lengths"), (unsigned long long)B,
+				 (unsigned long long)T);
+			return -1;
+		}
+		len[b] = v;
+		s = end + 1;
+	}
+	return 1;
+}
+
 size_t at_attrs_size(const at_attrs *a)
 {
 	size_t n = 0;

@@ -9,6 +9,7 @@
 #define ANDREA_ATTRS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define AT_MAX_ATTRS 32
 #define AT_MAX_KEY 63
@@ -37,6 +38,17 @@ void at_attr_del(at_attrs *a, const char *key);
  * is not a number. */
 int at_attr_double(const at_attrs *a, const char *key, double *out);
 int at_attr_long(const at_attrs *a, const char *key, long *out);
+
+/* The `lengths` attribute of a batch padded to a common T (andrea-embed
+ * --lines): the length of each row. */
+/* Sets a's `lengths` attribute to the B lengths "N,N,..."; -1 where they
+ * do not fit an attribute value (AT_MAX_VALUE bytes). */
+int at_attr_set_lengths(at_attrs *a, const uint64_t *len, uint64_t B);
+/* The rows' lengths of a [B,T] record from its `lengths` attribute into
+ * len[B]: 1 where it has a valid one (B lengths, each 1..T), 0 where it
+ * has none (every row T long), -1 with a reason in err where it is bad. */
+int at_attr_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
+		    char *err, size_t errlen);
 
 /* Serialised size in bytes. */
 size_t at_attrs_size(const at_attrs *a);

@@ -182,8 +182,8 @@ static void legend_draw(canvas *c, const hm_slice *const *maps, int n, int x,
 	static const struct {
 		hm_kind k;
 		const char *what;
-	} keys[] = {{HM_MASKED, "masked"}, {HM_NEGINF, "-inf"},
-		    {HM_POSINF, "+inf"}, {HM_NAN, "NaN"}};
+	} keys[] = {{HM_MASKED, "masked"}, {HM_PADDING, "padding"},
+		    {HM_NEGINF, "-inf"}, {HM_POSINF, "+inf"}, {HM_NAN, "NaN"}};
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
 		int used = 0;
 		for (int m = 0; m < n && !used; m++)
@@ -283,8 +283,8 @@ int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
 	gdImageStringUp(c.im, c.font, PAD, top + (grows * cell_h) / 2 +
 			text_w(&c, fig->yname) / 2, (unsigned char *)fig->yname,
 			c.black);
-	/* the bar leaves room under it for the legend's four lines */
-	int legend = 4 * (fh + 4);
+	/* the bar leaves room under it for the legend, a line a kind off the ramp */
+	int legend = 5 * (fh + 4);
 	bar_draw(&c, maps[0], bar_x, top + cap, bar_h - cap - legend);
 	legend_draw(&c, maps, n, bar_x, top + bar_h - legend + 8);
 	int rc = put_png(c.im, f, err, errlen);

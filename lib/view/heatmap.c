@@ -72,6 +72,33 @@ static int masked(const hm_slice *s, uint64_t r, uint64_t c)
 	       (s->has_fill && v == (double)(float)s->fill);
 }
 
+/* The query of row r: its position (a capture's rows name theirs). */
+static uint64_t query_of(const hm_slice *s, uint64_t r)
+{
+	return s->rows_at.n ? (uint64_t)at_positions_nth(&s->rows_at, r) : r;
+}
+
+/* Whether entry (r, c) of s lies past its row's length in a padded
+ * batch: its query does, or in a square map (keys along T too) its key. */
+static int padded(const hm_slice *s, uint64_t r, uint64_t c)
+{
+	return s->valid && (query_of(s, r) >= s->valid ||
+			    (s->rows == s->cols && c >= s->valid));
+}
+
+/* The length of the batch row sel[0] of a [B,...,T,X] record t where its
+ * `lengths` attribute pads the rows (T the rows' axis); else 0. */
+static uint64_t row_length(const at_tensor *t, const uint64_t *sel)
+{
+	uint64_t B = t->rank >= 3 ? t->dims[0] : 0, len[AT_MAX_VALUE];
+	char err[200];
+	if (B < 1 || B > AT_MAX_VALUE ||
+	    at_attr_lengths(&t->attrs, B, t->dims[t->rank - 2], len, err,
+			    sizeof err) != 1)
+		return 0;
+	return len[sel[0]];
+}
+
 /* The queries of t's rows where a capture kept some of them (its
  * `positions` attribute, naming as many as t has rows); else none. */
 static void rows_of(hm_slice *s, const at_tensor *t)
@@ -95,6 +122,7 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
 	s->causal = causal;
 	s->has_fill = at_attr_double(&t->attrs, "fill", &s->fill) == 0;
 	rows_of(s, t);
+	s->valid = row_length(t, sel);
 	uint64_t stride = s->rows * s->cols;
 	for (int a = lead - 1; a >= 0; a--) {
 		s->base += sel[a] * stride;
@@ -103,7 +131,8 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
 	for (uint64_t r = 0; r < s->rows; r++)
 		for (uint64_t c = 0; c < s->cols; c++) {
 			double v = at_elem(t, s->base + r * s->cols + c);
-			hm_kind k = masked(s, r, c) ? HM_MASKED :
+			hm_kind k = padded(s, r, c) ? HM_PADDING :
+				    masked(s, r, c) ? HM_MASKED :
 				    isnan(v) ? HM_NAN :
 				    isinf(v) ? (v > 0 ? HM_POSINF : HM_NEGINF) :
 					       HM_FINITE;
@@ -282,9 +311,13 @@ hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 	uint64_t c1 = c0 + bw < s->cols ? c0 + bw : s->cols;
 	double sum = 0;
 	uint64_t nfinite = 0;
-	int pinf = 0, ninf = 0;
+	int pinf = 0, ninf = 0, pad = 0;
 	for (uint64_t r = r0; r < r1; r++)
 		for (uint64_t c = c0; c < c1; c++) {
+			if (padded(s, r, c)) {
+				pad = 1;
+				continue;
+			}
 			if (masked(s, r, c))
 				continue;
 			double v = at_elem(s->t, s->base + r * s->cols + c);
@@ -299,7 +332,8 @@ hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 			}
 		}
 	if (!nfinite)
-		return pinf ? HM_POSINF : ninf ? HM_NEGINF : HM_MASKED;
+		return pinf ? HM_POSINF : ninf ? HM_NEGINF :
+		       pad ? HM_PADDING : HM_MASKED;
 	*level = hm_level(s, sum / (double)nfinite);
 	return HM_FINITE;
 }
@@ -386,6 +420,9 @@ void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
 			case HM_MASKED:
 				ch = HM_CHAR_NEGINF;
 				break;
+			case HM_PADDING:
+				ch = HM_CHAR_PADDING;
+				break;
 			default: {
 				int i = (int)(level * nramp);
 				ch = ramp[i >= nramp ? nramp - 1 : i];
@@ -405,10 +442,12 @@ void hm_rgb(hm_kind k, double level, unsigned char *px)
 	static const unsigned char posinf[3] = HM_RGB_POSINF;
 	static const unsigned char nan[3] = HM_RGB_NAN;
 	static const unsigned char hidden[3] = HM_RGB_MASKED;
+	static const unsigned char padding[3] = HM_RGB_PADDING;
 	const unsigned char *fixed = k == HM_NAN ? nan :
 				     k == HM_POSINF ? posinf :
 				     k == HM_NEGINF ? neginf :
-				     k == HM_MASKED ? hidden : NULL;
+				     k == HM_MASKED ? hidden :
+				     k == HM_PADDING ? padding : NULL;
 	if (fixed) {
 		memcpy(px, fixed, 3);
 		return;

@@ -5,8 +5,9 @@
  * `--select 0,3` of a [B,H,T,T] tensor is batch 0, head 3, a T x T map.
  * A 1-D tensor is one row, a scalar a 1 x 1 map.  Shades run over a range
  * of values (the slice's finite minimum to its maximum unless one is
- * chosen) on a linear, square-root or log scale; NaN, +inf, -inf and the
- * entries a causal mask hid are drawn apart from the ramp.
+ * chosen) on a linear, square-root or log scale; NaN, +inf, -inf, the
+ * entries a causal mask hid and a padded row's positions past its length
+ * are drawn apart from the ramp.
  */
 #ifndef ANDREA_HEATMAP_H
 #define ANDREA_HEATMAP_H
@@ -23,6 +24,7 @@
 #define HM_CHAR_NEGINF '_'
 #define HM_CHAR_POSINF '^'
 #define HM_CHAR_NAN '?'
+#define HM_CHAR_PADDING ' '
 
 /* PNG colours: the ramp runs through these three stops, linearly. */
 #define HM_RGB_LOW {20, 30, 90}
@@ -32,18 +34,24 @@
 #define HM_RGB_POSINF {255, 255, 255}
 #define HM_RGB_NAN {255, 0, 255}
 #define HM_RGB_MASKED {200, 200, 200} /* as -inf: what the mask hid */
+#define HM_RGB_PADDING {228, 228, 244} /* past a padded row's length */
 #define HM_FRAME_GREY 64               /* the frame round a map */
 #define HM_MAX_PANELS 64               /* maps in one figure */
 
 typedef enum { HM_SHADE_LINEAR, HM_SHADE_SQRT, HM_SHADE_LOG } hm_shade;
 
-typedef enum { HM_FINITE, HM_NAN, HM_POSINF, HM_NEGINF, HM_MASKED } hm_kind;
+typedef enum {
+	HM_FINITE, HM_NAN, HM_POSINF, HM_NEGINF, HM_MASKED, HM_PADDING
+} hm_kind;
 
 typedef struct {
 	const at_tensor *t;
 	uint64_t base;       /* flat index of the slice's first element */
 	uint64_t rows, cols;
 	int causal;          /* entries j > i + cols - rows are masked */
+	uint64_t valid;      /* the row's length where the record's `lengths`
+			      * attribute pads it (the rows, and the keys of
+			      * a square map, past it are padding); else 0 */
 	int has_fill;        /* the record's `fill` attribute, a number: */
 	double fill;         /* a hidden score holding it counts as masked */
 	at_positions rows_at; /* the rows' queries (a capture's `positions`;
