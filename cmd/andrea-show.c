@@ -315,7 +315,8 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 	size_t at = (size_t)snprintf(title, len, "%s %s select=%s%s", t->name,
 				     shape, ss, o->grid ? " (grid)" : "");
 	static const char *const keys[] = {"layer", "head", "norm", "scale",
-					   "mask", "fill"};
+					   "mask", "fill", "token", "versus",
+					   "answer", "wrong", "sweep"};
 	for (size_t k = 0; k < sizeof keys / sizeof keys[0] && at < len; k++) {
 		const char *v = at_attr_get(&t->attrs, keys[k]);
 		if (v)
@@ -380,14 +381,14 @@ static void write_png(const show_opts *o, const at_tensor *t)
 		cli_die("%s: %s", o->png, err);
 }
 
-/* --shade linear|sqrt|log into the show_opts at ctx. */
+/* --shade linear|sqrt|log|signed into the show_opts at ctx. */
 static void shade_opt(void *ctx, const char *arg, const char *what)
 {
 	show_opts *o = ctx;
-	const char *names[3];
-	for (int i = 0; i < 3; i++)
+	const char *names[HM_SHADES];
+	for (int i = 0; i < HM_SHADES; i++)
 		names[i] = hm_shade_name((hm_shade)i);
-	o->shade = (hm_shade)cli_choice(arg, names, 3, what);
+	o->shade = (hm_shade)cli_choice(arg, names, HM_SHADES, what);
 	o->shade_set = 1;
 }
 

@@ -480,6 +480,33 @@ def test_png_shows_weight_a_finite_fill_leaked(tmp_path):
                 assert px == ramp_rgb((float(a[i, j]) - 0.05) / (2.0 - 0.05)), (i, j)
 
 
+def test_signed_shade_centres_zero(tmp_path):
+    """An effect (andrea-patch) or attribution (andrea-lens) record is drawn
+    on the signed scale by default: linear over -m..m, m the largest
+    magnitude, 0 the middle character and the middle colour, blue below
+    and red above; --shade linear puts it back on the ramp."""
+    e = np.array([[-0.5, 0.0, 0.25], [0.5, -0.25, 0.125]], np.float32)
+    stream = pack(tmp_path, effect=e)
+    head, rows = ascii_map(text(show("--ascii", input=stream)))
+    assert " shade=signed" in head
+    assert rows[0][1] == "+" and rows[0][0] == "." and rows[1][0] == "@"
+    head, rows = ascii_map(text(show("--ascii", "--shade", "linear",
+                                     input=stream)))
+    assert "shade=" not in head and rows[0][1] == "+"
+    if not png_built(tmp_path):
+        return
+    out = tmp_path / "e.png"
+    show("--png", out, input=stream)
+    _, _, px = read_png(out)
+    x0, y0, mw, mh = map_box(px)
+    cw, ch = mw // 3, mh // 2
+    at = lambda i, j: px[y0 + i * ch + ch // 2][x0 + j * cw + cw // 2]
+    assert at(0, 1) == (247, 247, 247)
+    assert at(0, 0) == (33, 102, 172) and at(1, 0) == (178, 24, 43)
+    r, g, b = at(0, 2)  # a quarter of the way up from 0: a pale red
+    assert r > b and r > 200
+
+
 def test_png_one_record_only(tmp_path):
     if not png_built(tmp_path):
         pytest.skip("built without libpng (its --png error was checked)")

@@ -2,7 +2,7 @@
  * do not edit; run `make help`. */
 static const char usage[] =
 	"usage: andrea-show [-p] [--full] [--ascii] [--png FILE] [--select I,J,...]\n"
-	"                   [--grid] [--shade linear|sqrt|log] [--range LO,HI]\n"
+	"                   [--grid] [--shade linear|sqrt|log|signed] [--range LO,HI]\n"
 	"                   [--labels] [-m MODEL] [--name NAME] [--layer L] [--head H]\n"
 	"                   [--index N] [--threads N] [FILE ...]\n"
 	"\n"
@@ -16,7 +16,7 @@ static const char usage[] =
 	"  --select I,J,...      The indices of the leading axes for --ascii and --png.\n"
 	"  --grid                With --png, draw every map along the next axis in one\n"
 	"                        figure (see Image heatmap).\n"
-	"  --shade linear|sqrt|log\n"
+	"  --shade linear|sqrt|log|signed\n"
 	"                        The scale of the shades of --ascii and --png (see Text\n"
 	"                        heatmap).\n"
 	"  --range LO,HI         The values the ramp runs between, two numbers with LO <\n"

@@ -107,7 +107,7 @@ static void panel_draw(canvas *c, const panel *p, int x, int y)
 			unsigned char px[3];
 			hm_kind k = hm_cell(s, r * p->bh, col * p->bw, p->bh,
 					    p->bw, &level);
-			hm_rgb(k, level, px);
+			hm_rgb(k, level, s->shade, px);
 			int x0 = x + (int)col * p->cw, y0 = y + (int)r * p->ch;
 			gdImageFilledRectangle(c->im, x0, y0, x0 + p->cw - 1,
 					       y0 + p->ch - 1, rgb(c, px));
@@ -140,7 +140,8 @@ static void bar_draw(canvas *c, const hm_slice *s, int x, int y, int h)
 {
 	for (int i = 0; i < h; i++) {
 		unsigned char px[3];
-		hm_rgb(HM_FINITE, 1.0 - (double)i / (h > 1 ? h - 1 : 1), px);
+		hm_rgb(HM_FINITE, 1.0 - (double)i / (h > 1 ? h - 1 : 1), s->shade,
+		       px);
 		gdImageLine(c->im, x, y + i, x + BAR_W - 1, y + i, rgb(c, px));
 	}
 	gdImageRectangle(c->im, x - 1, y - 1, x + BAR_W, y + h, c->frame);
@@ -191,7 +192,7 @@ static void legend_draw(canvas *c, const hm_slice *const *maps, int n, int x,
 		if (!used)
 			continue;
 		unsigned char px[3];
-		hm_rgb(keys[i].k, 0, px);
+		hm_rgb(keys[i].k, 0, HM_SHADE_LINEAR, px);
 		gdImageFilledRectangle(c->im, x, y, x + 10, y + 10, rgb(c, px));
 		gdImageRectangle(c->im, x, y, x + 10, y + 10, c->frame);
 		text(c, x + 15, y, keys[i].what);

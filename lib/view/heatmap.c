@@ -162,6 +162,9 @@ int hm_slice_shade(hm_slice *s, hm_shade shade, const double *range,
 	} else if (shade == HM_SHADE_LOG) {
 		s->vhi = s->hi;
 		s->vlo = s->min_pos > s->hi / 1e4 ? s->min_pos : s->hi / 1e4;
+	} else if (shade == HM_SHADE_SIGNED) {
+		s->vhi = fabs(s->lo) > fabs(s->hi) ? fabs(s->lo) : fabs(s->hi);
+		s->vlo = -s->vhi;
 	} else {
 		s->vlo = s->lo;
 		s->vhi = s->hi;
@@ -206,7 +209,8 @@ static void widen(hm_slice *into, const hm_slice *from)
 
 const char *hm_shade_name(hm_shade s)
 {
-	static const char *const names[] = {"linear", "sqrt", "log"};
+	static const char *const names[HM_SHADES] = {"linear", "sqrt", "log",
+						     "signed"};
 	return names[s];
 }
 
@@ -218,7 +222,13 @@ int hm_is_causal(const at_tensor *t)
 
 hm_shade hm_record_shade(const at_tensor *t)
 {
-	return strcmp(t->name, "attn") == 0 ? HM_SHADE_LOG : HM_SHADE_LINEAR;
+	/* weights span decades; a head's share of a logit and a patch's
+	 * effect are signed, their zero meaning none */
+	if (strcmp(t->name, "attn") == 0)
+		return HM_SHADE_LOG;
+	if (strcmp(t->name, "attribution") == 0 || strcmp(t->name, "effect") == 0)
+		return HM_SHADE_SIGNED;
+	return HM_SHADE_LINEAR;
 }
 
 int hm_record_maps(const at_tensor *t, const uint64_t *sel, int nsel, int grid,
@@ -434,10 +444,13 @@ void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
 	}
 }
 
-void hm_rgb(hm_kind k, double level, unsigned char *px)
+void hm_rgb(hm_kind k, double level, hm_shade shade, unsigned char *px)
 {
-	static const unsigned char stops[3][3] = {HM_RGB_LOW, HM_RGB_MID,
-						  HM_RGB_HIGH};
+	static const unsigned char ramp[3][3] = {HM_RGB_LOW, HM_RGB_MID,
+						 HM_RGB_HIGH};
+	static const unsigned char sign[3][3] = {HM_RGB_NEGATIVE, HM_RGB_ZERO,
+						 HM_RGB_POSITIVE};
+	const unsigned char(*stops)[3] = shade == HM_SHADE_SIGNED ? sign : ramp;
 	static const unsigned char neginf[3] = HM_RGB_NEGINF;
 	static const unsigned char posinf[3] = HM_RGB_POSINF;
 	static const unsigned char nan[3] = HM_RGB_NAN;

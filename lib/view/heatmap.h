@@ -30,6 +30,10 @@
 #define HM_RGB_LOW {20, 30, 90}
 #define HM_RGB_MID {30, 160, 140}
 #define HM_RGB_HIGH {250, 230, 60}
+/* ... and the signed shade's through these, zero at its middle */
+#define HM_RGB_NEGATIVE {33, 102, 172}
+#define HM_RGB_ZERO {247, 247, 247}
+#define HM_RGB_POSITIVE {178, 24, 43}
 #define HM_RGB_NEGINF {200, 200, 200}
 #define HM_RGB_POSINF {255, 255, 255}
 #define HM_RGB_NAN {255, 0, 255}
@@ -38,7 +42,12 @@
 #define HM_FRAME_GREY 64               /* the frame round a map */
 #define HM_MAX_PANELS 64               /* maps in one figure */
 
-typedef enum { HM_SHADE_LINEAR, HM_SHADE_SQRT, HM_SHADE_LOG } hm_shade;
+/* signed: linear over a range symmetric about 0, in colours of their own
+ * (blue below 0, red above): for values whose sign is the point */
+typedef enum {
+	HM_SHADE_LINEAR, HM_SHADE_SQRT, HM_SHADE_LOG, HM_SHADE_SIGNED
+} hm_shade;
+#define HM_SHADES 4
 
 typedef enum {
 	HM_FINITE, HM_NAN, HM_POSINF, HM_NEGINF, HM_MASKED, HM_PADDING
@@ -111,8 +120,9 @@ int hm_record_maps(const at_tensor *t, const uint64_t *sel, int nsel, int grid,
 		   char *err, size_t errlen);
 /* Whether the slice holds an entry drawn as k. */
 int hm_uses(const hm_slice *s, hm_kind k);
-/* The colour of a cell of kind k at level (0 to 1 on the ramp). */
-void hm_rgb(hm_kind k, double level, unsigned char *px);
+/* The colour of a cell of kind k at level (0 to 1 on the ramp of
+ * shade). */
+void hm_rgb(hm_kind k, double level, hm_shade shade, unsigned char *px);
 
 /* Block sizes that bring a rows x cols map within max_rows x max_cols:
  * bh = ceil(rows / max_rows), bw = ceil(cols / max_cols), at least 1. */
