@@ -194,10 +194,26 @@ static int attr_is(const at_attrs *a, const char *key, const char *want)
 	return !want || (v && strcmp(v, want) == 0);
 }
 
+/* A token's bytes in ASCII, for the PNG's font: a space as '_', other
+ * bytes outside '!'..'~' as \xHH; into out (4 * len + 1 bytes); its
+ * length. */
+static size_t ascii_piece(const unsigned char *p, size_t len, char *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += (size_t)(p[i] == ' ' ? sprintf(out + n, "_") :
+			      p[i] > ' ' && p[i] < 0x7f ? sprintf(out + n, "%c", p[i]) :
+			      sprintf(out + n, "\\x%02x", p[i]));
+	out[n] = '\0';
+	return n;
+}
+
 /* The text of each token of batch row b of o->tokens, spelt in GPT-2's
- * byte-level alphabet (a space is U+0120, a newline U+010A): T labels
- * in one malloc'd block; NULL where there is no such row. */
-static char **token_labels(const show_opts *o, uint64_t b, uint64_t T)
+ * byte-level alphabet (a space is U+0120, a newline U+010A), or with
+ * ascii in ascii_piece's: T labels in one malloc'd block; NULL where
+ * there is no such row. */
+static char **token_labels(const show_opts *o, uint64_t b, uint64_t T,
+			   int ascii)
 {
 	const at_tensor *t = &o->tokens;
 	if (!t->data || t->dims[1] != T || b >= t->dims[0])
@@ -207,7 +223,7 @@ static char **token_labels(const show_opts *o, uint64_t b, uint64_t T)
 	for (uint64_t i = 0; i < T; i++) {
 		size_t len = 0;
 		at_tok_piece(o->tok, id[i], &len);
-		bytes += 2 * len + 16;
+		bytes += 4 * len + 16;
 	}
 	char **label = malloc(bytes), *at = (char *)(label + T);
 	if (!label)
@@ -220,6 +236,8 @@ static char **token_labels(const show_opts *o, uint64_t b, uint64_t T)
 			at += sprintf(at, "<bos>") + 1;
 		else if (!p)
 			at += sprintf(at, "#%d", id[i]) + 1;
+		else if (ascii)
+			at += ascii_piece(p, len, at) + 1;
 		else
 			at += at_bytelevel_encode(p, len, at) + 1;
 	}
@@ -256,8 +274,8 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	record_maps(o, t, &s);
 	/* the batch row of a [B,...,T,T] record is its first index */
 	uint64_t b = t->rank >= 3 ? sel[0] : 0;
-	char **rows = o->labels ? token_labels(o, b, s.rows) : NULL;
-	char **cols = o->labels ? token_labels(o, b, s.cols) : NULL;
+	char **rows = o->labels ? token_labels(o, b, s.rows, 0) : NULL;
+	char **cols = o->labels ? token_labels(o, b, s.cols, 0) : NULL;
 	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
 	uint64_t bh, bw;
 	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
@@ -333,7 +351,24 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 		snprintf(axes[0], 32, qk ? "key position j" : "axis %d", x);
 	if (!axis_name(t, y, axes[1], 32))
 		snprintf(axes[1], 32, qk ? "query position i" : "axis %d", y);
-	return (hm_figure){title, axes[0], axes[1]};
+	return (hm_figure){title, axes[0], axes[1], NULL};
+}
+
+/* The figure into the file o->png, whole or not at all. */
+static void write_png_file(const show_opts *o, const hm_slice *const *ptr,
+			   const char *const *cap, int count,
+			   const hm_figure *fig)
+{
+	char err[256];
+	at_afile a;
+	if (at_afile_open(&a, o->png) < 0)
+		cli_die("%s: %s", o->png, strerror(errno));
+	if (hm_png(a.f, ptr, cap, count, fig, err, sizeof err) < 0) {
+		at_afile_abort(&a);
+		cli_die("%s: %s", o->png, err);
+	}
+	if (at_afile_commit(&a, err, sizeof err) < 0)
+		cli_die("%s: %s", o->png, err);
 }
 
 /* Draws the one record kept for --png into o->png ("-": stdout). */
@@ -347,7 +382,7 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	char caption[HM_MAX_PANELS][48], along[32];
 	const char *cap[HM_MAX_PANELS];
 	int n;
-	record_sel(o, t->rank, &n);
+	const uint64_t *sel = record_sel(o, t->rank, &n);
 	/* the grid's axis by its name; [B,H,T,T] of a stage (which records
 	 * n_head): its heads */
 	if (!o->grid || !axis_name(t, n, along, sizeof along))
@@ -360,6 +395,12 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	}
 	char title[AT_MAX_ATTR_BYTES + 200], axes[2][32];
 	hm_figure fig = figure_words(o, t, title, sizeof title, axes);
+	/* the batch row of a [B,...,T,T] record is its first index */
+	uint64_t b = t->rank >= 3 ? sel[0] : 0;
+	char **rows = o->labels ? token_labels(o, b, maps[0].rows, 1) : NULL;
+	char **cols = o->labels ? token_labels(o, b, maps[0].cols, 1) : NULL;
+	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
+	fig.lab = &lab;
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))
 		cli_die("refusing to write a PNG to a terminal (redirect it)");
@@ -368,17 +409,11 @@ static void write_png(const show_opts *o, const at_tensor *t)
 		if (hm_png(stdout, ptr, cap, count, &fig, err, sizeof err) < 0)
 			cli_die("<stdout>: %s", err);
 		cli_finish_text();
-		return;
+	} else {
+		write_png_file(o, ptr, cap, count, &fig);
 	}
-	at_afile a;
-	if (at_afile_open(&a, o->png) < 0)
-		cli_die("%s: %s", o->png, strerror(errno));
-	if (hm_png(a.f, ptr, cap, count, &fig, err, sizeof err) < 0) {
-		at_afile_abort(&a);
-		cli_die("%s: %s", o->png, err);
-	}
-	if (at_afile_commit(&a, err, sizeof err) < 0)
-		cli_die("%s: %s", o->png, err);
+	free(rows);
+	free(cols);
 }
 
 /* --shade linear|sqrt|log|signed into the show_opts at ctx. */
@@ -466,8 +501,8 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 		  o->png ? SHOW_PNG : SHOW_SUMMARY;
 	if (o->select_text && o->mode != SHOW_ASCII && o->mode != SHOW_PNG)
 		cli_usage_error("--select needs --ascii or --png");
-	if (o->labels && o->mode != SHOW_ASCII)
-		cli_usage_error("--labels needs --ascii");
+	if (o->labels && o->mode != SHOW_ASCII && o->mode != SHOW_PNG)
+		cli_usage_error("--labels needs --ascii or --png");
 	if (o->grid && o->mode != SHOW_PNG)
 		cli_usage_error("--grid needs --png");
 	if ((o->shade_set || o->ranged) && o->mode != SHOW_ASCII &&

@@ -463,6 +463,30 @@ def test_show_labels_a_map_with_the_byte_tokens():
                                      "s        ", ">        "]
 
 
+def test_show_labels_a_png_with_the_tokens(tmp_path):
+    """--labels --png names the rows at the left and the columns below by
+    their tokens: the map moves right by the widest row label (<bos>, 5
+    characters of 6 pixels, against one digit) and the figure grows by
+    the column labels' height; a map of up to 64 positions gets cells a
+    line (13 pixels) high, so that each label has its own."""
+    from stagekit import pipeline
+    from test_show import map_box, read_png
+    boxes = {}
+    for text in (b"hi there", b"the cat sat on the mat"):
+        for labels in ((), ("--labels",)):
+            out = tmp_path / f"{len(text)}{len(labels)}.png"
+            pipeline([("embed", "--text", "--bos"), ("qkv",), ("scores",),
+                      ("mask",), ("softmax",),
+                      ("show", *labels, "--name", "attn", "--png", out)],
+                     input=text)
+            w, h, rows = read_png(out)
+            boxes[len(text), bool(labels)] = (w, h) + map_box(rows)
+    plain, lab = boxes[8, False], boxes[8, True]
+    assert lab[2] - plain[2] == 4 * 6          # "<bos>" against "8"
+    assert lab[1] > plain[1] and lab[4:] == plain[4:] == (9 * 29, 9 * 29)
+    assert boxes[22, False][4] == 23 * 12 and boxes[22, True][4] == 23 * 13
+
+
 @needs_tokenizers
 def test_show_labels_a_map_with_gpt2_tokens(trained):
     tok, _, model = trained

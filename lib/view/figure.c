@@ -30,6 +30,7 @@
 #define GRID_SIDE 160   /* a grid panel's */
 #define MAX_CELLS 1024  /* cells a side before block averaging */
 #define GRID_CELLS 256
+#define LABELLED 64     /* rows or columns that tokens may name */
 
 typedef struct {
 	gdImagePtr im;
@@ -73,9 +74,19 @@ typedef struct {
 	int cw, ch;          /* pixels of a shown cell */
 	int map_w, map_h;
 	int label_w;         /* room for the row tick labels */
+	const char *const *row_lab, *const *col_lab; /* drawn, or NULL */
+	int col_h;           /* room under the map for the column labels */
 } panel;
 
-static void panel_plan(panel *p, const hm_slice *s, int grid, canvas *c)
+/* Label s cut to n characters into buf (n + 1 bytes). */
+static const char *cut(const char *s, int n, char *buf)
+{
+	snprintf(buf, (size_t)n + 1, "%s", s);
+	return buf;
+}
+
+static void panel_plan(panel *p, const hm_slice *s, int grid,
+		       const hm_labels *lab, canvas *c)
 {
 	uint64_t most = grid ? GRID_CELLS : MAX_CELLS;
 	int side = grid ? GRID_SIDE : MIN_SIDE;
@@ -87,6 +98,12 @@ static void panel_plan(panel *p, const hm_slice *s, int grid, canvas *c)
 	p->ch = (int)((side + p->shown_rows - 1) / p->shown_rows);
 	p->cw = p->cw < 1 ? 1 : p->cw;
 	p->ch = p->ch < 1 ? 1 : p->ch;
+	/* tokens name up to LABELLED rows and columns, each a line high */
+	int fh = c->font->h;
+	if (lab && lab->row && p->bh == 1 && s->rows <= LABELLED && p->ch < fh)
+		p->ch = fh;
+	if (lab && lab->col && p->bw == 1 && s->cols <= LABELLED && p->cw < fh)
+		p->cw = fh;
 	p->map_w = (int)p->shown_cols * p->cw;
 	p->map_h = (int)p->shown_rows * p->ch;
 	char last[24];
@@ -94,6 +111,19 @@ static void panel_plan(panel *p, const hm_slice *s, int grid, canvas *c)
 		 (unsigned long long)at_positions_nth(&s->rows_at, s->rows - 1) :
 		 (unsigned long long)(s->rows - 1));
 	p->label_w = text_w(c, last) + TICK + 3;
+	p->col_h = c->font->h;
+	/* tokens name the rows and columns where each has a cell's room */
+	char buf[HM_ROW_LABEL + 1];
+	p->row_lab = lab && lab->row && p->ch >= fh ? lab->row : NULL;
+	p->col_lab = lab && lab->col && p->cw >= fh ? lab->col : NULL;
+	for (uint64_t r = 0; p->row_lab && r < s->rows; r++) {
+		int w = text_w(c, cut(p->row_lab[r], HM_ROW_LABEL, buf)) + TICK + 3;
+		p->label_w = w > p->label_w ? w : p->label_w;
+	}
+	for (uint64_t col = 0; p->col_lab && col < s->cols; col++) {
+		int h = text_w(c, cut(p->col_lab[col], HM_COL_LABEL, buf)) + 2;
+		p->col_h = h > p->col_h ? h : p->col_h;
+	}
 }
 
 /* The map at (x, y): cells, frame, and ticks of rows (left) and columns
@@ -114,22 +144,33 @@ static void panel_draw(canvas *c, const panel *p, int x, int y)
 		}
 	gdImageRectangle(c->im, x - 1, y - 1, x + p->map_w, y + p->map_h,
 			 c->frame);
-	char lab[24];
-	uint64_t step = tick_step(s->rows, p->map_h / (2 * c->font->h) + 1);
+	char lab[HM_ROW_LABEL + 24];
+	uint64_t step = p->row_lab ? 1 :
+			tick_step(s->rows, p->map_h / (2 * c->font->h) + 1);
 	for (uint64_t r = 0; r < s->rows; r += step) {
 		int ty = y + (int)((double)(r + 0.5) / s->rows * p->map_h);
 		gdImageLine(c->im, x - 1 - TICK, ty, x - 2, ty, c->black);
 		/* a capture's rows are the queries its positions name */
-		snprintf(lab, sizeof lab, "%llu", s->rows_at.n ?
-			 (unsigned long long)at_positions_nth(&s->rows_at, r) :
-			 (unsigned long long)r);
+		if (p->row_lab)
+			cut(p->row_lab[r], HM_ROW_LABEL, lab);
+		else
+			snprintf(lab, sizeof lab, "%llu", s->rows_at.n ?
+				 (unsigned long long)at_positions_nth(&s->rows_at, r) :
+				 (unsigned long long)r);
 		text(c, x - 3 - TICK - text_w(c, lab), ty - c->font->h / 2, lab);
 	}
-	step = tick_step(s->cols, p->map_w / (6 * c->font->w) + 1);
+	step = p->col_lab ? 1 : tick_step(s->cols, p->map_w / (6 * c->font->w) + 1);
 	for (uint64_t col = 0; col < s->cols; col += step) {
 		int tx = x + (int)((double)(col + 0.5) / s->cols * p->map_w);
 		gdImageLine(c->im, tx, y + p->map_h + 1, tx,
 			    y + p->map_h + TICK, c->black);
+		if (p->col_lab) { /* read upwards, under its column */
+			cut(p->col_lab[col], HM_COL_LABEL, lab);
+			gdImageStringUp(c->im, c->font, tx - c->font->h / 2,
+					y + p->map_h + TICK + 1 + text_w(c, lab),
+					(unsigned char *)lab, c->black);
+			continue;
+		}
 		snprintf(lab, sizeof lab, "%llu", (unsigned long long)col);
 		text(c, tx - text_w(c, lab) / 2, y + p->map_h + TICK + 1, lab);
 	}
@@ -226,15 +267,16 @@ int hm_png(FILE *f, const hm_slice *const *maps, const char *const *captions,
 		gcols++;
 	int grows = (n + gcols - 1) / gcols;
 	panel p[HM_MAX_PANELS];
-	int pw = 0, ph = 0, lw = 0; /* the largest panel's map and labels */
+	int pw = 0, ph = 0, lw = 0, lh = 0; /* the largest panel's map, labels */
 	for (int i = 0; i < n; i++) {
-		panel_plan(&p[i], maps[i], grid, &c);
+		panel_plan(&p[i], maps[i], grid, fig->lab, &c);
 		pw = p[i].map_w > pw ? p[i].map_w : pw;
 		ph = p[i].map_h > ph ? p[i].map_h : ph;
 		lw = p[i].label_w > lw ? p[i].label_w : lw;
+		lh = p[i].col_h > lh ? p[i].col_h : lh;
 	}
 	int fh = c.font->h, cap = grid ? fh + 4 : 0;
-	int cell_w = lw + pw + GAP, cell_h = cap + ph + TICK + fh + GAP / 2;
+	int cell_w = lw + pw + GAP, cell_h = cap + ph + TICK + lh + GAP / 2;
 	int left = PAD + fh + 6, top = PAD + fh + 8;
 	int bar_x = left + gcols * cell_w, bar_h = grows * cell_h - GAP / 2;
 	int width = bar_x + BAR_W + TICK + BAR_GAP + 10 * c.font->w + PAD;

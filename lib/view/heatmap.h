@@ -137,8 +137,9 @@ void hm_blocks(uint64_t rows, uint64_t cols, uint64_t max_rows,
 hm_kind hm_cell(const hm_slice *s, uint64_t r0, uint64_t c0, uint64_t bh,
 		uint64_t bw, double *level);
 
-/* Labels of a map's rows and columns as UTF-8 text of one- or two-byte
- * characters (bytelevel.h's spelling), or NULL for none. */
+/* Labels of a map's rows and columns, or NULL for none: for hm_ascii
+ * UTF-8 text of one- or two-byte characters (bytelevel.h's spelling),
+ * for hm_png ASCII (its font's). */
 typedef struct {
 	const char *const *row; /* [rows] */
 	const char *const *col; /* [cols] */
@@ -159,6 +160,8 @@ void hm_ascii(FILE *out, const hm_slice *s, uint64_t bh, uint64_t bw,
 typedef struct {
 	const char *title;        /* the record, its shape, layer, head */
 	const char *xname, *yname; /* the columns' and the rows' axis */
+	const hm_labels *lab;     /* tokens naming rows and columns, or NULL:
+				   * drawn where a cell is a font's height */
 } hm_figure;
 
 /* Writes n maps (1 to HM_MAX_PANELS, one colour scale: maps[0]'s) as an
