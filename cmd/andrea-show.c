@@ -171,6 +171,16 @@ static void check_select(const show_opts *o, const at_reader *r,
 	if (o->grid && hm_leading(h->rank) == 0)
 		cli_die("%s: record %d '%s': --grid needs a record of 3 axes or "
 			"more (maps along an axis)", r->label, h->index, h->name);
+	int lead = hm_leading(h->rank);
+	if (o->grid && n + 1 != lead) {
+		char shape[AT_MAX_RANK * 21 + 3];
+		at_shape_str(h->rank, h->dims, shape, sizeof shape);
+		cli_die("%s: record %d '%s': --select with --grid takes %d "
+			"ind%s for shape %s, one fewer than its %d leading axes "
+			"(the grid runs along the next), not %d", r->label,
+			h->index, h->name, lead - 1, lead - 1 == 1 ? "ex" : "ices",
+			shape, lead, n);
+	}
 	if (o->grid && h->dims[n] > HM_MAX_PANELS)
 		cli_die("%s: record %d '%s': --grid draws at most %d maps, and "
 			"axis %d has %llu (--select fixes more axes)", r->label,

@@ -684,6 +684,13 @@ def test_scale_options_are_checked(tmp_path):
     if png_built(tmp_path):
         p = show("--png", tmp_path / "x.png", "--grid", input=s, check=1)
         assert "--grid needs a record of 3 axes" in one_line_error(p, "show")
+        g = pack(tmp_path, attn=np.zeros((3, 1, 4, 4), np.float32))
+        p = show("--png", tmp_path / "x.png", "--grid", "--select", "0,0",
+                 input=g, check=1)
+        assert one_line_error(p, "show").endswith(
+            "--select with --grid takes 1 index for shape [3,1,4,4], one "
+            "fewer than its 2 leading axes (the grid runs along the next), "
+            "not 2")
 
 
 # ---- errors, pipes, help ----
