@@ -26,9 +26,12 @@ print('%6d %10.3f %10.3f %12.4f %12.4f' % ($D, s.std(), $D ** 0.5,
 done
 cp table "$out/scale.txt"
 cat table
+# the most a causal row can have: uniform weights, ln(i + 1) for row i
+uniform=$("$py" -c "import math; print(sum(math.log(i + 1) for i in range($T)) / $T)")
 plot "$out/scale.png" "
 set title 'Softmax of causal scores, $T positions: mean row entropy (nats)';
-set xlabel 'D (head width)'; set ylabel 'entropy'; set logscale x 2;
-set key center right;
-plot 'table' every ::1 using 1:5 with linespoints lw 2 title 'scaled by 1/sqrt(D)',
-     '' every ::1 using 1:4 with linespoints lw 2 title 'unscaled'"
+set xlabel 'D (head width), measured at 64, 256 and 4096'; set ylabel 'entropy';
+set logscale x 2; set key center right; set yrange [0:*];
+plot 'table' every ::1 using 1:5 with linespoints lw 2 pt 7 title 'scaled by 1/sqrt(D)',
+     '' every ::1 using 1:4 with linespoints lw 2 pt 7 title 'unscaled',
+     $uniform with lines dt 2 lw 1 title 'uniform weights (the most)'"
