@@ -84,7 +84,7 @@ def test_one_head_alone_equals_its_slice_of_all(tmp_path):
     # float32 rounding of the products' sums: how OpenBLAS blocks a product of
     # 192 columns and one of 2304 depends on the CPU (1.9e-6 on one here)
     assert all(float(r[1]) <= 1e-5 for r in rows)
-    assert is_png(out / "one-head.png")
+    assert is_png(out / "one-head.png") and is_png(out / "one-head-diff.png")
 
 
 def test_the_training_story_lowers_the_held_out_loss(tmp_path):
