@@ -282,6 +282,14 @@ def test_padding_of_a_batch_is_drawn_apart(tmp_path):
                 assert rows[i][j] == RAMP[k], (i, j)
     _, rows1 = ascii_map(text(show("--ascii", "--select", "1,0", input=stream)))
     assert " " not in "".join(r[:i + 1] for i, r in enumerate(rows1))
+    # x [B,T,C] with C = T: its columns are features, never padding
+    x = rng.uniform(0.2, 1.0, (2, 5, 5)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    xs = run("pack", "-a", "x:lengths=3,5", f"x={tmp_path / 'x.npy'}",
+             check=0).stdout
+    _, xrows = ascii_map(text(show("--ascii", input=xs)))
+    assert [" " in r for r in xrows] == [False] * 3 + [True] * 2
+    assert xrows[3] == xrows[4] == " " * 5
     if not png_built(tmp_path):
         return
     out = tmp_path / "p.png"

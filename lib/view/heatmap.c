@@ -79,11 +79,11 @@ static uint64_t query_of(const hm_slice *s, uint64_t r)
 }
 
 /* Whether entry (r, c) of s lies past its row's length in a padded
- * batch: its query does, or in a square map (keys along T too) its key. */
+ * batch: its query does, or where the columns are keys, its key. */
 static int padded(const hm_slice *s, uint64_t r, uint64_t c)
 {
 	return s->valid && (query_of(s, r) >= s->valid ||
-			    (s->rows == s->cols && c >= s->valid));
+			    (s->keys && c >= s->valid));
 }
 
 /* The length of the batch row sel[0] of a [B,...,T,X] record t where its
@@ -123,6 +123,8 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
 	s->has_fill = at_attr_double(&t->attrs, "fill", &s->fill) == 0;
 	rows_of(s, t);
 	s->valid = row_length(t, sel);
+	s->keys = causal || strcmp(t->name, "scores") == 0 ||
+		  strcmp(t->name, "attn") == 0;
 	uint64_t stride = s->rows * s->cols;
 	for (int a = lead - 1; a >= 0; a--) {
 		s->base += sel[a] * stride;

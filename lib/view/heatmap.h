@@ -60,7 +60,8 @@ typedef struct {
 	int causal;          /* entries j > i + cols - rows are masked */
 	uint64_t valid;      /* the row's length where the record's `lengths`
 			      * attribute pads it (the rows, and the keys of
-			      * a square map, past it are padding); else 0 */
+			      * scores or weights, past it are padding); else 0 */
+	int keys;            /* the columns are keys along T (scores, attn) */
 	int has_fill;        /* the record's `fill` attribute, a number: */
 	double fill;         /* a hidden score holding it counts as masked */
 	at_positions rows_at; /* the rows' queries (a capture's `positions`;
