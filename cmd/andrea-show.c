@@ -176,10 +176,10 @@ static void check_select(const show_opts *o, const at_reader *r,
 		char shape[AT_MAX_RANK * 21 + 3];
 		at_shape_str(h->rank, h->dims, shape, sizeof shape);
 		cli_die("%s: record %d '%s': --select with --grid takes %d "
-			"ind%s for shape %s, one fewer than its %d leading axes "
-			"(the grid runs along the next), not %d", r->label,
+			"ind%s for shape %s, one fewer than its %d leading "
+			"ax%s (the grid runs along the next), not %d", r->label,
 			h->index, h->name, lead - 1, lead - 1 == 1 ? "ex" : "ices",
-			shape, lead, n);
+			shape, lead, lead == 1 ? "is" : "es", n);
 	}
 	if (o->grid && h->dims[n] > HM_MAX_PANELS)
 		cli_die("%s: record %d '%s': --grid draws at most %d maps, and "
@@ -285,7 +285,8 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	/* the batch row of a [B,...,T,T] record is its first index */
 	uint64_t b = t->rank >= 3 ? sel[0] : 0;
 	char **rows = o->labels ? token_labels(o, b, s.rows, 0) : NULL;
-	char **cols = o->labels ? token_labels(o, b, s.cols, 0) : NULL;
+	char **cols = o->labels && hm_has_keys(t) ?
+		      token_labels(o, b, s.cols, 0) : NULL;
 	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
 	uint64_t bh, bw;
 	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
@@ -354,8 +355,7 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 	if (at < len)
 		snprintf(title + at, len - at, "  shade: %s",
 			 hm_shade_name(record_shade(o, t)));
-	int qk = hm_is_causal(t) || strcmp(t->name, "scores") == 0 ||
-		 strcmp(t->name, "attn") == 0;
+	int qk = hm_has_keys(t);
 	int x = t->rank > 0 ? t->rank - 1 : 0, y = t->rank > 1 ? t->rank - 2 : 0;
 	if (!axis_name(t, x, axes[0], 32))
 		snprintf(axes[0], 32, qk ? "key position j" : "axis %d", x);
@@ -405,10 +405,13 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	}
 	char title[AT_MAX_ATTR_BYTES + 200], axes[2][32];
 	hm_figure fig = figure_words(o, t, title, sizeof title, axes);
-	/* the batch row of a [B,...,T,T] record is its first index */
+	/* the batch row of a [B,...,T,T] record is its first index; a grid
+	 * along it has a row a panel, and no one row's labels */
 	uint64_t b = t->rank >= 3 ? sel[0] : 0;
-	char **rows = o->labels ? token_labels(o, b, maps[0].rows, 1) : NULL;
-	char **cols = o->labels ? token_labels(o, b, maps[0].cols, 1) : NULL;
+	int labels = o->labels && !(o->grid && n == 0);
+	char **rows = labels ? token_labels(o, b, maps[0].rows, 1) : NULL;
+	char **cols = labels && hm_has_keys(t) ?
+		      token_labels(o, b, maps[0].cols, 1) : NULL;
 	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
 	fig.lab = &lab;
 	int to_stdout = strcmp(o->png, "-") == 0;

@@ -3,7 +3,8 @@
  * A later record of a name already written (the attention of each layer
  * a capture writes) goes to NAME.layerL.headH.npy, from the attributes
  * it has, or failing that NAME.N.npy, N its record number (then .1, .2
- * ... while that is taken): nothing is overwritten and nothing refused. */
+ * ... while that is taken): nothing is overwritten.  A name that would
+ * leave DIR, or make a file name over NAME_MAX bytes, is refused. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>

@@ -241,8 +241,10 @@ def _read(buf, max_bytes):
         if len(fixed) < 16 and len(fixed) > 5 and fixed[5] == KIND_END:
             raise FormatError("input ended inside the end record")
         if len(fixed) <= 5:  # before the kind: a record or the end record
-            raise FormatError(f"input ended inside the header after record {n}"
-                              if n else "input ended inside the first header")
+            raise FormatError(
+                "input ended inside the first header" if pos == 0 else
+                f"input ended inside the header after record {n}" if n else
+                "input ended inside a header after the end record")
         if len(fixed) < 16:
             raise rec_err("input ended inside the record")
         version, kind, code, rank, flags, name_len, attr_len, chunk = \

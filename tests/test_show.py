@@ -253,8 +253,8 @@ def test_ascii_masked_matrix(tmp_path):
 
 def test_padding_of_a_batch_is_drawn_apart(tmp_path):
     """A batch padded to a common T (the lengths attribute of andrea-embed
-    --lines): the selected row's queries past its length, and in a square
-    map its keys too, are padding, blank in the text map and pale in the
+    --lines): the selected row's queries past its length, and the keys of
+    scores and weights too, are padding, blank in the text map and pale in the
     PNG, and out of the scale; the full-length row is all drawn."""
     rng = np.random.default_rng(6)
     a = rng.uniform(0.2, 1.0, (2, 1, 5, 5)).astype(np.float32)
@@ -290,6 +290,14 @@ def test_padding_of_a_batch_is_drawn_apart(tmp_path):
     _, xrows = ascii_map(text(show("--ascii", input=xs)))
     assert [" " in r for r in xrows] == [False] * 3 + [True] * 2
     assert xrows[3] == xrows[4] == " " * 5
+    # nor those of an out after the mask (it carries mask=causal too)
+    o = rng.uniform(0.2, 1.0, (2, 1, 5, 7)).astype(np.float32)
+    np.save(tmp_path / "o.npy", o)
+    os_ = run("pack", "-a", "out:lengths=3,5", "-a", "out:mask=causal",
+              f"out={tmp_path / 'o.npy'}", check=0).stdout
+    _, orows = ascii_map(text(show("--ascii", input=os_)))
+    assert [" " in r for r in orows] == [False] * 3 + [True] * 2
+    assert "_" not in "".join(orows)
     if not png_built(tmp_path):
         return
     out = tmp_path / "p.png"

@@ -419,6 +419,8 @@ def crafted():
         ("trailing garbage", rec + E + b"garbage!" * 4, "trailing garbage"),
         ("trailing partial magic", rec + E + b"AT",
          "input ended inside the header after record 1"),
+        ("trailing partial magic after an empty stream", E + b"ATS",
+         "input ended inside a header after the end record"),
         ("end record crc", rec + atsfmt.end_record(crc=5),
          "end record after record 1: header CRC32 mismatch"),
         ("end record field", rec + atsfmt.end_record(fill=b"\0" * 9 + b"\1"),
@@ -910,7 +912,7 @@ def test_a_stage_never_drops_the_attribute_it_adds(tmp_path, full):
     assert head.returncode == 0, head.stderr
     p = run("scores", input=stream)
     assert p.returncode == 1
-    assert "no room for its attribute 'scale'" in one_line_error(p, "scores")
+    assert "its attributes could not hold 'scale'" in one_line_error(p, "scores")
     # what was written is not a whole stream: the next stage says so
     assert run("show", input=p.stdout).returncode == 1
     # one attribute fewer, and the stage has its room again

@@ -743,6 +743,7 @@ def test_resuming_with_another_lr_keeps_a_given_min_lr(tmp_path):
     def state():
         return records(f"{out}.ckpt")[0][1]
     for given, new_lr, want in [(["--min-lr", 0], 1e-3, 0.0),
+                                (["--min-lr", 3e-4], 1e-3, 3e-4),  # a tenth
                                 ([], 1e-3, 1e-4)]:
         run("train", "-m", model, *common, "--lr", 3e-3, *given,
             "--stop-at", 2, "-f", check=0)

@@ -42,6 +42,8 @@ def first_sentence(par):
     # a section of the page named as "above" is not above in --help
     s = re.sub(r"(\(|see )([A-Z][A-Za-z ]*?) above\b",
                r"\1\2 in the manual page", s)
+    s = re.sub(r"\((see|as) above\)", r"(\1 the manual page)", s)
+    s = re.sub(r"\bas above\b", "as the manual page says", s)
     if len(s) <= LONG:
         return s
     depth = 0

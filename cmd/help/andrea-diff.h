@@ -13,7 +13,7 @@ static const char usage[] =
 	"  --equal-nan           Count a NaN in A as equal to a NaN at the same position\n"
 	"                        of B.\n"
 	"  --by-name             Pair records by name (and layer and head) instead of by\n"
-	"                        position, as above.\n"
+	"                        position, as the manual page says.\n"
 	"  --threads N           Use up to N threads (1 to 256) to decompress chunks and\n"
 	"                        to compare large records.\n"
 	"  -h, --help            Print the synopsis and a line for each option, and exit\n"

@@ -13,7 +13,7 @@ static const char usage[] =
 	"                        The tokens whose logit difference is the metric; each\n"
 	"                        below the model's V.\n"
 	"  --sweep heads|positions\n"
-	"                        What to patch, as above.\n"
+	"                        What to patch, as the manual page says.\n"
 	"  --table               Print the table instead of writing the record.\n"
 	"  -o FILE, -f, -z LEVEL, --threads N\n"
 	"                        As in every andrea tool (andrea(7)).\n"

@@ -79,9 +79,10 @@ static void resume(trainer *tr)
 	/* the schedule may be changed on resuming: what is given wins; a
 	 * --min-lr given to the run stays, its default (a tenth of --lr)
 	 * follows a new --lr */
-	if (train_given(o, "min-lr"))
+	if (train_given(o, "min-lr")) {
 		st->h.min_lr = o->h.min_lr;
-	else if (train_given(o, "lr") && st->h.min_lr == st->h.lr / 10)
+		st->min_lr_given = 1;
+	} else if (train_given(o, "lr") && !st->min_lr_given)
 		st->h.min_lr = o->h.lr / 10;
 	else if (train_given(o, "lr") && st->h.min_lr > o->h.lr)
 		cli_usage_error("--lr %g is below the --min-lr %g of %s: give "
@@ -160,7 +161,8 @@ static void start(trainer *tr)
 	st->val_fraction = o->val_fraction;
 	st->h = o->h;
 	st->h.steps = o->steps;
-	if (!train_given(o, "min-lr"))
+	st->min_lr_given = train_given(o, "min-lr");
+	if (!st->min_lr_given)
 		st->h.min_lr = o->h.lr / 10;
 	if (st->seq > tr->m.cfg.ctx)
 		cli_usage_error("--seq %d exceeds the context of %d", st->seq,
@@ -177,10 +179,11 @@ static void check_finite(const trainer *tr)
 		const tr_param *p = &m->params[i];
 		for (size_t j = 0; j < p->n; j++)
 			if (!isfinite(m->p[p->off + j]))
-				cli_die("step %ld: %s[%zu] is %s: training diverged "
-					"(lower --lr?); nothing written",
+				cli_die("step %ld: %s[%zu] is %s%s; nothing written",
 					tr->st.step, p->name, j,
-					isnan(m->p[p->off + j]) ? "NaN" : "infinite");
+					isnan(m->p[p->off + j]) ? "NaN" : "infinite",
+					tr->rep.steps_run ? ": training diverged "
+					"(lower --lr?)" : "");
 	}
 }
 
@@ -395,7 +398,6 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 	/* a --log pipe whose reader left fails its write, not the run */
 	struct sigaction ign = {.sa_handler = SIG_IGN}, pipe_was;
 	sigemptyset(&ign.sa_mask);
-	sigaction(SIGPIPE, &ign, &pipe_was);
 
 	train_report *rep = &tr.rep;
 	train_report_start(rep, log, o->log, o->progress && tr.lead,
@@ -421,13 +423,16 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 				cli_die("step %ld: the held-out loss is %g: training "
 					"diverged (lower --lr?)", st->step, val);
 		}
-		if (tr.lead && train_report_step(rep, tr.eng, st->step, o->stop_at,
-						 r.loss, val, r.lr, r.norm) < 0)
-			log_failed = 1;
+		if (tr.lead) {
+			sigaction(SIGPIPE, &ign, &pipe_was);
+			log_failed |= train_report_step(rep, tr.eng, st->step,
+							o->stop_at, r.loss, val,
+							r.lr, r.norm) < 0;
+			sigaction(SIGPIPE, &pipe_was, NULL);
+		}
 		if (save_due(&tr, st->step))
 			save(&tr, 1);
 	}
-	sigaction(SIGPIPE, &pipe_was, NULL);
 	/* a resumed run that made no step leaves its checkpoint as it was */
 	save(&tr, st->step > 0 && (rep->steps_run || !o->resume));
 	if (rep->tty && rep->progress && rep->steps_run)

@@ -14,9 +14,10 @@
 #include "train/engine.h"
 
 /* The checkpoint's path: --checkpoint, or MODEL.ckpt; a fresh run must
- * not overwrite one without -f.  A model or checkpoint that is a
- * directory, a terminal or the --data file is refused, and so is a
- * MODEL.ckpt beside a device. */
+ * not overwrite one without -f.  A model, checkpoint or --dump-grads
+ * that is a directory, a terminal or the --data file is refused, and so
+ * are a MODEL.ckpt beside a device, a --log that is the data, and any two
+ * of -o, the checkpoint, --log and --dump-grads naming one file. */
 void train_checkpoint_path(const train_options *o, char *ckpt, size_t len);
 
 /* The run on `device` (ranks: this process's place among several, or

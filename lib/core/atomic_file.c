@@ -108,8 +108,12 @@ int at_afile_open(at_afile *a, const char *path)
 	const char *slash = strrchr(a->path, '/');
 	size_t dir_len = slash ? (size_t)(slash - a->path) + 1 : 0;
 	size_t base_len = strlen(a->path) - dir_len;
-	if (base_len > NAME_MAX - 7)
+	if (base_len > NAME_MAX - 7) { /* not inside a UTF-8 character */
 		base_len = NAME_MAX - 7;
+		while (base_len &&
+		       ((unsigned char)a->path[dir_len + base_len] & 0xc0) == 0x80)
+			base_len--;
+	}
 	int n = snprintf(a->tmp, sizeof a->tmp, "%.*s.XXXXXX",
 			 (int)(dir_len + base_len), a->path);
 	if (n < 0 || (size_t)n >= sizeof a->tmp) {

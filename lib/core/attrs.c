@@ -151,7 +151,7 @@ int at_attr_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(s, &end, 10);
-		if (end == s || errno || v < 1 || v > T ||
+		if (!(*s >= '0' && *s <= '9') || errno || v < 1 || v > T ||
 		    (b + 1 < B ? *end != ',' : *end != 0)) {
 			snprintf(err, errlen, "lengths=%s: expected %llu lengths "
 				 "of 1 to %llu, comma-separated",

@@ -220,11 +220,15 @@ int at_read_header(at_reader *r, at_header *h)
 			return at_reader_fail(r, 0, NULL,
 					      "input ended inside the end record");
 		if (got < AT_FIXED_HEADER && got <= 5)
-			return r->records ? at_reader_fail(r, 0, NULL,
-					"input ended inside the header after "
-					"record %d", r->records)
-				: at_reader_fail(r, 0, NULL, "input ended inside "
-						 "the first header");
+			return r->offset == got ?
+				at_reader_fail(r, 0, NULL, "input ended inside "
+					       "the first header") :
+			       r->records ?
+				at_reader_fail(r, 0, NULL, "input ended inside "
+					       "the header after record %d",
+					       r->records) :
+				at_reader_fail(r, 0, NULL, "input ended inside "
+					       "a header after the end record");
 		if (got < AT_FIXED_HEADER)
 			return at_reader_fail(r, index, NULL, "input ended inside the record");
 		if (p[4] != AT_VERSION)

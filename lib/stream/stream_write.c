@@ -171,8 +171,9 @@ int at_record_begin(at_writer *w, const at_tensor *t)
 	    !at_name_valid(t->name, strlen(t->name)))
 		return wfail(w, "internal error: invalid tensor '%.64s'", t->name);
 	if (t->attrs.lost[0])
-		return wfail(w, "record '%.64s': no room for its attribute '%s' "
-			     "(a record holds %d attributes in %d bytes at most)",
+		return wfail(w, "record '%.64s': its attributes could not hold "
+			     "'%s' (a record holds %d attributes in %d bytes at "
+			     "most, each a valid key and value)",
 			     t->name, t->attrs.lost, AT_MAX_ATTRS,
 			     AT_MAX_ATTR_BYTES);
 	at_record_out *rec = &w->rec;

@@ -71,6 +71,8 @@ int tr_checkpoint_write(at_writer *w, const tr_model *m, const float *mom1,
 		at_attr_setf(a, "eval_every", "%ld", st->eval_every);
 	if (st->eval_batches >= 1)
 		at_attr_setf(a, "eval_batches", "%ld", st->eval_batches);
+	if (st->min_lr_given)
+		at_attr_set(a, "min_lr_given", "1");
 	if (m->biases) /* GPT-2's form; absent: the ANDREA model's */
 		at_attr_set(a, "biases", "1");
 	if (m->tied)
@@ -144,6 +146,12 @@ static int state_from_attrs(const at_attrs *a, tr_state *st, char *why,
 	if (at_attr_long(a, "eval_batches", &st->eval_batches) != 0 ||
 	    st->eval_batches < 1 || st->eval_batches > 1 << 20)
 		st->eval_batches = -1;
+	/* absent (and in checkpoints before it): given unless it is a tenth
+	 * of lr, the default */
+	if (at_attr_long(a, "min_lr_given", &form) == 0)
+		st->min_lr_given = form == 1;
+	else
+		st->min_lr_given = st->h.min_lr != st->h.lr / 10;
 	st->biases = at_attr_long(a, "biases", &form) == 0 && form == 1;
 	st->tied = at_attr_long(a, "tied", &form) == 0 && form == 1;
 	st->seed = (uint64_t)seed;

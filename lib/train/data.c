@@ -18,6 +18,10 @@ static unsigned char *slurp(FILE *f, const char *head, size_t have,
 			    uint64_t max, size_t *len)
 {
 	size_t cap = 1 << 16, n = have, got;
+	if (have > max) {
+		*len = max + 1;
+		return NULL;
+	}
 	unsigned char *buf = malloc(cap);
 	if (buf)
 		memcpy(buf, head, have);

@@ -200,6 +200,7 @@ typedef struct {
 	tr_hparams h;
 	int biases, tied;    /* the model's form, for tr_model_init */
 	long eval_every, eval_batches; /* the evaluation's; -1: not kept */
+	int min_lr_given;    /* --min-lr was given; else it is a tenth of lr */
 } tr_state;
 
 /* Writes the gradients of one step (--dump-grads): a `tokens` record

@@ -123,8 +123,7 @@ void hm_slice_init(hm_slice *s, const at_tensor *t, const uint64_t *sel,
 	s->has_fill = at_attr_double(&t->attrs, "fill", &s->fill) == 0;
 	rows_of(s, t);
 	s->valid = row_length(t, sel);
-	s->keys = causal || strcmp(t->name, "scores") == 0 ||
-		  strcmp(t->name, "attn") == 0;
+	s->keys = hm_has_keys(t);
 	uint64_t stride = s->rows * s->cols;
 	for (int a = lead - 1; a >= 0; a--) {
 		s->base += sel[a] * stride;
@@ -216,10 +215,16 @@ const char *hm_shade_name(hm_shade s)
 	return names[s];
 }
 
+int hm_has_keys(const at_tensor *t)
+{
+	return t->rank >= 2 &&
+	       (strcmp(t->name, "scores") == 0 || strcmp(t->name, "attn") == 0);
+}
+
 int hm_is_causal(const at_tensor *t)
 {
 	const char *m = at_attr_get(&t->attrs, "mask");
-	return t->rank >= 2 && m && strcmp(m, "causal") == 0;
+	return hm_has_keys(t) && m && strcmp(m, "causal") == 0;
 }
 
 hm_shade hm_record_shade(const at_tensor *t)

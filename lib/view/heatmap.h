@@ -57,7 +57,8 @@ typedef struct {
 	const at_tensor *t;
 	uint64_t base;       /* flat index of the slice's first element */
 	uint64_t rows, cols;
-	int causal;          /* entries j > i + cols - rows are masked */
+	int causal;          /* entries j > i + cols - rows are masked where
+			      * they hold what a mask leaves (0, -inf, fill) */
 	uint64_t valid;      /* the row's length where the record's `lengths`
 			      * attribute pads it (the rows, and the keys of
 			      * scores or weights, past it are padding); else 0 */
@@ -104,8 +105,12 @@ double hm_level(const hm_slice *s, double v);
 int hm_bar_ticks(const hm_slice *s, double *ticks, int max);
 /* "linear", "sqrt" or "log". */
 const char *hm_shade_name(hm_shade s);
-/* Whether t is a map a causal mask made (mask=causal, as andrea-mask
- * marks scores and andrea-softmax passes on to attn). */
+/* Whether t's last two axes are queries and keys along T: scores and
+ * attention weights (the records named scores and attn). */
+int hm_has_keys(const at_tensor *t);
+/* Whether t is such a map a causal mask made (mask=causal, as andrea-mask
+ * marks scores and andrea-softmax passes on to attn; an out or y after
+ * them carries the attribute too, but has no keys). */
 int hm_is_causal(const at_tensor *t);
 /* The scale t is drawn on unless one is chosen: log for attention weights
  * (a record named attn: they spread over decades at long contexts),

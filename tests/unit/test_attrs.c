@@ -95,7 +95,10 @@ static void test_lost_key(void)
 	CHECK(at_attr_set(&a, "v", rep(v, 'v', 128)) == -1);
 	CHECK(strcmp(a.lost, "v") == 0);
 	CHECK(at_attr_setf(&a, "w", "%s", rep(v, 'w', 128)) == -1);
-	CHECK(strcmp(a.lost, "v") == 0);
+	CHECK(strcmp(a.lost, "v") == 0); /* the first stays */
+	at_attrs f = {0};
+	CHECK(at_attr_setf(&f, "w", "%s", rep(v, 'w', 128)) == -1);
+	CHECK(strcmp(f.lost, "w") == 0);
 	at_attrs b = {0};
 	for (int i = 0; i < AT_MAX_ATTRS; i++) {
 		snprintf(k, sizeof k, "key%d", i);
