@@ -18,8 +18,8 @@
 #include "cli/stage.h"
 #include "cli/tokens.h"
 #include "core/atomic_file.h"
-#include "text/bytelevel.h"
 #include "view/heatmap.h"
+#include "view/labels.h"
 #include "view/npprint.h"
 
 #include "help/andrea-show.h" /* usage: the --help text */
@@ -204,54 +204,19 @@ static int attr_is(const at_attrs *a, const char *key, const char *want)
 	return !want || (v && strcmp(v, want) == 0);
 }
 
-/* A token's bytes in ASCII, for the PNG's font: a space as '_', other
- * bytes outside '!'..'~' as \xHH; into out (4 * len + 1 bytes); its
- * length. */
-static size_t ascii_piece(const unsigned char *p, size_t len, char *out)
+/* With --labels, the tokens naming the rows (rows of them) and, where
+ * they are keys, the columns (cols) of batch row b's map of t, in
+ * *rows and *cols (NULL where none); ascii for the PNG's font. */
+static hm_labels map_labels(const show_opts *o, const at_tensor *t,
+			    uint64_t b, uint64_t rows, uint64_t cols, int ascii)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < len; i++)
-		n += (size_t)(p[i] == ' ' ? sprintf(out + n, "_") :
-			      p[i] > ' ' && p[i] < 0x7f ? sprintf(out + n, "%c", p[i]) :
-			      sprintf(out + n, "\\x%02x", p[i]));
-	out[n] = '\0';
-	return n;
-}
-
-/* The text of each token of batch row b of o->tokens, spelt in GPT-2's
- * byte-level alphabet (a space is U+0120, a newline U+010A), or with
- * ascii in ascii_piece's: T labels in one malloc'd block; NULL where
- * there is no such row. */
-static char **token_labels(const show_opts *o, uint64_t b, uint64_t T,
-			   int ascii)
-{
-	const at_tensor *t = &o->tokens;
-	if (!t->data || t->dims[1] != T || b >= t->dims[0])
-		return NULL;
-	size_t bytes = T * sizeof(char *);
-	const int32_t *id = (const int32_t *)t->data + b * T;
-	for (uint64_t i = 0; i < T; i++) {
-		size_t len = 0;
-		at_tok_piece(o->tok, id[i], &len);
-		bytes += 4 * len + 16;
-	}
-	char **label = malloc(bytes), *at = (char *)(label + T);
-	if (!label)
+	char **r = NULL, **c = NULL;
+	if (o->labels &&
+	    (hm_token_labels(o->tok, &o->tokens, b, rows, ascii, &r) < 0 ||
+	     (hm_has_keys(t) &&
+	      hm_token_labels(o->tok, &o->tokens, b, cols, ascii, &c) < 0)))
 		cli_die("out of memory");
-	for (uint64_t i = 0; i < T; i++) {
-		size_t len;
-		const unsigned char *p = at_tok_piece(o->tok, id[i], &len);
-		label[i] = at;
-		if (id[i] == at_tok_bos(o->tok) && !at_tok_is_bpe(o->tok))
-			at += sprintf(at, "<bos>") + 1;
-		else if (!p)
-			at += sprintf(at, "#%d", id[i]) + 1;
-		else if (ascii)
-			at += ascii_piece(p, len, at) + 1;
-		else
-			at += at_bytelevel_encode(p, len, at) + 1;
-	}
-	return label;
+	return (hm_labels){(const char *const *)r, (const char *const *)c};
 }
 
 /* The scale a record is drawn on: --shade, else its own. */
@@ -284,10 +249,7 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	record_maps(o, t, &s);
 	/* the batch row of a [B,...,T,T] record is its first index */
 	uint64_t b = t->rank >= 3 ? sel[0] : 0;
-	char **rows = o->labels ? token_labels(o, b, s.rows, 0) : NULL;
-	char **cols = o->labels && hm_has_keys(t) ?
-		      token_labels(o, b, s.cols, 0) : NULL;
-	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
+	hm_labels lab = map_labels(o, t, b, s.rows, s.cols, 0);
 	uint64_t bh, bw;
 	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
 		  &bw);
@@ -310,25 +272,8 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	print_attrs(t);
 	putchar('\n');
 	hm_ascii(stdout, &s, bh, bw, &lab);
-	free(rows);
-	free(cols);
-}
-
-/* The name of t's axis a from its `axes` attribute (a name an axis,
- * comma separated, as andrea-heads, -lens and -patch write) into name
- * (len bytes); 0 where t has none for it. */
-static int axis_name(const at_tensor *t, int a, char *name, size_t len)
-{
-	const char *v = at_attr_get(&t->attrs, "axes");
-	for (int i = 0; v && i < a; i++)
-		if ((v = strchr(v, ',')))
-			v++;
-	size_t n = v ? strcspn(v, ",") : 0;
-	if (!n || n >= len)
-		return 0;
-	memcpy(name, v, n);
-	name[n] = '\0';
-	return 1;
+	free((void *)lab.row);
+	free((void *)lab.col);
 }
 
 /* The figure's words for t: its title (in title) and axis names (in
@@ -357,9 +302,9 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 			 hm_shade_name(record_shade(o, t)));
 	int qk = hm_has_keys(t);
 	int x = t->rank > 0 ? t->rank - 1 : 0, y = t->rank > 1 ? t->rank - 2 : 0;
-	if (!axis_name(t, x, axes[0], 32))
+	if (!hm_axis_name(t, x, axes[0], 32))
 		snprintf(axes[0], 32, qk ? "key position j" : "axis %d", x);
-	if (!axis_name(t, y, axes[1], 32))
+	if (!hm_axis_name(t, y, axes[1], 32))
 		snprintf(axes[1], 32, qk ? "query position i" : "axis %d", y);
 	return (hm_figure){title, axes[0], axes[1], NULL};
 }
@@ -395,7 +340,7 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	const uint64_t *sel = record_sel(o, t->rank, &n);
 	/* the grid's axis by its name; [B,H,T,T] of a stage (which records
 	 * n_head): its heads */
-	if (!o->grid || !axis_name(t, n, along, sizeof along))
+	if (!o->grid || !hm_axis_name(t, n, along, sizeof along))
 		snprintf(along, sizeof along, "%s", t->rank == 4 && n == 1 &&
 			 at_attr_get(&t->attrs, "n_head") ? "head" : "index");
 	for (int i = 0; i < count; i++) {
@@ -408,11 +353,8 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	/* the batch row of a [B,...,T,T] record is its first index; a grid
 	 * along it has a row a panel, and no one row's labels */
 	uint64_t b = t->rank >= 3 ? sel[0] : 0;
-	int labels = o->labels && !(o->grid && n == 0);
-	char **rows = labels ? token_labels(o, b, maps[0].rows, 1) : NULL;
-	char **cols = labels && hm_has_keys(t) ?
-		      token_labels(o, b, maps[0].cols, 1) : NULL;
-	hm_labels lab = {(const char *const *)rows, (const char *const *)cols};
+	hm_labels lab = o->grid && n == 0 ? (hm_labels){NULL, NULL} :
+			map_labels(o, t, b, maps[0].rows, maps[0].cols, 1);
 	fig.lab = &lab;
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))
@@ -425,8 +367,8 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	} else {
 		write_png_file(o, ptr, cap, count, &fig);
 	}
-	free(rows);
-	free(cols);
+	free((void *)lab.row);
+	free((void *)lab.col);
 }
 
 /* --shade linear|sqrt|log|signed into the show_opts at ctx. */
