@@ -107,9 +107,8 @@ static void panel_plan(panel *p, const hm_slice *s, int grid,
 	p->map_w = (int)p->shown_cols * p->cw;
 	p->map_h = (int)p->shown_rows * p->ch;
 	char last[24];
-	snprintf(last, sizeof last, "%llu", s->rows_at.n ?
-		 (unsigned long long)at_positions_nth(&s->rows_at, s->rows - 1) :
-		 (unsigned long long)(s->rows - 1));
+	snprintf(last, sizeof last, "%llu",
+		 (unsigned long long)hm_query_of(s, s->rows - 1));
 	p->label_w = text_w(c, last) + TICK + 3;
 	p->col_h = c->font->h;
 	/* tokens name the rows and columns where each has a cell's room */
@@ -150,13 +149,11 @@ static void panel_draw(canvas *c, const panel *p, int x, int y)
 	for (uint64_t r = 0; r < s->rows; r += step) {
 		int ty = y + (int)((double)(r + 0.5) / s->rows * p->map_h);
 		gdImageLine(c->im, x - 1 - TICK, ty, x - 2, ty, c->black);
-		/* a capture's rows are the queries its positions name */
 		if (p->row_lab)
 			cut(p->row_lab[r], HM_ROW_LABEL, lab);
 		else
-			snprintf(lab, sizeof lab, "%llu", s->rows_at.n ?
-				 (unsigned long long)at_positions_nth(&s->rows_at, r) :
-				 (unsigned long long)r);
+			snprintf(lab, sizeof lab, "%llu",
+				 (unsigned long long)hm_query_of(s, r));
 		text(c, x - 3 - TICK - text_w(c, lab), ty - c->font->h / 2, lab);
 	}
 	step = p->col_lab ? 1 : tick_step(s->cols, p->map_w / (6 * c->font->w) + 1);

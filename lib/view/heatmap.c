@@ -72,8 +72,7 @@ static int masked(const hm_slice *s, uint64_t r, uint64_t c)
 	       (s->has_fill && v == (double)(float)s->fill);
 }
 
-/* The query of row r: its position (a capture's rows name theirs). */
-static uint64_t query_of(const hm_slice *s, uint64_t r)
+uint64_t hm_query_of(const hm_slice *s, uint64_t r)
 {
 	return s->rows_at.n ? (uint64_t)at_positions_nth(&s->rows_at, r) : r;
 }
@@ -82,7 +81,7 @@ static uint64_t query_of(const hm_slice *s, uint64_t r)
  * batch: its query does, or where the columns are keys, its key. */
 static int padded(const hm_slice *s, uint64_t r, uint64_t c)
 {
-	return s->valid && (query_of(s, r) >= s->valid ||
+	return s->valid && (hm_query_of(s, r) >= s->valid ||
 			    (s->keys && c >= s->valid));
 }
 

@@ -124,6 +124,9 @@ hm_shade hm_record_shade(const at_tensor *t);
 int hm_record_maps(const at_tensor *t, const uint64_t *sel, int nsel, int grid,
 		   hm_shade shade, const double *range, hm_slice *maps,
 		   char *err, size_t errlen);
+/* The query of row r: its position along T (a capture's rows name theirs
+ * in its positions attribute; else r). */
+uint64_t hm_query_of(const hm_slice *s, uint64_t r);
 /* Whether the slice holds an entry drawn as k. */
 int hm_uses(const hm_slice *s, hm_kind k);
 /* The colour of a cell of kind k at level (0 to 1 on the ramp of
