@@ -33,7 +33,7 @@ endif
 FUZZ_LIB_SRC := $(or $(LIB_SRC),$(wildcard lib/*/*.c))
 FUZZ_CMD_SRC := $(or $(CMD_SRC),$(wildcard cmd/*.c))
 FUZZ_NAMES   := stream npy model attrs argv safetensors gpt2config llmc \
-		vocab tokjson tokrecords rendezvous checkpoint
+		vocab tokjson tokrecords rendezvous checkpoint capture
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_DIR)/fuzz_%)
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_CMD_OBJ := $(FUZZ_CMD_SRC:%.c=$(FUZZ_DIR)/obj/%.o)

@@ -10,7 +10,7 @@ bin=$(cd "$(dirname "$0")/.." && pwd)/bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for d in stream npy model attrs argv safetensors gpt2config llmc \
-	 vocab tokjson tokrecords rendezvous checkpoint; do
+	 vocab tokjson tokrecords rendezvous checkpoint capture; do
 	rm -rf "$out/$d"
 	mkdir -p "$out/$d"
 done
@@ -46,6 +46,23 @@ for f in "$tmp"/x*.ats "$tmp"/qkv*.ats "$tmp"/s*.ats "$tmp"/ms*.ats \
 done
 { printf '\000'; cat "$tmp/x1.ats" "$tmp/qkv9.ats"; } >"$out/stream/cat"
 { printf '\125'; cat "$m"; } >"$out/stream/model"
+
+# captures as --patch and --ablate :mean=FILE read them, andrea-block's
+# and andrea-generate's; two bytes first (the run's shape and selection,
+# the mean's layer and head)
+for z in 0 1; do
+	"$bin/andrea-block" -m "$m" -z $z -l all --capture out --capture x@1 \
+		--capture q:0:1 --capture attn@0 "$tmp/x$z.ats" >"$tmp/cap$z.ats"
+done
+printf hi | "$bin/andrea-generate" -m "$m" -n 2 --capture logits \
+	--capture embed --capture out:0:1 --capture-file "$tmp/cap2.ats" \
+	>/dev/null
+for f in "$tmp"/cap*.ats; do
+	for b in '\000\000' '\113\020' '\377\001'; do
+		i=$((i + 1))
+		{ printf "$b"; cat "$f"; } >"$out/capture/seed$i"
+	done
+done
 
 # .npy files as andrea-unpack writes them: f32, i32, rank 0..3
 "$bin/andrea-unpack" -d "$tmp/npy1" "$tmp/qkv1.ats"

@@ -179,8 +179,8 @@ def test_a_patch_whose_positions_do_not_fit_its_data(tmp_path):
             f"{k}={'1-3' if k == 'positions' else v}\n".encode()
             for k, v in rec.attrs))))
     p = run("block", "-m", model, *CPU, "--patch", patch, input=x, check=1)
-    assert "--patch: 'x': its positions attribute '1-3' names 3 positions, " \
-        "its data has 2" in one_line_error(p, "block")
+    assert "--patch: 'x' of layer 0: its positions attribute '1-3' names 3 " \
+        "positions, its data has 2" in one_line_error(p, "block")
 
 
 def test_patching_a_clean_run_into_a_corrupted_one(tmp_path):

@@ -2,6 +2,7 @@
  * and activations patched as the engine computes them. */
 #include "cli/capture.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,59 +41,78 @@ static act_shape shape_of(int rank, const uint64_t *dims)
 	return (act_shape){dims[0], 1, dims[1], dims[2]};
 }
 
-/* The positions of record p along T (its `positions` attribute, parsed
- * into pos[0..n)), or n = T_rec with pos NULL for every one. */
-static size_t *record_positions(const at_tensor *p, size_t T_rec)
+/* "'NAME' of layer L head H" of a --patch record (one_head: its head
+ * counts), for messages. */
+static void record_label(const at_tensor *p, int one_head, char *buf,
+			 size_t n)
 {
+	const char *layer = at_attr_get(&p->attrs, "layer");
+	const char *head = one_head ? at_attr_get(&p->attrs, "head") : NULL;
+	snprintf(buf, n, "'%s'%s%s%s%s", p->name, layer ? " of layer " : "",
+		 layer ? layer : "", head ? " head " : "", head ? head : "");
+}
+
+/* The positions of record p along T (its `positions` attribute, parsed),
+ * into *pos[0..T_rec), or *pos NULL for every one; -1 with the reason in
+ * err where the attribute is bad or names other than T_rec positions. */
+static int record_positions(const at_tensor *p, size_t T_rec, size_t **pos,
+			    char *err, size_t errlen)
+{
+	*pos = NULL;
 	const char *attr = at_attr_get(&p->attrs, "positions");
 	if (!attr)
-		return NULL;
+		return 0;
 	at_positions ps;
-	if (at_positions_parse(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0)
-		cli_die("--patch: '%s' of layer %s: bad positions attribute '%s'",
-			p->name, at_attr_get(&p->attrs, "layer"), attr);
+	char label[300];
+	record_label(p, 0, label, sizeof label);
+	if (at_positions_parse(attr, strlen(attr), CAPTURE_MAX_POSITION, &ps) < 0) {
+		snprintf(err, errlen, "%s: bad positions attribute '%s'", label,
+			 attr);
+		return -1;
+	}
 	uint64_t n = at_positions_count(&ps);
-	if (n != T_rec)
-		cli_die("--patch: '%s': its positions attribute '%s' names %llu "
-			"positions, its data has %zu", p->name, attr,
-			(unsigned long long)n, T_rec);
-	size_t *pos = malloc((T_rec + 1) * sizeof *pos);
-	if (!pos)
+	if (n != T_rec) {
+		snprintf(err, errlen, "%s: its positions attribute '%s' names "
+			 "%llu positions, its data has %zu", label, attr,
+			 (unsigned long long)n, T_rec);
+		return -1;
+	}
+	size_t *at = malloc((T_rec + 1) * sizeof *at);
+	if (!at)
 		cli_die("out of memory");
 	size_t i = 0;
 	for (int r = 0; r < ps.n; r++)
 		for (long t = ps.lo[r]; t <= ps.hi[r]; t++)
-			pos[i++] = (size_t)t;
-	return pos;
+			at[i++] = (size_t)t;
+	*pos = at;
+	return 0;
 }
 
-/* Puts patch p (the whole activation, or head `head` of it; every
- * position, or those of its positions attribute) into data where sel
- * (NULL: all) has the position, or dies where the shapes disagree. */
-static void patch_in(const at_tensor *p, const at_positions *sel,
-		     float *data, int rank, const uint64_t *dims)
+int capture_patch(const at_tensor *p, const at_positions *sel, float *data,
+		  int rank, const uint64_t *dims, char *err, size_t errlen)
 {
 	long head = -1;
 	at_attr_long(&p->attrs, "head", &head);
 	int one_head = head >= 0 && rank == 4;
 	act_shape run = shape_of(rank, dims), rec = shape_of(p->rank, p->dims);
-	size_t *pos = p->rank == rank ? record_positions(p, rec.T) : NULL;
+	size_t *pos = NULL;
+	if (p->rank == rank && record_positions(p, rec.T, &pos, err, errlen) < 0)
+		return -1;
 	int same = p->rank == rank && rec.B == run.B && rec.X == run.X &&
 		rec.H == (one_head ? 1 : run.H) && (pos || rec.T == run.T) &&
 		(!one_head || (uint64_t)head < run.H);
 	for (size_t r = 0; same && pos && r < rec.T; r++)
 		same = pos[r] < run.T;
 	if (!same) {
-		char want[128], got[128];
+		char want[128], got[128], label[300];
 		at_shape_str(rank, dims, want, sizeof want);
 		at_shape_str(p->rank, p->dims, got, sizeof got);
-		const char *layer = at_attr_get(&p->attrs, "layer");
+		record_label(p, one_head, label, sizeof label);
 		const char *at = at_attr_get(&p->attrs, "positions");
-		cli_die("--patch: '%s'%s%s%s%s%s%s is %s, but this run's is %s",
-			p->name, layer ? " of layer " : "", layer ? layer : "",
-			one_head ? " head " : "",
-			one_head ? at_attr_get(&p->attrs, "head") : "",
-			at ? " at positions " : "", at ? at : "", got, want);
+		snprintf(err, errlen, "%s%s%s is %s, but this run's is %s", label,
+			 at ? " at positions " : "", at ? at : "", got, want);
+		free(pos);
+		return -1;
 	}
 	for (size_t b = 0; b < rec.B; b++)
 		for (size_t h = 0; h < rec.H; h++) {
@@ -108,6 +128,7 @@ static void patch_in(const at_tensor *p, const at_positions *sel,
 			}
 		}
 	free(pos);
+	return 0;
 }
 
 /* Head h of a [B,H,T,X] activation zeroed, set to its mean over b, or
@@ -271,9 +292,12 @@ static int intervene(capture *c, const char *name, int layer, float *data,
 					  &c->ablate[i].pos);
 			}
 	for (int i = 0; i < c->n_patch; i++) /* after: a patch restores */
-		if (patch_for(&c->patch[i], name, layer))
-			patch_in(&c->patch[i], patch_selection(c, i), data, rank,
-				 dims);
+		if (patch_for(&c->patch[i], name, layer)) {
+			char err[512];
+			if (capture_patch(&c->patch[i], patch_selection(c, i),
+					  data, rank, dims, err, sizeof err) < 0)
+				cli_die("--patch: %s", err);
+		}
 	for (int i = 0; i < c->n_spec; i++) {
 		const capture_spec *s = &c->spec[i];
 		if (strcmp(capture_names[s->name], name) == 0 &&

@@ -89,6 +89,24 @@ void ablate_opt(void *ctx, const char *arg, const char *what);
 void patch_opt(void *ctx, const char *arg, const char *what);
 void capture_free(capture *c);
 
+/* Whether a record of a --patch or --ablate :mean= file is a capture:
+ * named as capture_names, float32, captured=1, and with a layer unless
+ * it is the model's (not the tokens or the output x of the run). */
+int capture_is_record(const at_header *h);
+/* Puts --patch record p (the whole activation, or head `head` of it;
+ * every position, or those of its positions attribute) into data, an
+ * activation of rank (3 or 4) and dims, where sel (NULL: all) has the
+ * position; -1 with the reason in err where its shape, head or positions
+ * do not fit, data untouched. */
+int capture_patch(const at_tensor *p, const at_positions *sel, float *data,
+		  int rank, const uint64_t *dims, char *err, size_t errlen);
+
+/* --ablate L.H:mean=FILE's reference: the mean over the batch of head h
+ * of the first capture of out for layer l at every position among
+ * list[0..n), [T,D], into *ref (malloc'd); -1 where there is none. */
+int capture_reference_mean(const at_tensor *list, int n, int l, int h,
+			   float **ref, uint64_t *T, uint64_t *D);
+
 /* 1 where an option asked for anything. */
 int capture_wanted(const capture *c);
 /* Checks the options against a model of L layers and H heads of width D

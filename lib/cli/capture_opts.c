@@ -128,8 +128,18 @@ static int name_index(const char *name)
 	return -1;
 }
 
-/* Appends the captured records (captured=1, with a layer where the name
- * is a layer's) of the file at path to *list; how many. */
+int capture_is_record(const at_header *h)
+{
+	long layer;
+	const char *captured = at_attr_get(&h->attrs, "captured");
+	return name_index(h->name) >= 0 && h->dtype == AT_F32 && captured &&
+	       strcmp(captured, "1") == 0 &&
+	       (capture_of_the_model(h->name) ||
+		at_attr_long(&h->attrs, "layer", &layer) == 0);
+}
+
+/* Appends the captures (capture_is_record) of the file at path to *list;
+ * how many. */
 static int read_captures(const char *path, const char *what, at_tensor **list,
 			 int *n)
 {
@@ -143,12 +153,7 @@ static int read_captures(const char *path, const char *what, at_tensor **list,
 	at_header h;
 	int rc, kept = 0;
 	while ((rc = at_read_header(&r, &h)) == 1) {
-		long layer;
-		const char *captured = at_attr_get(&h.attrs, "captured");
-		if (name_index(h.name) < 0 || h.dtype != AT_F32 || !captured ||
-		    strcmp(captured, "1") != 0 ||
-		    (!capture_of_the_model(h.name) &&
-		     at_attr_long(&h.attrs, "layer", &layer) != 0)) {
+		if (!capture_is_record(&h)) {
 			if (at_skip_payload(&r, &h) < 0)
 				cli_fail(r.err);
 			continue; /* the tokens, the output x: not captures */
@@ -195,43 +200,53 @@ void patch_opt(void *ctx, const char *arg, const char *what)
 	c->patch_first[c->n_patch_files++] = first;
 }
 
-/* --ablate L.H:mean=FILE: the mean over the batch of head h's out in
- * layer l of the captures of path, [T,D], into ablation a. */
+int capture_reference_mean(const at_tensor *list, int n, int l, int h,
+			   float **ref, uint64_t *T, uint64_t *D)
+{
+	const at_tensor *t = NULL;
+	uint64_t hh = 0;
+	for (int i = 0; i < n && !t; i++) {
+		long layer, head = -1;
+		if (strcmp(list[i].name, "out") != 0 || list[i].rank != 4 ||
+		    at_attr_long(&list[i].attrs, "layer", &layer) != 0 ||
+		    layer != l || at_attr_get(&list[i].attrs, "positions"))
+			continue;
+		at_attr_long(&list[i].attrs, "head", &head);
+		if (head >= 0 ? head != h : list[i].dims[1] <= (uint64_t)h)
+			continue;
+		t = &list[i];
+		hh = head >= 0 ? 0 : (uint64_t)h;
+	}
+	if (!t)
+		return -1;
+	uint64_t B = t->dims[0], H = t->dims[1], TD = t->dims[2] * t->dims[3];
+	float *mean = malloc(TD * sizeof *mean + 1);
+	if (!mean)
+		cli_die("out of memory");
+	for (uint64_t i = 0; i < TD; i++) {
+		double sum = 0.0;
+		for (uint64_t b = 0; b < B; b++)
+			sum += ((const float *)t->data)[(b * H + hh) * TD + i];
+		mean[i] = B ? (float)(sum / (double)B) : 0.0f;
+	}
+	*ref = mean;
+	*T = t->dims[2];
+	*D = t->dims[3];
+	return 0;
+}
+
+/* --ablate L.H:mean=FILE: capture_reference_mean of the captures of path
+ * into ablation a. */
 static void reference_mean(capture *c, int a, const char *path,
 			   const char *what)
 {
 	at_tensor *list = NULL;
 	int n = 0, l = c->ablate[a].layer, h = c->ablate[a].head;
 	read_captures(path, what, &list, &n);
-	const at_tensor *t = NULL;
-	uint64_t hh = 0;
-	for (int i = 0; i < n && !t; i++) {
-		long layer, head = -1;
-		at_attr_long(&list[i].attrs, "layer", &layer);
-		at_attr_long(&list[i].attrs, "head", &head);
-		if (strcmp(list[i].name, "out") != 0 || layer != l ||
-		    list[i].rank != 4 || at_attr_get(&list[i].attrs, "positions") ||
-		    (head >= 0 ? head != h : list[i].dims[1] <= (uint64_t)h))
-			continue;
-		t = &list[i];
-		hh = head >= 0 ? 0 : (uint64_t)h;
-	}
-	if (!t)
+	if (capture_reference_mean(list, n, l, h, &c->ablate[a].ref,
+				   &c->ablate[a].ref_T, &c->ablate[a].ref_D) < 0)
 		cli_die("%s %d.%d:mean=%s: no capture of out for layer %d head %d "
 			"at every position in it", what, l, h, path, l, h);
-	uint64_t B = t->dims[0], H = t->dims[1], TD = t->dims[2] * t->dims[3];
-	float *ref = malloc(TD * sizeof *ref + 1);
-	if (!ref)
-		cli_die("out of memory");
-	for (uint64_t i = 0; i < TD; i++) {
-		double sum = 0.0;
-		for (uint64_t b = 0; b < B; b++)
-			sum += ((const float *)t->data)[(b * H + hh) * TD + i];
-		ref[i] = (float)(sum / (double)B);
-	}
-	c->ablate[a].ref = ref;
-	c->ablate[a].ref_T = t->dims[2];
-	c->ablate[a].ref_D = t->dims[3];
 	for (int i = 0; i < n; i++)
 		at_tensor_free(&list[i]);
 	free(list);
