@@ -1,11 +1,20 @@
-/* fuzz_capture.c - the capture files that --patch FILE and --ablate
- * L.H:mean=FILE read (lib/cli/capture.h): every record of the input less
- * its first two bytes, as a stream, that capture_is_record keeps, read
- * whole, then capture_patch into activations of the shapes a run could
- * give it (its own, and one whose T, H and selected positions byte 0
- * picks), and capture_reference_mean over the records for the layer and
- * head byte 1 picks.  A refusal must be one line and leave the activation as it was;
- * an accepted patch writes within it (ASan). */
+/* fuzz_capture.c - what the files of --patch FILE and --ablate
+ * L.H:mean=FILE hold (lib/cli/capture.h): the records capture_is_record
+ * keeps, put by capture_patch into activations of the shapes a run could
+ * give them (their own, and one whose T, heads and selected positions
+ * byte 0 picks), and capture_reference_mean for the layer and head byte
+ * 1 picks.  A refusal must be one line and leave the activation as it
+ * was; an accepted patch writes within it (ASan).
+ *
+ * Byte 0's top bit picks where the records come from.  Set: the rest of
+ * the input is a stream, read as the tools read it (a zlib record whose
+ * bytes change fails its checksum there, so this path mostly meets the
+ * reader's refusals).  Clear: the rest is records made here, so that
+ * names, shapes and attributes reach the capture code directly: each a
+ * byte of name (an index into capture_names, one past it "tokens"), a
+ * byte of rank (0..5), a byte a dimension (0..15), a byte of length and
+ * that many bytes of attribute block (key=value lines, at_attrs_parse);
+ * every record float32, its values its element indices. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,30 +55,76 @@ static void patch_into(const at_tensor *p, const at_positions *sel, int rank,
 	free(data);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* The records of a stream in s[0..n) that capture_is_record keeps. */
+static int from_stream(const uint8_t *s, size_t n, at_tensor *list)
 {
-	if (size < 2)
-		return 0;
-	uint8_t pick = data[0], who = data[1];
 	at_read_opts ro = {.threads = 1, .max_bytes = FUZZ_MAX_BYTES};
 	at_reader r;
-	if (at_reader_open(&r, fuzz_tmpfile(data + 2, size - 2), &ro) < 0) {
+	if (at_reader_open(&r, fuzz_tmpfile(s, n), &ro) < 0) {
 		one_line(r.err);
 		return 0;
 	}
-	at_tensor list[MAX_RECORDS];
-	int n = 0;
+	int k = 0;
 	at_header h;
-	while (n < MAX_RECORDS && at_read_header(&r, &h) == 1) {
+	while (k < MAX_RECORDS && at_read_header(&r, &h) == 1) {
 		if (!capture_is_record(&h)) {
 			if (at_skip_payload(&r, &h) < 0)
 				break;
 			continue;
 		}
-		if (at_read_payload(&r, &h, &list[n]) < 0)
+		if (at_read_payload(&r, &h, &list[k]) < 0)
 			break;
-		n++;
+		k++;
 	}
+	at_reader_close(&r);
+	return k;
+}
+
+/* The records made from s[0..n) (the header comment's layout) that
+ * capture_is_record keeps. */
+static int made_here(const uint8_t *s, size_t n, at_tensor *list)
+{
+	int k = 0, names = 0;
+	while (capture_names[names])
+		names++;
+	size_t i = 0;
+	while (k < MAX_RECORDS && i + 3 <= n) {
+		at_header h;
+		memset(&h, 0, sizeof h);
+		int name = s[i++] % (names + 1);
+		strcpy(h.name, name < names ? capture_names[name] : "tokens");
+		h.dtype = AT_F32;
+		h.rank = s[i++] % 6;
+		for (int d = 0; d < h.rank; d++)
+			h.dims[d] = i < n ? s[i++] & 15 : 1;
+		size_t len = i < n ? s[i++] : 0;
+		if (len > n - i)
+			len = n - i;
+		char err[256];
+		int ok = at_attrs_parse(&h.attrs, (const char *)s + i, len, err,
+					sizeof err) == 0;
+		i += len;
+		if (!ok || !capture_is_record(&h))
+			continue;
+		at_tensor *t = &list[k];
+		if (at_tensor_init(t, h.name, h.dtype, h.rank, h.dims) < 0)
+			abort();
+		t->attrs = h.attrs;
+		for (uint64_t e = 0; e < at_numel(t); e++)
+			((float *)t->data)[e] = (float)e;
+		k++;
+	}
+	return k;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 2)
+		return 0;
+	uint8_t pick = data[0], who = data[1];
+	at_tensor list[MAX_RECORDS];
+	int n = pick & 0x80 ? from_stream(data + 2, size - 2, list)
+			    : made_here(data + 2, size - 2, list);
 	at_positions sel;
 	const char *sel_text = pick & 1 ? "0,2-3" : "1";
 	if (at_positions_parse(sel_text, strlen(sel_text), 64, &sel) < 0)
@@ -93,6 +148,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(ref);
 	for (int i = 0; i < n; i++)
 		at_tensor_free(&list[i]);
-	at_reader_close(&r);
 	return 0;
 }

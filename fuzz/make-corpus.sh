@@ -47,9 +47,10 @@ done
 { printf '\000'; cat "$tmp/x1.ats" "$tmp/qkv9.ats"; } >"$out/stream/cat"
 { printf '\125'; cat "$m"; } >"$out/stream/model"
 
-# captures as --patch and --ablate :mean=FILE read them, andrea-block's
-# and andrea-generate's; two bytes first (the run's shape and selection,
-# the mean's layer and head)
+# captures as --patch and --ablate :mean=FILE read them: andrea-block's
+# and andrea-generate's as streams (byte 0's top bit set), and records
+# made by the harness (fuzz/fuzz_capture.c's layout); two bytes first
+# (the run's shape and selection, the mean's layer and head)
 for z in 0 1; do
 	"$bin/andrea-block" -m "$m" -z $z -l all --capture out --capture x@1 \
 		--capture q:0:1 --capture attn@0 "$tmp/x$z.ats" >"$tmp/cap$z.ats"
@@ -58,11 +59,18 @@ printf hi | "$bin/andrea-generate" -m "$m" -n 2 --capture logits \
 	--capture embed --capture out:0:1 --capture-file "$tmp/cap2.ats" \
 	>/dev/null
 for f in "$tmp"/cap*.ats; do
-	for b in '\000\000' '\113\020' '\377\001'; do
+	for b in '\200\000' '\313\020' '\377\001'; do
 		i=$((i + 1))
 		{ printf "$b"; cat "$f"; } >"$out/capture/seed$i"
 	done
 done
+printf '\000\000\007\004\002\002\003\004\023captured=1\nlayer=0\n' \
+	>"$out/capture/out"
+printf '\103\020\007\004\002\001\003\004\032captured=1\nlayer=1\nhead=1\n' \
+	>"$out/capture/out-head"
+printf '\001\000\017\003\002\002\010\041captured=1\nlayer=0\npositions=1,4\n' \
+	>"$out/capture/x-positions"
+printf '\000\000\000\003\001\003\004\013captured=1\n' >"$out/capture/embed"
 
 # .npy files as andrea-unpack writes them: f32, i32, rank 0..3
 "$bin/andrea-unpack" -d "$tmp/npy1" "$tmp/qkv1.ats"
