@@ -76,8 +76,8 @@ struct at_cu_block_w {
 	const float *ln1w, *ln1b, *ln2w, *ln2b;
 	const void *wqkv, *wo, *fc, *proj;
 	const float *bqkv, *bo, *bfc, *bproj;
-	// Wq, Wk, Wv side by side, [C,3C] (the trainer's copy, bf16 with the
-	// attention fused): one product then writes q, k, v side by side in
+	// Wq, Wk, Wv side by side, [C,3C] (the trainer's layout, bf16 with
+	// the attention fused): one product then writes q, k, v side by side in
 	// rows [B*T,3C] (a->k = a->q + C, a->v = a->q + 2C), and the
 	// backward's input gradient is one product over K = 3C.  NULL: none.
 	const void *wqkv_cat;

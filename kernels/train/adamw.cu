@@ -117,50 +117,44 @@ template int tr_copy_rows<float>(float *, size_t, const float *, int, int);
 template int tr_copy_rows<bf16>(bf16 *, size_t, const float *, int, int);
 
 // Three matrices [rows, cols] one after the other (apart) and side by
-// side in [rows, 3 cols] (side): CAT copies apart into side, else side
+// side in [rows, 3 cols] (side): to_side copies apart into side, else side
 // into apart.  One block a row of one matrix (blockIdx.x = row * 3 +
 // matrix), four columns a thread where the rows allow: no division per
 // element (the 64-bit divisions of a flat index cost four times the
 // copy's memory time at andrea-120m).
-template <typename S, bool CAT>
-__global__ static void three_kernel(S *side, float *apart, int rows, int cols,
-				    int vec4)
+__global__ static void three_kernel(float *side, float *apart, int rows,
+				    int cols, int to_side, int vec4)
 {
 	int r = blockIdx.x / 3, m = blockIdx.x % 3;
-	S *s = side + ((size_t)r * 3 + m) * cols;
+	float *s = side + ((size_t)r * 3 + m) * cols;
 	float *a = apart + ((size_t)m * rows + r) * cols;
-	int c0 = vec4 ? 4 * (int)threadIdx.x : (int)threadIdx.x;
-	int step = vec4 ? 4 * (int)blockDim.x : (int)blockDim.x;
-	for (int c = c0; c < cols; c += step) {
-		if (vec4 && CAT)
-			store4_as(s + c, *(const float4 *)(a + c));
-		else if (vec4)
-			*(float4 *)(a + c) = load4_as(s + c);
-		else if (CAT)
-			store_as(s + c, a[c]);
-		else
-			a[c] = as_float(s[c]);
-	}
+	float *to = to_side ? s : a;
+	const float *from = to_side ? a : s;
+	if (vec4)
+		for (int c = 4 * (int)threadIdx.x; c < cols; c += 4 * blockDim.x)
+			*(float4 *)(to + c) = *(const float4 *)(from + c);
+	else
+		for (int c = threadIdx.x; c < cols; c += blockDim.x)
+			to[c] = from[c];
 }
 
-template <typename S, bool CAT>
-static int three(S *side, float *apart, int rows, int cols)
+static int three(float *side, float *apart, int rows, int cols, int to_side)
 {
 	if (rows == 0 || cols == 0)
 		return 0;
 	int vec4 = cols % 4 == 0 && aligned4(side) && aligned4(apart);
-	three_kernel<S, CAT><<<3 * rows, 128, 0, at_cu_stream>>>(
-		side, apart, rows, cols, vec4);
-	CU_LAUNCHED(CAT ? "parameter copy kernel" : "gradient copy kernel");
+	three_kernel<<<3 * rows, 128, 0, at_cu_stream>>>(side, apart, rows,
+							 cols, to_side, vec4);
+	CU_LAUNCHED("parameter layout kernel");
 	return 0;
 }
 
-int tr_cat_three(bf16 *dst, const float *src, int rows, int cols)
+int tr_cat_three(float *dst, const float *src, int rows, int cols)
 {
-	return three<bf16, true>(dst, (float *)src, rows, cols);
+	return three(dst, (float *)src, rows, cols, 1);
 }
 
 int tr_split_three(float *dst, const float *src, int rows, int cols)
 {
-	return three<float, false>((float *)src, dst, rows, cols);
+	return three((float *)src, dst, rows, cols, 0);
 }

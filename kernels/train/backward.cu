@@ -151,15 +151,14 @@ static int qkv_backward(tr_cuda *d, int l, const void *ln1)
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
 	const at_cu_gemm_mode *bl = &d->blas;
 	float *g = d->g;
-	if (d->wqkv_cat) { // d_qkv's rows [B*T,3C]: q's, k's, v's side by side
+	if (qkv_side_by_side(d)) { // d_qkv's rows [B*T,3C]: q's, k's, v's
 		TRY(bias_grad(d, o->bq, d->d_qkv, 3 * C, 1,
 			      "the q, k, v biases, backward"));
 		// one product of [C,3C] (wide enough to fill the GPU without
-		// splitting K), then apart into the three gradients
+		// splitting K), the gradients as the parameters lie
 		TRY(at_cu_gemm(bl, 1, 0, C, 3 * C, BT, 1.0f, ln1, 0, d->d_qkv, 0,
-			       0.0f, d->wgrad3, 0, 1,
+			       0.0f, g + o->wq, 0, 1,
 			       "the q, k, v products, backward"));
-		TRY(tr_split_three(g + o->wq, d->wgrad3, C, C));
 		at_cu_gemm_layout ln16 = {0, 0, 0, 1};
 		return at_cu_gemm_ld(bl, 0, 1, BT, C, 3 * C, 1.0f, d->d_qkv, 0,
 				     wqkv_cat_at(d, l), 0, 0.0f, d->d_ln, 0, 1,

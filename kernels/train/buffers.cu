@@ -74,11 +74,8 @@ int tr_alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->logits, BT * d->Vp, mm, "the logits"));
-	if (cudnn_attention(d)) {
-		TRY(dalloc(d, &d->wqkv_cat, L * 3 * C * C, 2,
-			   "Wq, Wk, Wv side by side"));
-		TRY(dalloc(d, &d->wgrad3, 3 * C * C, f, "backward scratch"));
-	}
+	if (qkv_side_by_side(d))
+		TRY(dalloc(d, &d->side3, 3 * C * C, f, "the layout's scratch"));
 	if ((size_t)d->Vp != V) {
 		TRY(dalloc(d, &d->head_w, C * d->Vp, mm, "the padded head"));
 		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));

@@ -6,8 +6,8 @@
 // The forward runs the one GPU block (kernels/forward/block.cu) on this
 // engine's buffers, keeping what the backward pass needs, on device
 // buffers laid out as the CPU engine's.  What differs from the CPU: q, k
-// and v come from one batched product with the three weights (one product
-// with a side-by-side copy of them for cuDNN); the residual adds ride in
+// and v come from one batched product with the three weights (for cuDNN
+// one product with them side by side, as the engine lays them out); the residual adds ride in
 // the products (the stream as the product's addend) or, in bf16, in the
 // LayerNorm after them (the branch a bf16 product: y16);
 // the attention is fused (cuDNN's, in bf16: no T x T weights) or mask,
@@ -28,16 +28,11 @@
 #include "model/arch.h"
 #include "train/engine.cuh"
 
-// The copies of parameters the products read in another layout, after
-// each change of the parameters: Wq|Wk|Wv side by side (wqkv_cat), and
-// the padded head (engine.cuh's head_weight), whose pads stay the zeros
-// setup wrote.
+// The copy of the head the products read (engine.cuh's head_weight), after
+// each change of the parameters; its pads stay the zeros setup wrote.
 static int copy_weights(tr_cuda *d)
 {
 	int C = d->cfg.d_model, V = d->cfg.vocab;
-	for (int l = 0; d->wqkv_cat && l < d->cfg.n_layer; l++)
-		TRY(tr_cat_three(d->wqkv_cat + (size_t)l * 3 * C * C,
-				 d->p + d->layer[l].wq, C, C));
 	if (!d->head_w)
 		return 0;
 	if (d->tied)
@@ -46,16 +41,40 @@ static int copy_weights(tr_cuda *d)
 		       V);
 }
 
+// Each layer's Wq, Wk, Wv in v (a whole vector of the parameters' layout
+// on the device) from one after the other to side by side (to_side), or
+// back, in place by way of side3; nothing where the engine keeps the
+// model's layout (engine.cuh's qkv_side_by_side).
+static int qkv_layout(tr_cuda *d, float *v, int to_side)
+{
+	int C = d->cfg.d_model;
+	size_t bytes = (size_t)3 * C * C * sizeof *v;
+	for (int l = 0; qkv_side_by_side(d) && l < d->cfg.n_layer; l++) {
+		float *w = v + d->layer[l].wq;
+		CU_CHECK(cudaMemcpyAsync(d->side3, w, bytes,
+					 cudaMemcpyDeviceToDevice, at_cu_stream),
+			 "changing the parameters' layout");
+		TRY(to_side ? tr_cat_three(w, d->side3, C, C)
+			    : tr_split_three(w, d->side3, C, C));
+	}
+	return 0;
+}
+
 // One AdamW moment onto the device: this rank's part of host (the whole
-// run's; NULL: zeros), its pads zero.
+// run's; NULL: zeros), its pads zero.  The whole moment goes by way of the
+// gradients' buffer, where it takes the parameters' layout.
 static int upload_moment(tr_cuda *d, float *dev, const float *host)
 {
 	size_t n = host ? d->hi - d->lo : 0, f = sizeof(float);
 	CU_CHECK(cudaMemset(dev, 0, d->shard_len * f), "zeroing the moments");
-	if (n)
-		CU_CHECK(cudaMemcpy(dev + (d->lo - d->base), host + d->lo, n * f,
-				    cudaMemcpyHostToDevice),
-			 "copying the moments to the GPU");
+	if (!n)
+		return 0;
+	CU_CHECK(cudaMemcpy(d->g, host, d->total * f, cudaMemcpyHostToDevice),
+		 "copying the moments to the GPU");
+	TRY(qkv_layout(d, d->g, 1));
+	CU_CHECK(cudaMemcpy(dev + (d->lo - d->base), d->g + d->lo, n * f,
+			    cudaMemcpyDeviceToDevice),
+		 "copying the moments to the GPU");
 	return 0;
 }
 
@@ -81,9 +100,10 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 	CU_CHECK(cudaMemset(d->p, 0, d->padded * f), "zeroing the parameters");
 	CU_CHECK(cudaMemcpy(d->p, m->p, d->total * f, cudaMemcpyHostToDevice),
 		 "copying the parameters to the GPU");
-	CU_CHECK(cudaMemset(d->g, 0, d->padded * f), "zeroing the gradients");
+	TRY(qkv_layout(d, d->p, 1));
 	TRY(upload_moment(d, d->m1, mom1));
 	TRY(upload_moment(d, d->m2, mom2));
+	CU_CHECK(cudaMemset(d->g, 0, d->padded * f), "zeroing the gradients");
 	if (d->p16)
 		TRY(at_cu_to_bf16(d->p16, d->p, d->total));
 	if (d->head_w)
@@ -315,7 +335,7 @@ static int block_forward(tr_cuda *d, int l)
 	at_cu_block_w w = {d->p + o->ln1w, d->p + o->ln1b, d->p + o->ln2w,
 			   d->p + o->ln2b, W(d, o->wq), W(d, o->wo),
 			   W(d, o->fc), W(d, o->proj)};
-	if (d->wqkv_cat)
+	if (qkv_side_by_side(d))
 		w.wqkv_cat = wqkv_cat_at(d, l);
 	if (d->biases) { // bq, bk, bv lie one after the other (train.h)
 		w.bqkv = d->p + o->bq;
@@ -512,8 +532,10 @@ extern "C" int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 					   d->shard_len * sizeof(float), 0));
 			dev[i] = d->g;
 		}
+		TRY(qkv_layout(d, dev[i], 0)); // the model's layout
 		CU_CHECK(cudaMemcpy(host[i], dev[i], nb, cudaMemcpyDeviceToHost),
 			 "copying the model from the GPU");
+		TRY(qkv_layout(d, dev[i], 1)); // and the engine's again
 	}
 	return 0;
 }

@@ -73,10 +73,8 @@ struct tr_cuda {
 	void *logits;                    // [BT,Vp] mm; the loss writes their
 					 // gradient over them
 	void *head_w;                    // mm: the padded head, or NULL
-	bf16 *wqkv_cat;                  // L x [C,3C]: Wq|Wk|Wv side by side
-					 // (cuDNN's attention), or NULL
-	float *wgrad3;                   // [C,3C]: their gradient, side by
-					 // side (wqkv_cat)
+	float *side3;                    // [C,3C]: scratch of the changes
+					 // of layout (qkv_side_by_side)
 	float *head_g;                   // its gradient, padded
 	float *losses;                   // [BT]
 	// backward scratch
@@ -128,7 +126,7 @@ static inline const void *W(const tr_cuda *d, size_t off)
 }
 
 // Whether the attention is cuDNN's (fused, bf16): q, k, v, dO in rows,
-// q, k, v side by side ([B*T,3C], from one product with wqkv_cat).
+// q, k, v side by side ([B*T,3C], from one product with wqkv_cat_at).
 static inline int cudnn_attention(const tr_cuda *d)
 {
 	return d->fused_attn && d->prec == AT_PREC_BF16;
@@ -165,10 +163,22 @@ static inline int qkv_ld(const tr_cuda *d)
 	return (cudnn_attention(d) ? 3 : 1) * d->cfg.d_model;
 }
 
-// Layer l's Wq|Wk|Wv side by side [C,3C] (cudnn_attention).
+// Whether the engine's parameters, gradients and moments hold each
+// layer's Wq, Wk, Wv side by side, as one matrix [C,3C], rather than one
+// after the other as the model lays them out (train.h): with cuDNN's
+// attention, whose q, k, v come side by side in rows from one product
+// with that matrix, and whose input gradient is one product with it.
+// The upload and the download change the layout (engine.cu's
+// qkv_layout); the products and the update never copy it.
+static inline int qkv_side_by_side(const tr_cuda *d)
+{
+	return cudnn_attention(d);
+}
+
+// Layer l's Wq|Wk|Wv side by side [C,3C] in bf16 (qkv_side_by_side).
 static inline const bf16 *wqkv_cat_at(const tr_cuda *d, int l)
 {
-	return d->wqkv_cat + (size_t)l * 3 * d->cfg.d_model * d->cfg.d_model;
+	return d->p16 + d->layer[l].wq;
 }
 
 // The head as a product operand, the vocabulary padded with zeros to Vp

@@ -134,13 +134,12 @@ int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 // padded copy of a parameter whose rows are not 16-byte aligned.
 template <typename OUT>
 int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols);
-// dst [rows, 3 cols] (bf16) = three matrices [rows, cols] of src, one
-// after the other, side by side: Wq|Wk|Wv for the products of q, k, v
-// that read one matrix [C,3C].
-int tr_cat_three(bf16 *dst, const float *src, int rows, int cols);
-// Its inverse in float: dst, three matrices [rows, cols] one after the
-// other, from src [rows, 3 cols] (the gradients of Wq, Wk, Wv from one
-// product).
+// dst [rows, 3 cols] = three matrices [rows, cols] of src, one after the
+// other, side by side: Wq|Wk|Wv as the engine lays them out with cuDNN's
+// attention (engine.cuh's qkv_side_by_side).
+int tr_cat_three(float *dst, const float *src, int rows, int cols);
+// Its inverse: dst, three matrices [rows, cols] one after the other, from
+// src [rows, 3 cols].
 int tr_split_three(float *dst, const float *src, int rows, int cols);
 
 #endif
