@@ -254,6 +254,44 @@ def test_checkpoints_move_between_cpu_and_gpu(tmp_path):
             assert abs(r["loss"] - f["loss"]) <= 1e-4 * f["loss"], (d1, d2)
 
 
+def test_a_bf16_resume_carries_the_moments_as_the_cpu_reads_them(tmp_path):
+    """With cuDNN's attention the engine keeps Wq|Wk|Wv side by side in
+    its parameters and moments; its upload and download change the
+    layout.  A bf16 checkpoint resumed for one step at lr 0 on the GPU and
+    on the CPU: the parameters come back exactly, and the moments of the
+    attention's weights agree to within a fifth of how far the step moved
+    them (the bf16 gradients' error makes about 1e-2 of it; a moment read
+    in the wrong layout, whose b1 * m1 is then another element's, 5 to 20
+    times it)."""
+    rng = np.random.default_rng(15)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 20000))
+    first = tmp_path / "first.ats"
+    p = run("train", "--config", "tiny", "--seed", 3, "--data", data,
+            "--batch", 4, "--seq", 64, "--warmup", 0, "--val-fraction", 0,
+            "--steps", 4, "--stop-at", 2, "--lr", 3e-3, "--device", "cuda",
+            "--precision", "bf16", "-o", first, check=0)
+    assert "attention fused" in p.stderr.decode(), p.stderr.decode()
+    kept = {n: a for n, _, a in records(f"{first}.ckpt")}
+    got = {}
+    for dev, precision in (("cuda", "bf16"), ("cpu", "fp32")):
+        out = tmp_path / f"resumed-{dev}.ats"
+        shutil.copy(first, out)
+        shutil.copy(f"{first}.ckpt", f"{out}.ckpt")
+        run("train", "--resume", "--data", data, "-o", out, "--stop-at", 3,
+            "--lr", 0, "--threads", 2, "--device", dev, "--precision",
+            precision, check=0)
+        got[dev] = {n: a for n, _, a in records(f"{out}.ckpt")}
+    params = [n for n in kept if n.startswith(("layers.", "wte", "lm_head"))]
+    attn = [n for n in kept if n.startswith("adam.") and ".attn.w" in n]
+    assert len(attn) == 2 * 2 * 4  # m and v, two layers, wq wk wv wo
+    for name in params:
+        assert np.array_equal(got["cuda"][name], kept[name]), name
+    for name in attn:
+        err = rel(got["cuda"][name], got["cpu"][name])
+        moved = rel(got["cpu"][name], kept[name])
+        assert err <= 0.2 * moved, (name, err, moved)
+
+
 def test_out_of_memory_names_the_batch(tmp_path):
     rng = np.random.default_rng(14)
     data = tokens_file(tmp_path, rng.integers(0, 257, 5000))
