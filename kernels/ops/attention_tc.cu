@@ -41,10 +41,11 @@ __device__ __forceinline__ void tc_p_times_v(float (&acc)[DP / 8][4],
 	}
 }
 
-// fp32 (SPLIT) at D <= 64: three blocks a multiprocessor, for the
-// registers of the tile's own P.V accumulator
+// Four blocks a multiprocessor at D <= 64: in fp32 the tile's own P.V
+// accumulator then spills a few registers, which cost less than a
+// fourth block's absence (0.494 against 0.505 ms at T = 1024)
 template <int DP, bool SPLIT>
-__global__ static void __launch_bounds__(128, DP > 64 ? 2 : SPLIT ? 3 : 4)
+__global__ static void __launch_bounds__(128, DP > 64 ? 2 : 4)
 tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 		  const float *v, int T, int D, float scale, int causal,
 		  at_heads h)
@@ -107,9 +108,10 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 			l[i] *= alpha[i];
 			m[i] = mx[i];
 		}
-		for (int d = 0; d < DP / 8; d++)
-			for (int e = 0; e < 4; e++)
-				o[d][e] *= alpha[e >> 1];
+		if constexpr (!SPLIT)
+			for (int d = 0; d < DP / 8; d++)
+				for (int e = 0; e < 4; e++)
+					o[d][e] *= alpha[e >> 1];
 		for (int n = 0; n < TC_KEYS / 8; n++)
 			for (int e = 0; e < 4; e++) {
 				// exp2(-inf) is 0, but -inf - -inf is not -inf
@@ -121,16 +123,18 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 			}
 		if constexpr (SPLIT) {
 			// fp32: the tile's P.V in an accumulator of its own, added
-			// to o in IEEE arithmetic (mma.sync's accumulation, chained
-			// over every key of a row, is not: 2.6e-5 against float64
-			// at T = 8192, where the diffuse weights cancel ~180-fold)
+			// to o (rescaled in the same fma) in IEEE arithmetic
+			// (mma.sync's accumulation, chained over every key of a
+			// row, is not: up to 6.2e-5 against float64 at T = 8192,
+			// where the diffuse weights cancel ~180-fold)
 			float pv[DP / 8][4];
 			for (int d = 0; d < DP / 8; d++)
 				pv[d][0] = pv[d][1] = pv[d][2] = pv[d][3] = 0.0f;
 			tc_p_times_v<DP, SPLIT>(pv, s, vs, g, t, lane);
 			for (int d = 0; d < DP / 8; d++)
 				for (int e = 0; e < 4; e++)
-					o[d][e] += pv[d][e];
+					o[d][e] = fmaf(o[d][e], alpha[e >> 1],
+						       pv[d][e]);
 		} else {
 			tc_p_times_v<DP, SPLIT>(o, s, vs, g, t, lane);
 		}
