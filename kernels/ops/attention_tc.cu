@@ -21,29 +21,9 @@
 #define TC_KEYS 64 // keys a tile
 
 // 4 blocks a multiprocessor (128 registers a thread) where shared memory
-// allows; with 3 (137 registers) the fp32 forward ran within 1%.
-// acc[d] += P.V, P the tile's weights s (keys 8n .. 8n + 7 in s[n]) and
-// V its values vs, for the warp's 16 rows and the 8 columns of each d.
-template <int DP, bool SPLIT>
-__device__ __forceinline__ void tc_p_times_v(float (&acc)[DP / 8][4],
-					     const float (&s)[TC_KEYS / 8][4],
-					     const float *vs, int g, int t,
-					     int lane)
-{
-	for (int n = 0; n < TC_KEYS / 8; n++) {
-		tc_a<SPLIT> a;
-		tc_acc_to_a<SPLIT>(a, s[n], lane);
-		for (int d = 0; d < DP / 8; d++) {
-			tc_b<SPLIT> b;
-			tc_load_b<DP>(b, vs, n * 8, d * 8, g, t);
-			tc_mma<SPLIT>(acc[d], a, b);
-		}
-	}
-}
-
-// Four blocks a multiprocessor at D <= 64: in fp32 the tile's own P.V
-// accumulator then spills a few registers, which cost less than a
-// fourth block's absence (0.494 against 0.505 ms at T = 1024)
+// allows: in fp32 the tile's own P.V accumulator then spills a few
+// registers, which cost less than a fourth block's absence (0.494
+// against 0.505 ms at T = 1024 with 3 blocks and 168 registers).
 template <int DP, bool SPLIT>
 __global__ static void __launch_bounds__(128, DP > 64 ? 2 : 4)
 tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
@@ -130,13 +110,13 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 			float pv[DP / 8][4];
 			for (int d = 0; d < DP / 8; d++)
 				pv[d][0] = pv[d][1] = pv[d][2] = pv[d][3] = 0.0f;
-			tc_p_times_v<DP, SPLIT>(pv, s, vs, g, t, lane);
+			tc_acc_times_rows<DP, TC_KEYS / 8, SPLIT>(pv, s, vs, lane);
 			for (int d = 0; d < DP / 8; d++)
 				for (int e = 0; e < 4; e++)
 					o[d][e] = fmaf(o[d][e], alpha[e >> 1],
 						       pv[d][e]);
 		} else {
-			tc_p_times_v<DP, SPLIT>(o, s, vs, g, t, lane);
+			tc_acc_times_rows<DP, TC_KEYS / 8, SPLIT>(o, s, vs, lane);
 		}
 	}
 	for (int i = 0; i < 2; i++) {

@@ -38,25 +38,6 @@ __device__ __forceinline__ void rows_times_rows(float (&acc)[N][4],
 	}
 }
 
-// sum[d] += A . Y over N * 8 rows of Y, A the 16 x 8N values of a
-// warp's accumulators acc.
-template <int DP, int N, bool SPLIT>
-__device__ __forceinline__ void acc_times_rows(float (&sum)[DP / 8][4],
-					       const float (&acc)[N][4],
-					       const float *Y, int lane)
-{
-	int g = lane >> 2, t = lane & 3;
-	for (int n = 0; n < N; n++) {
-		tc_a<SPLIT> a;
-		tc_acc_to_a<SPLIT>(a, acc[n], lane);
-		for (int d = 0; d < DP / 8; d++) {
-			tc_b<SPLIT> b;
-			tc_load_b<DP>(b, Y, n * 8, d * 8, g, t);
-			tc_mma<SPLIT>(sum[d], a, b);
-		}
-	}
-}
-
 // Rows [r][d] (ld floats apart) of a warp's 16 rows from its sums times
 // scale, rows from T and columns from D left alone.
 template <int DP>
@@ -136,8 +117,8 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 				dss[tc_at<BQ>(r0 + g + 8 * (e >> 1), j)] =
 					ds[n][e] * scale;
 			}
-		acc_times_rows<DP, BQ / 8, SPLIT>(sv, p, dos, lane);
-		acc_times_rows<DP, BQ / 8, SPLIT>(sk, ds, qs, lane);
+		tc_acc_times_rows<DP, BQ / 8, SPLIT>(sv, p, dos, lane);
+		tc_acc_times_rows<DP, BQ / 8, SPLIT>(sk, ds, qs, lane);
 		__syncthreads(); // every warp's keys of dS^T are in
 		float sq[DQ / 8][4];
 		for (int n = 0; n < DQ / 8; n++)

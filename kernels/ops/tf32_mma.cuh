@@ -156,4 +156,23 @@ __device__ __forceinline__ void tc_acc_to_a(tc_a<SPLIT> &a, const float (&c)[4],
 	a.set(3, odd ? w1 : w0);
 }
 
+// sum[d] += A . Y over N * 8 rows of Y, A the 16 x 8N values of a
+// warp's accumulators acc.
+template <int DP, int N, bool SPLIT>
+__device__ __forceinline__ void tc_acc_times_rows(float (&sum)[DP / 8][4],
+						  const float (&acc)[N][4],
+						  const float *Y, int lane)
+{
+	int g = lane >> 2, t = lane & 3;
+	for (int n = 0; n < N; n++) {
+		tc_a<SPLIT> a;
+		tc_acc_to_a<SPLIT>(a, acc[n], lane);
+		for (int d = 0; d < DP / 8; d++) {
+			tc_b<SPLIT> b;
+			tc_load_b<DP>(b, Y, n * 8, d * 8, g, t);
+			tc_mma<SPLIT>(sum[d], a, b);
+		}
+	}
+}
+
 #endif
