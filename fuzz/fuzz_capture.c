@@ -7,14 +7,15 @@
  * was; an accepted patch writes within it (ASan).
  *
  * Byte 0's top bit picks where the records come from.  Set: the rest of
- * the input is a stream, read as the tools read it (a zlib record whose
- * bytes change fails its checksum there, so this path mostly meets the
- * reader's refusals).  Clear: the rest is records made here, so that
+ * the input is a stream, read as the tools read it, by
+ * capture_read_records (a zlib record whose bytes change fails its
+ * checksum there, so this path mostly meets the reader's refusals).
+ * Clear: the rest is records made here, so that
  * names, shapes and attributes reach the capture code directly: each a
  * byte of name (an index into capture_names, one past it "tokens"), a
  * byte of rank (0..5), a byte a dimension (0..15), a byte of length and
  * that many bytes of attribute block (key=value lines, at_attrs_parse);
- * every record float32, its values its element indices. */
+ * every record float32, its values its element indices plus one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +32,9 @@ static void one_line(const char *err)
 		abort();
 }
 
-/* capture_patch of p into a zeroed activation of rank and dims, where it
- * holds at most MAX_RUN_FLOATS. */
+/* capture_patch of p into an activation of rank and dims, where it holds
+ * at most MAX_RUN_FLOATS: every float of it a sentinel the records'
+ * values never are, which a refusal must leave. */
 static void patch_into(const at_tensor *p, const at_positions *sel, int rank,
 		       const uint64_t *dims)
 {
@@ -42,53 +44,46 @@ static void patch_into(const at_tensor *p, const at_positions *sel, int rank,
 			return;
 		n *= dims[i];
 	}
-	float *data = calloc(n + 1, sizeof *data);
+	float *data = malloc((n ? n : 1) * sizeof *data);
 	if (!data)
 		abort();
+	for (uint64_t i = 0; i < n; i++)
+		data[i] = -1.0f;
 	char err[512] = "";
 	if (capture_patch(p, sel, data, rank, dims, err, sizeof err) < 0) {
 		one_line(err);
 		for (uint64_t i = 0; i < n; i++)
-			if (data[i] != 0.0f) /* a refusal writes nothing */
+			if (data[i] != -1.0f) /* a refusal writes nothing */
 				abort();
 	}
 	free(data);
 }
 
-/* The records of a stream in s[0..n) that capture_is_record keeps. */
-static int from_stream(const uint8_t *s, size_t n, at_tensor *list)
+/* Appends the records of a stream in s[0..len) that the tools would keep
+ * (capture_read_records, as --patch reads a file). */
+static void from_stream(const uint8_t *s, size_t len, at_tensor **list,
+			int *n)
 {
 	at_read_opts ro = {.threads = 1, .max_bytes = FUZZ_MAX_BYTES};
 	at_reader r;
-	if (at_reader_open(&r, fuzz_tmpfile(s, n), &ro) < 0) {
+	if (at_reader_open(&r, fuzz_tmpfile(s, len), &ro) < 0) {
 		one_line(r.err);
-		return 0;
+		return;
 	}
-	int k = 0;
-	at_header h;
-	while (k < MAX_RECORDS && at_read_header(&r, &h) == 1) {
-		if (!capture_is_record(&h)) {
-			if (at_skip_payload(&r, &h) < 0)
-				break;
-			continue;
-		}
-		if (at_read_payload(&r, &h, &list[k]) < 0)
-			break;
-		k++;
-	}
+	if (capture_read_records(&r, list, n) < 0)
+		one_line(r.err);
 	at_reader_close(&r);
-	return k;
 }
 
-/* The records made from s[0..n) (the header comment's layout) that
- * capture_is_record keeps. */
-static int made_here(const uint8_t *s, size_t n, at_tensor *list)
+/* Appends the records made from s[0..len) (the header comment's layout)
+ * that capture_is_record keeps. */
+static void made_here(const uint8_t *s, size_t len, at_tensor **list, int *n)
 {
-	int k = 0, names = 0;
+	int names = 0;
 	while (capture_names[names])
 		names++;
 	size_t i = 0;
-	while (k < MAX_RECORDS && i + 3 <= n) {
+	while (*n < MAX_RECORDS && i + 3 <= len) {
 		at_header h;
 		memset(&h, 0, sizeof h);
 		int name = s[i++] % (names + 1);
@@ -96,25 +91,28 @@ static int made_here(const uint8_t *s, size_t n, at_tensor *list)
 		h.dtype = AT_F32;
 		h.rank = s[i++] % 6;
 		for (int d = 0; d < h.rank; d++)
-			h.dims[d] = i < n ? s[i++] & 15 : 1;
-		size_t len = i < n ? s[i++] : 0;
-		if (len > n - i)
-			len = n - i;
+			h.dims[d] = i < len ? s[i++] & 15 : 1;
+		size_t alen = i < len ? s[i++] : 0;
+		if (alen > len - i)
+			alen = len - i;
 		char err[256];
-		int ok = at_attrs_parse(&h.attrs, (const char *)s + i, len, err,
+		int ok = at_attrs_parse(&h.attrs, (const char *)s + i, alen, err,
 					sizeof err) == 0;
-		i += len;
+		i += alen;
 		if (!ok || !capture_is_record(&h))
 			continue;
-		at_tensor *t = &list[k];
+		at_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
+		if (!grown)
+			abort();
+		*list = grown;
+		at_tensor *t = &grown[*n];
 		if (at_tensor_init(t, h.name, h.dtype, h.rank, h.dims) < 0)
 			abort();
 		t->attrs = h.attrs;
 		for (uint64_t e = 0; e < at_numel(t); e++)
-			((float *)t->data)[e] = (float)e;
-		k++;
+			((float *)t->data)[e] = (float)(e + 1);
+		(*n)++;
 	}
-	return k;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -122,9 +120,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	uint8_t pick = data[0], who = data[1];
-	at_tensor list[MAX_RECORDS];
-	int n = pick & 0x80 ? from_stream(data + 2, size - 2, list)
-			    : made_here(data + 2, size - 2, list);
+	at_tensor *list = NULL;
+	int n = 0;
+	if (pick & 0x80)
+		from_stream(data + 2, size - 2, &list, &n);
+	else
+		made_here(data + 2, size - 2, &list, &n);
 	at_positions sel;
 	const char *sel_text = pick & 1 ? "0,2-3" : "1";
 	if (at_positions_parse(sel_text, strlen(sel_text), 64, &sel) < 0)
@@ -148,5 +149,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(ref);
 	for (int i = 0; i < n; i++)
 		at_tensor_free(&list[i]);
+	free(list);
 	return 0;
 }

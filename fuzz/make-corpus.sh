@@ -66,9 +66,9 @@ for f in "$tmp"/cap*.ats; do
 done
 printf '\000\000\007\004\002\002\003\004\023captured=1\nlayer=0\n' \
 	>"$out/capture/out"
-printf '\103\020\007\004\002\001\003\004\032captured=1\nlayer=1\nhead=1\n' \
+printf '\121\021\007\004\002\001\003\004\032captured=1\nlayer=1\nhead=1\n' \
 	>"$out/capture/out-head"
-printf '\001\000\017\003\002\002\010\041captured=1\nlayer=0\npositions=1,4\n' \
+printf '\007\000\017\003\002\002\010\041captured=1\nlayer=0\npositions=1,4\n' \
 	>"$out/capture/x-positions"
 printf '\000\000\000\003\001\003\004\013captured=1\n' >"$out/capture/embed"
 

@@ -258,6 +258,23 @@ def test_show_and_unpack_pick_captures_apart(tmp_path):
     assert np.array_equal(np.load(tmp_path / "u" / "attn.layer1.head1.npy"), recs[3][2])
 
 
+@pytest.mark.parametrize("dims", [(1, 0, 5, 4), (0, 1, 1 << 31, 1 << 31)])
+def test_a_mean_reference_that_holds_no_data_is_refused(tmp_path, dims):
+    """A capture of out with no heads or no batch rows (found by
+    fuzz_capture: the first was read past its end, the second's [T,D]
+    wrapped the mean's size and wrote past it) is no reference."""
+    rng = np.random.default_rng(12)
+    model, _ = full_model(tmp_path, rng, 2, 2, 8, 50, 16)
+    ref = tmp_path / "ref.ats"
+    ref.write_bytes(atsfmt.stream(atsfmt.record(
+        "out", "f32", dims, b"",
+        attrs=b"captured=1\nlayer=0\nhead=0\n")))
+    x = (0.5 * rng.standard_normal((1, 5, 8))).astype(np.float32)
+    e = run("block", "-m", model, "-l", "all", "--ablate", f"0.0:mean={ref}",
+            input=pack(tmp_path, [("x", x)]), check=1)
+    assert "no capture of out for layer 0 head 0" in one_line_error(e, "block")
+
+
 def test_generate_captures_every_step_against_numpy(tmp_path):
     """andrea-generate --capture: the prompt's pass (step=prompt, row) and
     each decoding step (step=N, over the KV cache) write the activations

@@ -89,6 +89,10 @@ void ablate_opt(void *ctx, const char *arg, const char *what);
 void patch_opt(void *ctx, const char *arg, const char *what);
 void capture_free(capture *c);
 
+/* Appends the captures (capture_is_record) among the records r reads to
+ * *list, *n counting them; how many, or -1 with r's error (those read
+ * before it stay in the list). */
+int capture_read_records(at_reader *r, at_tensor **list, int *n);
 /* Whether a record of a --patch or --ablate :mean= file is a capture:
  * named as capture_names, float32, captured=1, and with a layer unless
  * it is the model's (not the tokens or the output x of the run). */
@@ -103,7 +107,8 @@ int capture_patch(const at_tensor *p, const at_positions *sel, float *data,
 
 /* --ablate L.H:mean=FILE's reference: the mean over the batch of head h
  * of the first capture of out for layer l at every position among
- * list[0..n), [T,D], into *ref (malloc'd); -1 where there is none. */
+ * list[0..n) that holds data, [T,D], into *ref (malloc'd); -1 where there
+ * is none. */
 int capture_reference_mean(const at_tensor *list, int n, int l, int h,
 			   float **ref, uint64_t *T, uint64_t *D);
 

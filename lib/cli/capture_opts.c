@@ -138,8 +138,30 @@ int capture_is_record(const at_header *h)
 		at_attr_long(&h->attrs, "layer", &layer) == 0);
 }
 
-/* Appends the captures (capture_is_record) of the file at path to *list;
- * how many. */
+int capture_read_records(at_reader *r, at_tensor **list, int *n)
+{
+	at_header h;
+	int rc, kept = 0;
+	while ((rc = at_read_header(r, &h)) == 1) {
+		if (!capture_is_record(&h)) {
+			if (at_skip_payload(r, &h) < 0)
+				return -1;
+			continue; /* the tokens, the output x: not captures */
+		}
+		at_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
+		if (!grown)
+			cli_die("out of memory");
+		*list = grown;
+		if (at_read_payload(r, &h, &grown[*n]) < 0)
+			return -1;
+		(*n)++;
+		kept++;
+	}
+	return rc < 0 ? -1 : kept;
+}
+
+/* Appends the captures of the file at path to *list (capture_read_records),
+ * ending the program where it has none; how many. */
 static int read_captures(const char *path, const char *what, at_tensor **list,
 			 int *n)
 {
@@ -150,24 +172,8 @@ static int read_captures(const char *path, const char *what, at_tensor **list,
 	at_read_opts_default(&none.ropts);
 	at_reader r;
 	cli_open_input(&none, &r, path);
-	at_header h;
-	int rc, kept = 0;
-	while ((rc = at_read_header(&r, &h)) == 1) {
-		if (!capture_is_record(&h)) {
-			if (at_skip_payload(&r, &h) < 0)
-				cli_fail(r.err);
-			continue; /* the tokens, the output x: not captures */
-		}
-		at_tensor *grown = realloc(*list, (size_t)(*n + 1) * sizeof *grown);
-		if (!grown)
-			cli_die("out of memory");
-		*list = grown;
-		if (at_read_payload(&r, &h, &grown[*n]) < 0)
-			cli_fail(r.err);
-		(*n)++;
-		kept++;
-	}
-	if (rc < 0)
+	int kept = capture_read_records(&r, list, n);
+	if (kept < 0)
 		cli_fail(r.err);
 	at_reader_close(&r);
 	if (!kept)
@@ -208,11 +214,14 @@ int capture_reference_mean(const at_tensor *list, int n, int l, int h,
 	for (int i = 0; i < n && !t; i++) {
 		long layer, head = -1;
 		if (strcmp(list[i].name, "out") != 0 || list[i].rank != 4 ||
+		    at_numel(&list[i]) == 0 ||
 		    at_attr_long(&list[i].attrs, "layer", &layer) != 0 ||
 		    layer != l || at_attr_get(&list[i].attrs, "positions"))
 			continue;
+		/* one head's record is [B,1,T,D]; else head h of [B,H,T,D] */
 		at_attr_long(&list[i].attrs, "head", &head);
-		if (head >= 0 ? head != h : list[i].dims[1] <= (uint64_t)h)
+		if (head >= 0 ? head != h || list[i].dims[1] != 1
+			      : list[i].dims[1] <= (uint64_t)h)
 			continue;
 		t = &list[i];
 		hh = head >= 0 ? 0 : (uint64_t)h;
@@ -227,7 +236,7 @@ int capture_reference_mean(const at_tensor *list, int n, int l, int h,
 		double sum = 0.0;
 		for (uint64_t b = 0; b < B; b++)
 			sum += ((const float *)t->data)[(b * H + hh) * TD + i];
-		mean[i] = B ? (float)(sum / (double)B) : 0.0f;
+		mean[i] = (float)(sum / (double)B);
 	}
 	*ref = mean;
 	*T = t->dims[2];
