@@ -533,10 +533,15 @@ extern "C" int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 					   d->shard_len * sizeof(float), 0));
 			dev[i] = d->g;
 		}
-		TRY(qkv_layout(d, dev[i], 0)); // the model's layout
-		CU_CHECK(cudaMemcpy(host[i], dev[i], nb, cudaMemcpyDeviceToHost),
-			 "copying the model from the GPU");
-		TRY(qkv_layout(d, dev[i], 1)); // and the engine's again
+		// in the model's layout, then the engine's again, whether the
+		// copy worked or not
+		TRY(qkv_layout(d, dev[i], 0));
+		cudaError_t e = cudaMemcpy(host[i], dev[i], nb,
+					   cudaMemcpyDeviceToHost);
+		TRY(qkv_layout(d, dev[i], 1));
+		if (e != cudaSuccess)
+			return at_cu_fail(e, "copying the model from the GPU",
+					  __FILE__, __LINE__);
 	}
 	return 0;
 }
