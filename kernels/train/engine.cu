@@ -7,9 +7,10 @@
 // engine's buffers, keeping what the backward pass needs, on device
 // buffers laid out as the CPU engine's.  What differs from the CPU: q, k
 // and v come from one batched product with the three weights (for cuDNN
-// one product with them side by side, as the engine lays them out); the residual adds ride in
-// the products (the stream as the product's addend) or, in bf16, in the
-// LayerNorm after them (the branch a bf16 product: y16);
+// one product with them side by side, as the engine lays them out); the
+// residual adds ride in the products (the stream as the product's addend)
+// or, in bf16, in the LayerNorm after them (the branch a bf16 product:
+// y16);
 // the attention is fused (cuDNN's, in bf16: no T x T weights) or mask,
 // scale and softmax are one kernel, and so are its backward; softmax,
 // cross-entropy and its gradient are one; the attention scale moves from
