@@ -7,7 +7,8 @@
 // the FMA kernel otherwise) and in TF32; then timings at B = 8, H = 12,
 // D = 64.  The backward (at_cuda_attention_backward) against the
 // explicit gradients in double.  Both also with the heads side by side in
-// rows (at_heads), as the training engine hands them over.
+// rows (at_heads), as the training engine hands them over, and (not with
+// --quick) at a few rows of one head of 8192, where the sums are longest.
 #include "harness.cuh"
 #include "attention_ref.cuh"
 
@@ -174,6 +175,74 @@ static void check_rows(int B, int H, int T, int D, int pad, int tf32)
 		H_CUDA(cudaFree(p));
 }
 
+// The relative error of rows `rows` of got against want (rows of D).
+static double worst_row(const std::vector<float> &got,
+			const std::vector<double> &want, const int *rows,
+			int nrows, int D)
+{
+	double worst = 0;
+	for (int r = 0; r < nrows; r++) {
+		double num = 0, den = 0;
+		for (int d = 0; d < D; d++) {
+			double w = want[(size_t)r * D + d],
+			       e = got[(size_t)rows[r] * D + d] - w;
+			num += e * e;
+			den += w * w;
+		}
+		double rel = sqrt(num / den);
+		worst = std::isfinite(rel) ? fmax(worst, rel) : INFINITY;
+	}
+	return worst;
+}
+
+// One causal head of T rows of D against double at a few rows: out and dq of
+// queries that see thousands of keys, dk and dv of keys that thousands of
+// queries see.  The whole-array checks above are too short to show what an
+// accumulator's rounding does over 8192 terms (the fp32 forward once
+// summed P.V across all its key tiles in mma.sync's accumulator and was
+// 6e-5 off at T = 8192).
+static void check_long_rows(int T, int D)
+{
+	const float scale = 1.0f / sqrtf((float)D);
+	size_t n = (size_t)T * D;
+	std::vector<float> q = h_randn(n), k = h_randn(n), v = h_randn(n),
+			   g = h_randn(n);
+	const int queries[] = {T - 1, T / 2 - 1, T / 3, 7 * T / 8},
+		  keys[] = {0, 1, T / 8, T / 2};
+	const int NQ = 4, NK = 4;
+	std::vector<double> out, gq, gk, gv;
+	attention_rows_reference(out, gq, gk, gv, q, k, v, g, T, D, scale,
+				 queries, NQ, keys, NK);
+	float *dq = h_upload(q), *dk = h_upload(k), *dv = h_upload(v),
+	      *dg = h_upload(g), *dout = h_dev(n), *dlse = h_dev(T),
+	      *ddelta = h_dev(T), *rq = h_dev(n), *rk = h_dev(n), *rv = h_dev(n);
+	for (int tf32 = 0; tf32 <= 1; tf32++) {
+		H_OP(at_cuda_attention_forward(dout, dlse, dq, dk, dv, 1, T, D,
+					       scale, 1, tf32, NULL));
+		H_OP(at_cuda_attention_backward(rq, rk, rv, dq, dk, dv, dout,
+						dlse, dg, ddelta, 1, T, D,
+						scale, 1, tf32, NULL));
+		const char *names[4] = {"out", "dq", "dk", "dv"};
+		const float *got[4] = {dout, rq, rk, rv};
+		const std::vector<double> *want[4] = {&out, &gq, &gk, &gv};
+		for (int x = 0; x < 4; x++) {
+			double worst = worst_row(h_download(got[x], n), *want[x],
+						 x < 2 ? queries : keys,
+						 x < 2 ? NQ : NK, D);
+			char what[128], detail[96];
+			snprintf(what, sizeof what,
+				 "attention long rows %s causal T=%d D=%d %s",
+				 tf32 ? "tf32" : "fp32", T, D, names[x]);
+			snprintf(detail, sizeof detail,
+				 "worst row rel err %.2e (tol %.0e)", worst,
+				 tolerance(tf32, 1e-5));
+			h_result(worst <= tolerance(tf32, 1e-5), what, detail);
+		}
+	}
+	for (float *p : {dq, dk, dv, dg, dout, dlse, ddelta, rq, rk, rv})
+		H_CUDA(cudaFree(p));
+}
+
 static void timing(int T, int tf32)
 {
 	const int BH = 8 * 12, D = 64;
@@ -243,6 +312,8 @@ int main(int argc, char **argv)
 			check_rows(s[0], s[1], s[2], s[3], s[4], tf32);
 	if (h_full) {
 		check(4, 1000, 64, 1, 0);
+		check_long_rows(8192, 64);
+		check_long_rows(8192, 128);
 		for (int tf32 = 0; tf32 <= 1; tf32++)
 			for (int T : {1024, 4096, 16384})
 				timing(T, tf32);
