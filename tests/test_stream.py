@@ -721,6 +721,28 @@ def test_output_through_a_link_keeps_link_and_mode(tmp_path):
     assert sorted(os.listdir(tmp_path)) == before
 
 
+def test_a_replaced_file_keeps_its_owner_and_its_other_names_the_old(tmp_path):
+    """-o keeps a replaced file's owner and group where the tool may give
+    them (root here: any; else a group of the user's), and replaces that
+    name alone: a hard link to it keeps the earlier contents (andrea(7))."""
+    src = save(tmp_path / "a.npy", np.arange(5, dtype=np.float32))
+    target, other = tmp_path / "t.ats", tmp_path / "other.ats"
+    run("pack", "-o", target, f"a={src}", check=0)
+    os.link(target, other)
+    before = other.read_bytes()
+    root = os.geteuid() == 0
+    if root:
+        os.chown(target, 4321, 4322)
+    run("pack", "-o", target, f"b={src}", check=0)
+    assert [r.name for r in atsfmt.read(target.read_bytes())] == ["b"]
+    assert other.read_bytes() == before
+    st = os.stat(target)
+    if root:
+        assert (st.st_uid, st.st_gid) == (4321, 4322)
+    else:
+        assert st.st_uid == os.geteuid()
+
+
 def test_output_to_a_pipe_by_name(tmp_path):
     """-o /dev/stdout into a pipe, -o >(cmd) (a /dev/fd link to a pipe)
     and -o FIFO with its reader waiting are written in place, whole; the

@@ -135,6 +135,10 @@ int at_afile_open(at_afile *a, const char *path)
 		errno = e;
 		return -1;
 	}
+	/* a file replaced keeps its owner and group where the process may
+	 * give them (root; a group of the owner's): else they are its own */
+	if (exists && fchown(fd, st.st_uid, st.st_gid) != 0)
+		(void)!fchown(fd, (uid_t)-1, st.st_gid);
 	fchmod(fd, exists ? st.st_mode & 0777 : 0666 & ~process_umask());
 	if (!(a->f = fdopen(fd, "wb"))) {
 		close(fd);
