@@ -120,7 +120,7 @@ static void load_blocks(block_ctx *b)
 			want[l] = 1;
 			b->order[b->n_blocks++] = l;
 		}
-	capture_check_run(&b->cap, want, n_layer);
+	capture_check_run(&b->cap, want, n_layer, b->model.cfg.n_head);
 	if (at_weights_load(&b->weights, &b->model, AT_LOAD_LAYERS, want, err,
 			    sizeof err) < 0)
 		cli_die("%s", err);
@@ -177,6 +177,13 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 	if ((uint64_t)B * T > 1u << 30)
 		at_filter_die(f, 0, "B*T=%llu rows is more than this tool handles",
 			      (unsigned long long)x->dims[0] * x->dims[1]);
+	if (B == 0 || T == 0) { /* no rows: nothing to compute or capture */
+		at_filter_drain(f);
+		at_attr_setf(&x->attrs, "layer", "%d",
+			     b->order[b->n_blocks - 1]);
+		at_filter_write(w, x);
+		return;
+	}
 	char err[600];
 	double bytes, madds = work(b, B, T, &bytes);
 	at_fwd *e = stage_engine_get(&b->engine, madds, bytes);
@@ -186,7 +193,6 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_filter_drain(f);
 		if (!b->hooked) {
 			const at_config *cfg = &b->model.cfg;
-			b->cap.blocks_only = 1;
 			at_fwd_set_hook(e, capture_start(&b->cap, cfg->n_layer,
 							 cfg->n_head,
 							 C / cfg->n_head, e, NULL));
@@ -231,6 +237,7 @@ int main(int argc, char **argv)
 	char err[600];
 	if (at_model_need_heads(&b.model, err, sizeof err) < 0)
 		cli_die("%s", err);
+	b.cap.blocks_only = 1;
 	load_blocks(&b);
 	stage_engine_init(&b.engine, &c, &b.weights.w, b.precision);
 	at_filter f = {.inputs = {"x"}, .n_inputs = 1, .run = block_run,

@@ -128,11 +128,14 @@ static void read_prompts(gen *g, const char *path)
 		cli_die("%s: no prompts (the file is empty)", path);
 }
 
-/* Dies with the engine's reason. */
-static void check(int rc, const char *err)
+/* Dies with the engine's reason (rc < 0) or the --capture-file writer's
+ * (rc > 0: a hook's capture failed to write). */
+static void check(const gen *g, int rc, const char *err)
 {
-	if (rc)
+	if (rc < 0)
 		cli_die("%s", err);
+	if (rc > 0)
+		cli_fail(g->cw.err);
 }
 
 /* Slides row r's window when its next token would fall outside the
@@ -159,7 +162,7 @@ static void refill(gen *g, int r)
 	capture_tag(&g->cap, "step", "prompt");
 	capture_tag(&g->cap, "row", row);
 	double t0 = at_now();
-	check(at_fwd_prefill(g->engine, r, q->tok + q->w0, T, NULL, err,
+	check(g, at_fwd_prefill(g->engine, r, q->tok + q->w0, T, NULL, err,
 			     sizeof err), err);
 	g->t_prefill += at_now() - t0;
 	g->fed += T;
@@ -185,13 +188,13 @@ static void next_logits(gen *g)
 	capture_tag(&g->cap, "row", NULL);
 	double t0 = at_now();
 	if (!g->no_cache) {
-		check(at_fwd_decode(g->engine, g->last, g->rows, g->logits, err,
+		check(g, at_fwd_decode(g->engine, g->last, g->rows, g->logits, err,
 				    sizeof err), err);
 	} else {
 		for (int r = 0; r < g->rows; r++) {
 			seq *q = &g->s[r];
 			int T = (int)(q->n - q->w0);
-			check(at_fwd_logits(g->engine, g->window, q->tok + q->w0, 1,
+			check(g, at_fwd_logits(g->engine, g->window, q->tok + q->w0, 1,
 					    T, err, sizeof err), err);
 			memcpy(g->logits + (size_t)r * g->V,
 			       g->window + (size_t)(T - 1) * g->V,
@@ -338,7 +341,7 @@ static void load(gen *g, const cli_common *c)
 			cfg->vocab, at_tok_kind(g->tok), at_tok_size(g->tok));
 	g->ctx = cfg->ctx;
 	g->V = cfg->vocab;
-	check(at_weights_load(&g->weights, &g->model, AT_LOAD_ALL, NULL, err,
+	check(g, at_weights_load(&g->weights, &g->model, AT_LOAD_ALL, NULL, err,
 			      sizeof err), err);
 	/* auto decides by the whole run: every row's prompt and steps */
 	double positions = 0, bytes;
@@ -347,7 +350,7 @@ static void load(gen *g, const cli_common *c)
 	double madds = at_fwd_work(g->weights.w.C, g->V, positions, cfg->n_layer,
 				   g->ctx / 2.0, positions, &bytes);
 	at_device dev = stage_device_sized(c, g->precision, madds, bytes);
-	check(at_fwd_new(&g->engine, &g->weights.w, dev, g->precision,
+	check(g, at_fwd_new(&g->engine, &g->weights.w, dev, g->precision,
 			 g->no_cache ? 0 : g->rows, err, sizeof err), err);
 	g->logits = malloc((size_t)g->rows * g->V * sizeof *g->logits);
 	g->last = malloc((size_t)g->rows * sizeof *g->last);

@@ -3,6 +3,8 @@ written here from andrea-model(5): every hook point by name, layer and
 head, records streamed ahead of the x they lead to; zero and mean
 ablation of heads; zero-ablating every head of a layer is the block
 without its attention sublayer."""
+import os
+
 import numpy as np
 import pytest
 
@@ -130,33 +132,46 @@ def test_zero_ablating_every_head_removes_the_attention_sublayer(tmp_path):
     (["--ablate", "0.9"], 1, "--ablate 0.9: the model has 1 layers of 2 heads"),
     (["--capture", "attn:5"], 1, "--capture attn: layer 5: the model has 1 layers"),
     (["--capture", "q:0:2"], 1, "--capture q: head 2: the model has 2 heads"),
+    (["--capture", "embed"], 2, "--capture embed: andrea-block runs no embedding"),
 ])
 def test_bad_capture_and_ablate_options(tmp_path, args, code, says):
+    """Each is refused before any output: the tokens ahead of x are not
+    passed on first."""
     rng = np.random.default_rng(5)
     model, _ = full_model(tmp_path, rng, 1, 2, 8, 50, 16)
     x = np.zeros((1, 2, 8), np.float32)
-    p = run("block", "-m", model, *CPU, *args, input=pack(tmp_path, [("x", x)]),
-            check=code)
-    assert says in one_line_error(p, "block")
+    tokens = np.zeros((1, 2), np.int32)
+    p = run("block", "-m", model, *CPU, *args,
+            input=pack(tmp_path, [("tokens", tokens), ("x", x)]), check=code)
+    assert says in one_line_error(p, "block") and p.stdout == b""
 
 
 def test_options_aimed_at_layers_block_does_not_run(tmp_path):
     """-l runs some layers: an --ablate, a --capture listing layers or a
-    --patch record of another layer would change nothing, and is an error
-    naming the option, before any output; a --capture of every layer
-    takes those run."""
+    --patch record of another layer (or of none the model has, or of the
+    head) would change nothing, and is an error naming the option, before
+    any output; a --capture of every layer takes those run."""
     rng = np.random.default_rng(15)
     model, _ = full_model(tmp_path, rng, 2, 2, 8, 50, 16)
     x = pack(tmp_path, [("x", np.zeros((1, 3, 8), np.float32))])
     caught = run("block", "-m", model, *CPU, "-l", 1, "--capture", "out",
                  input=x, check=0).stdout
-    patch = tmp_path / "p.ats"
+    patch, beyond, logits = (tmp_path / f"{n}.ats" for n in ("p", "b", "l"))
     patch.write_bytes(caught)
+    beyond.write_bytes(atsfmt.stream(atsfmt.record(
+        "out", "f32", (1, 2, 3, 4), bytes(96),
+        attrs=b"captured=1\nlayer=2\n")))
+    logits.write_bytes(atsfmt.stream(atsfmt.record(
+        "logits", "f32", (1, 3, 50), bytes(600), attrs=b"captured=1\n")))
     for args, says in [
             (["--ablate", "1.0"], "--ablate 1.0: layer 1 is not among"),
             (["--capture", "attn:1"], "--capture attn: layer 1 is not among"),
             (["--patch", patch], "--patch: 'out' of layer 1: the layer is "
-             "not among")]:
+             "not among"),
+            (["--patch", beyond], "--patch: 'out' of layer 2: the model has "
+             "2 layers"),
+            (["--patch", logits], "--patch: 'logits': andrea-block runs no "
+             "embedding or head")]:
         p = run("block", "-m", model, *CPU, "-l", 0, *args, input=x, check=1)
         assert says in one_line_error(p, "block") and p.stdout == b""
     names = [r[0] for r in recs_of(tmp_path, run(
@@ -303,6 +318,17 @@ def test_generate_captures_every_step_against_numpy(tmp_path):
         assert got.shape == want.shape and oracle.rel_err(got, want) <= 1e-5, attrs
     p2 = run("generate", "-m", model, "--capture", "attn", *CPU, check=2)
     assert "--capture and --capture-file go together" in one_line_error(p2, "generate")
+
+
+def test_generate_names_a_capture_file_it_cannot_write(tmp_path):
+    """A --capture-file write that fails ends generate with that file's
+    error (it once printed stray bytes)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    # the default model: records big enough to be written mid-run
+    p = run("generate", "--prompt", "ab", "-n", 5, "--capture", "x",
+            "--capture-file", "/dev/full", *CPU, check=1)
+    assert "/dev/full: write error" in one_line_error(p, "generate")
 
 
 def test_mean_ablation_from_a_reference_run(tmp_path):

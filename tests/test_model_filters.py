@@ -286,6 +286,29 @@ def test_block_writes_each_record_in_order_while_the_next_computes(tmp_path):
     check(complete_records(p2.stdout), 2)
 
 
+@pytest.mark.parametrize("empty", [(1, 0), (0, 3)])
+def test_block_passes_an_x_of_no_rows_through(tmp_path, empty):
+    """An x with no rows (T = 0 or B = 0) between two others comes out
+    as it went in, in its place, with the last layer run; the others are
+    computed as ever (it once ended the run with an error of stray
+    bytes)."""
+    rng = np.random.default_rng(16)
+    H, C = 2, 6
+    model, p = full_model(tmp_path, rng, 2, H, C, 11, 8)
+    xs = [rand(rng, 1, 4, C), np.zeros(empty + (C,), np.float32),
+          rand(rng, 2, 3, C)]
+    stream = b"".join(pack(tmp_path, [("x", x)]) for x in xs)
+    recs = list(atsfmt.read(run("block", "-m", model, "-l", "0-1",
+                                input=stream, check=0).stdout))
+    assert [r.name for r in recs] == ["x", "x", "x"]
+    assert tuple(recs[1].dims) == empty + (C,) and recs[1].payload == b""
+    assert dict(recs[1].attrs)["layer"] == "1"
+    for r, x in zip(recs[::2], xs[::2]):
+        got = np.frombuffer(r.payload, np.float32).reshape(x.shape)
+        want = oracle.block(oracle.block(x, p, 0, H), p, 1, H)
+        assert oracle.rel_err(got, want) <= TOL
+
+
 def test_records_passed_through_wait_behind_the_record_in_flight(tmp_path):
     """A record passed through while a block's output is pending is held
     (up to 64 MiB, lib/cli/filter.c) and written after that output, so the

@@ -321,10 +321,11 @@ static int on_activation(void *ctx, const char *name, int layer, float *data,
 	return c->next->fn(c->next->ctx, name, layer, data, rank, dims);
 }
 
-const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
-			     const at_hook *next)
+/* The options and the --patch records against a model of L layers and H
+ * heads, ending the program on a mismatch (capture_start's checks that
+ * need no engine). */
+static void check_model(const capture *c, int L, int H)
 {
-	int on_gpu = at_fwd_device(e) == AT_DEV_CUDA;
 	for (int i = 0; i < c->n_ablate; i++)
 		if (c->ablate[i].layer >= L || c->ablate[i].head >= H)
 			cli_die("--ablate %d.%d: the model has %d layers of %d heads",
@@ -350,6 +351,29 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 				"and a decoding step is a pass of one; capture "
 				"every position and cut the records apart",
 				capture_names[s->name]);
+	}
+	for (int i = 0; i < c->n_patch; i++) { /* what a patch would miss */
+		const at_tensor *p = &c->patch[i];
+		long l;
+		if (capture_of_the_model(p->name)) {
+			if (c->blocks_only)
+				cli_die("--patch: '%s': andrea-block runs no "
+					"embedding or head", p->name);
+		} else if (at_attr_long(&p->attrs, "layer", &l) == 0 &&
+			   (l < 0 || l >= L)) {
+			cli_die("--patch: '%s' of layer %ld: the model has %d "
+				"layers (0..%d)", p->name, l, L, L - 1);
+		}
+	}
+}
+
+const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
+			     const at_hook *next)
+{
+	check_model(c, L, H);
+	int on_gpu = at_fwd_device(e) == AT_DEV_CUDA;
+	for (int i = 0; i < c->n_spec; i++) {
+		const capture_spec *s = &c->spec[i];
 		if (on_gpu && c->decoding &&
 		    !CAPTURE_AMONG(capture_names[s->name], gpu_decoding))
 			cli_die("--capture %s: the GPU engine reports q, k, v, "
@@ -363,8 +387,10 @@ const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 	return &c->hook;
 }
 
-void capture_check_run(const capture *c, const unsigned char *run, int L)
+void capture_check_run(const capture *c, const unsigned char *run, int L,
+		       int H)
 {
+	check_model(c, L, H);
 	for (int i = 0; i < c->n_ablate; i++)
 		if (c->ablate[i].layer < L && !run[c->ablate[i].layer])
 			cli_die("--ablate %d.%d: layer %d is not among the blocks "

@@ -123,11 +123,13 @@ int capture_wanted(const capture *c);
 const at_hook *capture_start(capture *c, int L, int H, int D, const at_fwd *e,
 			     const at_hook *next);
 void capture_to(capture *c, at_writer *w);
-/* For a tool that runs only some layers (andrea-block's -l): ends the
- * program where an --ablate, a --capture that lists its layers or a
- * --patch record names a layer outside run[0..L), which would otherwise
- * do nothing without a word. */
-void capture_check_run(const capture *c, const unsigned char *run, int L);
+/* For a tool that runs only some layers (andrea-block's -l), before any
+ * input: capture_start's checks against a model of L layers and H heads,
+ * then ends the program where an --ablate, a --capture that lists its
+ * layers or a --patch record names a layer outside run[0..L), which would
+ * otherwise do nothing without a word. */
+void capture_check_run(const capture *c, const unsigned char *run, int L,
+		       int H);
 /* Sets attribute key of every record captured from now on (value NULL:
  * drops it): andrea-generate's step and row. */
 void capture_tag(capture *c, const char *key, const char *value);
