@@ -399,6 +399,7 @@ int main(int argc, char **argv)
 		CLI_CALL_ARG("precision", 0, stage_precision_opt, &g.precision),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
+	cli_env_level(&c); /* no -z, but --logits and --capture-file */
 	if (operand.n)
 		cli_usage_error("'%s': no operands are taken; give the prompt "
 				"with --prompt (see %s --help)", operand.v[0],

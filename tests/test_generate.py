@@ -354,6 +354,25 @@ def test_errors_of_the_new_options(tmp_path):
     assert not lg.exists()
 
 
+def test_andrea_zlevel_sets_the_files_compression(tmp_path):
+    """generate takes no -z, but ANDREA_ZLEVEL compresses its --logits and
+    --capture-file records (level 0 stores them, 9 deflates them best),
+    and a bad value is a usage error (the variable was once ignored)."""
+    model, _ = gen_model(tmp_path, seed=44, C=64)
+    size = {}
+    for z in ("0", "9"):
+        lg, cap = tmp_path / f"l{z}.ats", tmp_path / f"c{z}.ats"
+        run("generate", "-m", model, "--prompt", "ab", "-n", 8, "--logits",
+            lg, "--capture", "x", "--capture-file", cap,
+            env={"ANDREA_ZLEVEL": z}, check=0)
+        size[z] = (lg.stat().st_size, cap.stat().st_size)
+    assert size["0"][0] > size["9"][0] and size["0"][1] > size["9"][1], size
+    p = run("generate", "-m", model, "--prompt", "ab", "-n", 2, "--logits",
+            tmp_path / "x.ats", env={"ANDREA_ZLEVEL": "x"}, check=2)
+    assert "ANDREA_ZLEVEL='x'" in one_line_error(p, "generate")
+    assert not (tmp_path / "x.ats").exists()
+
+
 def test_a_closed_pipe_leaves_no_logits_file(tmp_path):
     """Standard output closed early ends the run quietly (SIGPIPE), and
     the --logits file, not complete, is not left behind, nor its
