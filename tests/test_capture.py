@@ -331,6 +331,27 @@ def test_generate_names_a_capture_file_it_cannot_write(tmp_path):
     assert "/dev/full: write error" in one_line_error(p, "generate")
 
 
+def test_a_patch_file_is_read_under_andrea_max_bytes(tmp_path):
+    """The files --patch and --ablate ...:mean= name are read under the
+    cap ANDREA_MAX_BYTES sets, as the input stream is (they once were
+    read under the default alone)."""
+    rng = np.random.default_rng(19)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 50, 16)
+    x = pack(tmp_path, [("x", np.zeros((1, 40, 8), np.float32))])
+    cap = tmp_path / "cap.ats"
+    # attn [1,2,40,40] is 12800 bytes, x 1280
+    cap.write_bytes(run("block", "-m", model, *CPU, "--capture", "attn",
+                        "--capture", "out", input=x, check=0).stdout)
+    for opt in ("--patch", "--ablate"):
+        arg = cap if opt == "--patch" else f"0.1:mean={cap}"
+        p = run("block", "-m", model, *CPU, opt, arg, input=x,
+                env={"ANDREA_MAX_BYTES": "2000"}, check=1)
+        err = one_line_error(p, "block")
+        assert str(cap) in err and "ANDREA_MAX_BYTES" in err, opt
+        run("block", "-m", model, *CPU, opt, arg, input=x,
+            env={"ANDREA_MAX_BYTES": "20000"}, check=0)
+
+
 def test_mean_ablation_from_a_reference_run(tmp_path):
     """--ablate L.H:mean=FILE: the head's output becomes its mean over the
     batch of a reference run's capture, at each position."""

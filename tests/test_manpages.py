@@ -47,6 +47,25 @@ def test_man_page_renders(page):
     assert p.returncode == 0 and p.stderr == b"", p.stderr
 
 
+def option_tags(section):
+    """The lines of a rendered OPTIONS section (unwrapped) that name
+    options: a run of lines at the tags' indent (7) that start with a dash,
+    followed by their paragraph at 14; or a tag of up to six columns that
+    shares its line with the paragraph.  A paragraph at 7 is prose."""
+    lines, tags, run = section.split("\n"), [], []
+    for line in lines + [""]:
+        if re.match(r" {7}-\S", line):
+            run.append(line)
+            continue
+        if run and line.startswith(" " * 14):
+            tags += [r.strip() for r in run]
+        elif len(run) == 1 and len(run[0]) > 14 and run[0][13] == " " \
+                and run[0][14] != " ":
+            tags.append(run[0][7:14].strip())
+        run = []
+    return tags
+
+
 @pytest.mark.skipif(shutil.which("man") is None, reason="man is missing")
 def test_help_texts_are_those_the_pages_give(tmp_path):
     """cmd/help/*.h are tools/gen-help.py's output for today's pages (make
@@ -58,11 +77,18 @@ def test_help_texts_are_those_the_pages_give(tmp_path):
         page = os.path.join(ROOT, "man", "man1", f"andrea-{prog}.1")
         with open(os.path.join(ROOT, "cmd", "help", f"andrea-{prog}.h")) as f:
             assert f.read() == gen["header"](page), f"make help ({prog})"
-        tags = [t for t, _ in gen["options"](gen["render"](page, 1000))]
+        text = gen["render"](page, 1000)
+        tags = [t for ts, _ in gen["options"](text) for t in ts]
         shown = run(prog, "--help", check=0).stdout.decode()
         at = [shown.find("\n  " + t) for t in tags]
         assert -1 not in at and at == sorted(at), prog
         assert len(tags) >= 3, prog
+        # every line of OPTIONS that names options, read apart from
+        # gen-help.py (it once dropped the first of a .TP/.TQ pair)
+        section = text.split("\nOPTIONS\n", 1)[1]
+        section = re.split(r"\n[A-Z][A-Z ]+\n", section, maxsplit=1)[0]
+        assert [t for t in option_tags(section) if "\n  " + t not in shown] \
+            == [], prog
 
 
 def test_every_page_is_referenced_and_present():

@@ -54,23 +54,35 @@ def first_sentence(par):
     return s[:s.rfind(" ", 0, LONG - 3)] + "..."
 
 
+def is_tag(line):
+    """A line of OPTIONS that names options: at the tags' indent, a dash."""
+    return line.startswith("       ") and not line.startswith("        ") \
+        and line.strip().startswith("-")
+
+
 def options(text):
-    """[(tag, first sentence)] of OPTIONS, rendered without wrapping."""
+    """[(tags, first sentence)] of OPTIONS, rendered without wrapping:
+    tags the lines naming options that share the paragraph (.TP, .TQ)."""
     lines = section(text, "OPTIONS").split("\n")
-    out = []
+    out, held = [], []
     for i, line in enumerate(lines):
-        if not line.startswith("       ") or line.startswith("        ") or \
-                not line.strip().startswith("-"):
+        if not is_tag(line):
             continue
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if is_tag(nxt):  # a .TQ follows: the paragraph is both lines'
+            held.append(line.strip())
+            continue
         if nxt.startswith(" " * 14) and nxt.strip():
             tag, par = line.strip(), nxt.strip()
         elif len(line) > 14 and line[13] == " " and line[14] != " ":
             # a tag of up to six columns shares the line with its paragraph
             tag, par = line[7:14].strip(), line[14:].strip()
         else:  # a paragraph of the section that names options
+            held = []
             continue
-        out.append((tag, first_sentence(par.replace("<sqrt>", "sqrt "))))
+        out.append((held + [tag],
+                    first_sentence(par.replace("<sqrt>", "sqrt "))))
+        held = []
     return out
 
 
@@ -144,8 +156,9 @@ def wrap(line, lead, indent):
 
 def help_text(page):
     text = synopsis(page) + "\noptions (see the man page for more):\n"
-    for tag, sentence in options(render(page, 1000)):
-        first = f"  {tag}"
+    for tags, sentence in options(render(page, 1000)):
+        text += "".join(f"  {tag}\n" for tag in tags[:-1])
+        first = f"  {tags[-1]}"
         if len(first) >= TAG - 1:
             text += first + "\n"
             first = ""

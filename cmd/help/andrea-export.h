@@ -5,5 +5,5 @@ static const char usage[] =
 	"\n"
 	"options (see the man page for more):\n"
 	"  -m MODEL              The model file.\n"
-	"  --seed                S\n"
+	"  --seed S\n"
 	"  --heads N             As in every tool that opens a model (andrea-model(5)).\n";

@@ -5,7 +5,7 @@ static const char usage[] =
 	"                    [--random N] [--batch B] [--sequence-seed S]\n"
 	"                    [--text | --tokens LIST] [--table] [--ablate L.H ...]\n"
 	"                    [--patch FILE ...] [--device DEV] [-z LEVEL] [--threads N]\n"
-	"                    [FILE]\n"
+	"                    [--no-shuffle] [FILE]\n"
 	"\n"
 	"options (see the man page for more):\n"
 	"  --random N            Score on a random sequence of N tokens repeated twice\n"
@@ -21,5 +21,9 @@ static const char usage[] =
 	"                        Put back the activations captured in FILE (see andrea-\n"
 	"                        block(1)).\n"
 	"  --device DEV          auto, cpu or cuda.\n"
-	"  -o FILE, -f, -z LEVEL, --threads N\n"
-	"                        As in every andrea tool (andrea(7)).\n";
+	"  -m MODEL, --seed S, --heads N\n"
+	"  -o FILE, -f, -z LEVEL, --threads N, --no-shuffle\n"
+	"                        As in every andrea tool (andrea(7)).\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit\n"
+	"                        0.\n"
+	"  --version             Print the version and exit 0.\n";

@@ -22,5 +22,7 @@ static const char usage[] =
 	"                        merges.txt.\n"
 	"  --no-tokenizer        Leave the tokenizer out: the model gets the byte\n"
 	"                        tokenizer.\n"
+	"  -z LEVEL\n"
+	"  --threads N\n"
 	"  --no-shuffle          As in every andrea tool (andrea(7)): the compression of\n"
 	"                        the model file written.\n";

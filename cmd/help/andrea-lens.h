@@ -3,7 +3,7 @@
 static const char usage[] =
 	"usage: andrea-lens [-f] [-o FILE] [-m MODEL] [--seed S] [--heads N] [--top K]\n"
 	"                   [--token ID [--versus ID]] [--device DEV] [-z LEVEL]\n"
-	"                   [--threads N] [FILE]\n"
+	"                   [--threads N] [--no-shuffle] [FILE]\n"
 	"\n"
 	"options (see the man page for more):\n"
 	"  --top K               Tokens a position in the lens, default 5 (at most V).\n"
@@ -11,5 +11,9 @@ static const char usage[] =
 	"  --versus ID           Attribute the difference of --token's logit and this\n"
 	"                        one's.\n"
 	"  --device DEV          auto, cpu or cuda.\n"
-	"  -o FILE, -f, -z LEVEL, --threads N\n"
-	"                        As in every andrea tool (andrea(7)).\n";
+	"  -m MODEL, --seed S, --heads N\n"
+	"  -o FILE, -f, -z LEVEL, --threads N, --no-shuffle\n"
+	"                        As in every andrea tool (andrea(7)).\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit\n"
+	"                        0.\n"
+	"  --version             Print the version and exit 0.\n";

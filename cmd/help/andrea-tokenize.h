@@ -22,4 +22,6 @@ static const char usage[] =
 	"                        standard output; not with --decode, --ids or --pieces,\n"
 	"                        which print text to standard output.\n"
 	"  -f                    Write the stream to a terminal anyway.\n"
+	"  -z LEVEL\n"
+	"  --threads N\n"
 	"  --no-shuffle          As in every andrea tool (andrea(7)).\n";

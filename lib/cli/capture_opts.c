@@ -169,7 +169,7 @@ static int read_captures(const char *path, const char *what, at_tensor **list,
 		cli_usage_error("%s -: standard input carries the stream to run; "
 				"give the captures as a file", what);
 	cli_common none = {0};
-	at_read_opts_default(&none.ropts);
+	cli_env_read_opts(&none.ropts);
 	at_reader r;
 	cli_open_input(&none, &r, path);
 	int kept = capture_read_records(&r, list, n);

@@ -25,6 +25,8 @@
 
 const char *cli_prog = "andrea";
 int cli_failure_status = 1;
+/* the read options of the ANDREA_* variables, as cli_init read them */
+static at_read_opts env_ropts;
 static at_writer *open_writer; /* removed on failure */
 
 static void env_long(const char *var, long min, long max, long *out)
@@ -146,6 +148,12 @@ void cli_init(const char *prog, cli_common *c)
 	if (c->model && !*c->model)
 		c->model = NULL;
 	c->seed = AT_DEFAULT_SEED;
+	env_ropts = c->ropts;
+}
+
+void cli_env_read_opts(at_read_opts *o)
+{
+	*o = env_ropts;
 }
 
 void cli_env_level(cli_common *c)

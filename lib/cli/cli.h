@@ -35,6 +35,9 @@ typedef struct {
  * all but ANDREA_ZLEVEL, which cli_env_level reads for the tools that
  * write compressed records (cli_parse calls it for a table with -z). */
 void cli_init(const char *prog, cli_common *c);
+/* The read options (ANDREA_MAX_BYTES, ANDREA_THREADS) cli_init took from
+ * the environment, for a file an option names (--patch FILE). */
+void cli_env_read_opts(at_read_opts *o);
 void cli_env_level(cli_common *c);
 extern const char *cli_prog;
 /* The exit status of cli_die and cli_fail: 1, except where 1 means
