@@ -54,7 +54,7 @@ static int wanted(void *ctx, const char *name, int layer)
 static void random_tokens(at_tensor *t, const at_tokenizer *tok, int V, int n,
 			  int B, long seed)
 {
-	int bos = at_tok_bos(tok), lead = bos >= 0 && bos < V;
+	int bos = at_tok_bos(tok), lead = bos >= 0 && bos < V; /* as main's */
 	int range = at_tok_size(tok) < V ? at_tok_size(tok) : V;
 	uint64_t dims[2] = {(uint64_t)B, (uint64_t)(lead + 2 * n)};
 	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
@@ -188,10 +188,11 @@ int main(int argc, char **argv)
 	const at_config *cfg = &model.cfg;
 	at_tokenizer *tok = cli_tokenizer(&model);
 	int random = n_random > 0;
-	if (random && cfg->ctx > 0 && 2L * n_random + 1 > cfg->ctx)
-		cli_die("--random %d: %d positions (twice the sequence and BOS) "
+	int bos = at_tok_bos(tok), lead = bos >= 0 && bos < cfg->vocab;
+	if (random && cfg->ctx > 0 && lead + 2L * n_random > cfg->ctx)
+		cli_die("--random %d: %ld positions (twice the sequence%s) "
 			"exceed the model's context of %d", n_random,
-			2 * n_random + 1, cfg->ctx);
+			lead + 2L * n_random, lead ? " and BOS" : "", cfg->ctx);
 	at_tensor t;
 	char label[4400]; /* what stage_check_tokens names */
 	snprintf(label, sizeof label, "%s", operand.n ? operand.v[0] : "<stdin>");
@@ -206,6 +207,7 @@ int main(int argc, char **argv)
 				       label, sizeof label);
 	stage_check_tokens(&model, &t, random ? "--random" : list ? "--tokens" :
 			   label);
+	cli_tokens_whole_rows(&t, label);
 	B = (int)t.dims[0];
 	int T = (int)t.dims[1], L = cfg->n_layer, H = cfg->n_head, V = cfg->vocab;
 	at_loaded wts;

@@ -167,6 +167,7 @@ int main(int argc, char **argv)
 	cli_tokens_from_stream(&c, operand.n ? operand.v[0] : NULL, &t, label,
 			       sizeof label);
 	stage_check_tokens(&model, &t, label);
+	cli_tokens_whole_rows(&t, label);
 	int B = (int)t.dims[0], T = (int)t.dims[1];
 	at_loaded wts;
 	at_fwd *e = stage_whole_model(&c, &model, &wts, (double)B * T, T,

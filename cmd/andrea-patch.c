@@ -210,6 +210,8 @@ int main(int argc, char **argv)
 			"same shape", clean_path, corrupt_path);
 	stage_check_tokens(&model, &clean, clean_label);
 	stage_check_tokens(&model, &corrupt, corrupt_label);
+	cli_tokens_whole_rows(&clean, clean_label);
+	cli_tokens_whole_rows(&corrupt, corrupt_label);
 	int B = (int)clean.dims[0], T = (int)clean.dims[1];
 	int L = cfg->n_layer, H = cfg->n_head, C = cfg->d_model;
 	int W = heads ? H : T;

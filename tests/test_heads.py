@@ -148,6 +148,12 @@ def test_bad_input_is_one_line(tmp_path):
     p = run("heads", "-m", model, "--random", 20, check=1)  # 41 > ctx 16
     assert "41 positions (twice the sequence and BOS) exceed the model's context of 16" \
         in one_line_error(p, "heads")
+    # V 20 has no room for BOS (256): 2 x 8 positions fill a context of 16
+    small, _ = full_model(tmp_path, rng, 1, 2, 8, 20, 16)
+    run("heads", "-m", small, "--random", 8, "--table", check=0)
+    p = run("heads", "-m", small, "--random", 9, check=1)
+    assert "18 positions (twice the sequence) exceed the model's context of 16" \
+        in one_line_error(p, "heads")
     p = run("heads", "-m", model, "--tokens", "1,999", check=1)
     assert "token 999" in one_line_error(p, "heads")
     p = run("heads", "-m", model, "--table", "-o", tmp_path / "x", check=2)

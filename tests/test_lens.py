@@ -71,3 +71,32 @@ def test_bad_lens_options(tmp_path):
     assert "--token 25: the model has V=20" in one_line_error(p, "lens")
     p = run("lens", "-m", model, "--versus", 3, input=s, check=2)
     one_line_error(p, "lens")
+
+
+@pytest.mark.parametrize("tool", ["lens", "heads", "patch"])
+def test_token_streams_cut_short_or_ragged_are_refused(tmp_path, tool):
+    """lens, heads and patch take a stream's first tokens record but read
+    the stream to its end: one cut short (inside a later record) is an
+    error, as everywhere; and a padded batch (the lengths attribute of
+    andrea-embed --lines) is refused rather than read as whole rows."""
+    rng = np.random.default_rng(11)
+    model, _ = full_model(tmp_path, rng, 1, 2, 8, 20, 8)
+    t = np.array([[1, 2, 3], [4, 5, 0]], np.int32)
+    good = pack(tmp_path, [("tokens", t), ("x", np.ones((2, 3, 8), np.float32))])
+    ragged = pack(tmp_path, [("tokens", t)], attrs=["tokens:lengths=3,2"])
+    whole = pack(tmp_path, [("tokens", t)], attrs=["tokens:lengths=3,3"])
+
+    def run_on(stream, check):
+        f = tmp_path / "in.ats"
+        f.write_bytes(stream)
+        args = {"lens": [f], "heads": ["--table", f],
+                "patch": ["--clean", f, "--corrupted", f, "--answer", 1,
+                          "--wrong", 2]}[tool]
+        return run(tool, "-m", model, "--device", "cpu", *args, check=check)
+
+    run_on(good, 0)
+    run_on(whole, 0)
+    err = one_line_error(run_on(good[:-30], 1), tool)
+    assert "record 2 'x'" in err, err
+    err = one_line_error(run_on(ragged, 1), tool)
+    assert "record 1 'tokens': row 1 holds 2 of its 3 positions" in err, err

@@ -102,8 +102,36 @@ void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t,
 		cli_fail(r.err);
 	if (label)
 		snprintf(label, len, "%s: record %d 'tokens'", r.label, h.index);
+	/* the rest is not used, but a stream cut short or damaged is an
+	 * error wherever it is read */
+	while ((rc = at_read_header(&r, &h)) == 1)
+		if (at_skip_payload(&r, &h) < 0)
+			cli_fail(r.err);
+	if (rc < 0)
+		cli_fail(r.err);
 	at_reader_close(&r);
 	at_tokens_as_batch(t);
+}
+
+void cli_tokens_whole_rows(const at_tensor *t, const char *label)
+{
+	uint64_t B = t->dims[0], T = t->dims[1];
+	uint64_t *len = malloc(B * sizeof *len + 1);
+	char err[300];
+	if (!len)
+		cli_die("out of memory");
+	int rc = at_attr_lengths(&t->attrs, B, T, len, err, sizeof err);
+	if (rc < 0)
+		cli_die("%s: %s", label, err);
+	for (uint64_t b = 0; rc > 0 && b < B; b++)
+		if (len[b] != T)
+			cli_die("%s: row %llu holds %llu of its %llu positions "
+				"(lengths=%s): this tool takes rows of one length "
+				"(give the shorter rows apart)", label,
+				(unsigned long long)b, (unsigned long long)len[b],
+				(unsigned long long)T,
+				at_attr_get(&t->attrs, "lengths"));
+	free(len);
 }
 
 void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t)

@@ -25,6 +25,10 @@ void cli_tokens_from_text(const char *path, at_tokenizer *tok, at_tensor *t);
  * record N 'tokens'" for what is said of them later (stage_check_tokens). */
 void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t,
 			    char *label, size_t len);
+/* Ends the program where t [B,T]'s lengths attribute (andrea-embed
+ * --lines' padded rows) says a row is shorter than T: for the tools whose
+ * measures take every position of a row, or its last, as real. */
+void cli_tokens_whole_rows(const at_tensor *t, const char *label);
 /* "1,2,3" as tokens i32 [1,3]; anything else is a usage error. */
 void cli_tokens_from_list(const char *list, at_tensor *t);
 /* tokens [B,T] from the lines of a text file (as cli_tokens_from_text
