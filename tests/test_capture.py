@@ -380,3 +380,7 @@ def test_mean_ablation_from_a_reference_run(tmp_path):
     e = run("block", "-m", model, "-l", "all", "--ablate", f"0.1:mean={ref}",
             input=pack(tmp_path, [("x", x)]), check=1)
     assert "no capture of out for layer 0 head 1" in one_line_error(e, "block")
+    e = run("block", "-m", model, "-l", "all", "--ablate", f"1.1:mean={ref}",
+            input=pack(tmp_path, [("x", x[:, :3])]), check=1)
+    assert (f"--ablate 1.1:mean={ref}: the reference's mean is [T,D] [5,4], "
+            "this run's out [3,4]") in one_line_error(e, "block")

@@ -282,11 +282,14 @@ static int intervene(capture *c, const char *name, int layer, float *data,
 			if (c->ablate[i].layer == layer) {
 				if (c->ablate[i].ref && (c->ablate[i].ref_T != dims[2] ||
 							 c->ablate[i].ref_D != dims[3]))
-					cli_die("--ablate %d.%d:mean=: the reference has "
-						"T=%llu, this run T=%llu", layer,
-						c->ablate[i].head,
+					cli_die("--ablate %d.%d:mean=%s: the reference's "
+						"mean is [T,D] [%llu,%llu], this run's "
+						"out [%llu,%llu]", layer,
+						c->ablate[i].head, c->ablate[i].ref_path,
 						(unsigned long long)c->ablate[i].ref_T,
-						(unsigned long long)dims[2]);
+						(unsigned long long)c->ablate[i].ref_D,
+						(unsigned long long)dims[2],
+						(unsigned long long)dims[3]);
 				knock_out(data, dims, c->ablate[i].head,
 					  c->ablate[i].mean, c->ablate[i].ref,
 					  &c->ablate[i].pos);

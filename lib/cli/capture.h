@@ -60,6 +60,7 @@ typedef struct {
 		at_positions pos;
 		float *ref;        /* :mean=FILE: the reference's mean, [T,D] */
 		uint64_t ref_T, ref_D;
+		const char *ref_path; /* FILE (in argv) */
 	} ablate[CAPTURE_MAX];
 	int n_ablate;
 	at_tensor *patch;              /* --patch records */

@@ -286,6 +286,7 @@ void ablate_opt(void *ctx, const char *arg, const char *what)
 	c->ablate[a].head = (int)h;
 	c->ablate[a].mean = mean || from;
 	c->ablate[a].ref = NULL;
+	c->ablate[a].ref_path = from ? rest + 6 : NULL;
 	if (from)
 		reference_mean(c, a, rest + 6, what);
 }
