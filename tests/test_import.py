@@ -344,6 +344,28 @@ def test_a_config_that_disagrees_is_refused(tmp_path):
     assert "n_head" in one_line_error(r, "import")
 
 
+def test_tensors_the_model_has_no_place_for_are_refused(tmp_path):
+    """A tensor the config's model would not hold (a layer beyond n_layer,
+    a stray name) is an error naming it, not left out without a word; the
+    causal-mask buffers (attn.bias, attn.masked_bias) are left out."""
+    rng = np.random.default_rng(10)
+    p = gpt2_params(rng, 2, 2, 8, 20, 8)
+    for extra in ("transformer.h.1.attn.c_attn.weightx", "foo"):
+        q = dict(p, **{extra: np.zeros(3, np.float32)})
+        msg = bad(tmp_path, *layout(q), cfg=hf_config(1, 2, 8, 20, 8)
+                  if extra == "foo" else hf_config(2, 2, 8, 20, 8))
+        assert f"tensor '{extra}' has no place" in msg, extra
+    msg = bad(tmp_path, *layout(p), cfg=hf_config(1, 2, 8, 20, 8))
+    assert "tensor 'transformer.h.1." in msg and "(1 layers)" in msg
+    q = dict(p, **{"transformer.h.0.attn.bias": np.ones((1, 1, 8, 8), np.float32),
+                   "transformer.h.1.attn.masked_bias": np.ones(1, np.float32)})
+    d = tmp_path / "buffers"
+    d.mkdir()
+    save_safetensors(d / "model.safetensors", q)
+    (d / "config.json").write_text(json.dumps(hf_config(2, 2, 8, 20, 8)))
+    run("import", d, "-o", tmp_path / "ok.ats", check=0)
+
+
 # ---- llm.c's checkpoints ----
 
 def llmc_file(path, p, L, H, C, V, ctx, version=3, pad=8):

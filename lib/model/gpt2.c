@@ -124,6 +124,7 @@ typedef struct {
 	const char *prefix;
 	char *err;
 	size_t errlen;
+	unsigned char *used; /* [st->n]: the entries find has handed out */
 } source;
 
 /* The tensor `name` (under the prefix), checked to be [d0] or [d0,d1]. */
@@ -148,7 +149,30 @@ static const at_st_entry *find(const source *s, const char *name, uint64_t d0,
 		     s->st->path, full, got, want);
 		return NULL;
 	}
+	s->used[e - s->st->entries] = 1;
 	return e;
+}
+
+/* 0 where every tensor of the file went into the model or is a buffer
+ * that is no parameter (h.N.attn.bias, h.N.attn.masked_bias: the causal
+ * mask); else -1 naming the first other one, which would be lost. */
+static int all_used(const source *s, const at_config *cfg)
+{
+	size_t pre = strlen(s->prefix);
+	for (int i = 0; i < s->st->n; i++) {
+		const char *name = s->st->entries[i].name;
+		int l, at = 0;
+		if (s->used[i] ||
+		    (strncmp(name, s->prefix, pre) == 0 &&
+		     sscanf(name + pre, "h.%d.attn.%n", &l, &at) == 1 && at &&
+		     (!strcmp(name + pre + at, "bias") ||
+		      !strcmp(name + pre + at, "masked_bias"))))
+			continue;
+		return fail(s->err, s->errlen, "%s: tensor '%s' has no place in "
+			    "the model the config describes (%d layers), and "
+			    "would be lost", s->st->path, name, cfg->n_layer);
+	}
+	return 0;
 }
 
 /* Reads e whole as float32 (caller frees). */
@@ -258,10 +282,11 @@ static int import_layer(const source *s, int l, uint64_t C, at_param_sink *put,
 	return 0;
 }
 
-int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
-		   void *ctx, char *err, size_t errlen)
+static int import_all(const at_st *st, const at_config *cfg,
+		      at_param_sink *put, void *ctx, unsigned char *used,
+		      char *err, size_t errlen)
 {
-	source s = {st, "transformer.", err, errlen};
+	source s = {st, "transformer.", err, errlen, used};
 	if (!at_st_find(st, "transformer.wte.weight"))
 		s.prefix = "";
 	uint64_t C = (uint64_t)cfg->d_model, V = (uint64_t)cfg->vocab;
@@ -277,8 +302,8 @@ int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
 	/* an untied head: HF's Linear weight [V,C], andrea's lm_head [C,V] */
 	const at_st_entry *head = at_st_find(st, "lm_head.weight");
 	if (!head)
-		return 0;
-	source top = {st, "", err, errlen};
+		return all_used(&s, cfg);
+	source top = {st, "", err, errlen, used};
 	if (!(head = find(&top, "lm_head.weight", V, C)))
 		return -1;
 	float *p = read_all(&top, head);
@@ -293,6 +318,17 @@ int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
 	if (!tied)
 		rc = emit("lm_head", p, C, 0, C, V, 1, put, ctx, &top);
 	free(p);
+	return rc ? rc : all_used(&s, cfg);
+}
+
+int at_gpt2_import(const at_st *st, const at_config *cfg, at_param_sink *put,
+		   void *ctx, char *err, size_t errlen)
+{
+	unsigned char *used = calloc((size_t)st->n + 1, 1);
+	if (!used)
+		return fail(err, errlen, "out of memory");
+	int rc = import_all(st, cfg, put, ctx, used, err, errlen);
+	free(used);
 	return rc;
 }
 
@@ -446,7 +482,7 @@ int at_llmc_import(const char *path, at_param_sink *put, void *ctx, char *err,
 					path, names[i], err, errlen)))
 			rc = -1;
 	fclose(f);
-	source s = {NULL, "", err, errlen};
+	source s = {NULL, "", err, errlen, NULL};
 	if (rc == 0)
 		rc = emit("wte", g[0], C, 0, (uint64_t)h.V, C, 0, put, ctx, &s) ||
 		     emit("wpe", g[1], C, 0, (uint64_t)h.ctx, C, 0, put, ctx, &s)
