@@ -12,38 +12,54 @@
 
 #include "help/andrea-pack.h" /* usage: the --help text */
 
-/* Applies every -a NAME:KEY=VALUE that names t. */
-static void apply_attrs(at_tensor *t, char **attrs, int n)
-{
-	for (int i = 0; i < n; i++) {
-		const char *colon = strchr(attrs[i], ':');
-		size_t len = strlen(t->name);
-		if (!colon || (size_t)(colon - attrs[i]) != len ||
-		    strncmp(attrs[i], t->name, len) != 0)
-			continue;
-		char kv[AT_MAX_KEY + AT_MAX_VALUE + 2];
-		snprintf(kv, sizeof kv, "%s", colon + 1);
-		char *eq = strchr(kv, '=');
-		if (!eq)
-			cli_usage_error("-a '%s': expected NAME:KEY=VALUE", attrs[i]);
-		*eq = 0;
-		if (at_attr_set(&t->attrs, kv, eq + 1) < 0)
-			cli_usage_error("-a '%s': bad key or value, or too many "
-					"attributes", attrs[i]);
-	}
-}
+/* One -a NAME:KEY=VALUE, split: a key holds no ':' and a name no '=', so
+ * NAME ends at the last ':' before the first '='. */
+typedef struct {
+	const char *arg;
+	size_t name_len;
+	char key[AT_MAX_KEY + 2];
+	const char *value;
+} attr_opt;
 
 /* The -a arguments, in the order given. */
 typedef struct {
-	char **v;
+	attr_opt *v;
 	int n;
 } attr_list;
 
-/* Keeps one -a argument in the attr_list at ctx. */
+/* Splits one -a argument into the attr_list at ctx. */
 static void add_attr(void *ctx, const char *arg, const char *what)
 {
 	attr_list *l = ctx;
-	l->v[l->n++] = (char *)arg;
+	attr_opt *a = &l->v[l->n++];
+	const char *eq = strchr(arg, '='), *colon = NULL;
+	for (const char *p = arg; eq && p < eq; p++)
+		if (*p == ':')
+			colon = p;
+	if (!colon || colon == arg || colon + 1 == eq ||
+	    (size_t)(eq - colon - 1) > AT_MAX_KEY)
+		cli_usage_error("-a '%s': expected NAME:KEY=VALUE", arg);
+	a->arg = arg;
+	a->name_len = (size_t)(colon - arg);
+	snprintf(a->key, sizeof a->key, "%.*s", (int)(eq - colon - 1), colon + 1);
+	a->value = eq + 1;
+}
+
+/* Whether -a a is for the record named name. */
+static int names(const attr_opt *a, const char *name)
+{
+	return strlen(name) == a->name_len &&
+	       strncmp(a->arg, name, a->name_len) == 0;
+}
+
+/* Applies every -a that names t. */
+static void apply_attrs(at_tensor *t, const attr_list *l)
+{
+	for (int i = 0; i < l->n; i++)
+		if (names(&l->v[i], t->name) &&
+		    at_attr_set(&t->attrs, l->v[i].key, l->v[i].value) < 0)
+			cli_usage_error("-a '%s': bad key or value, or too many "
+					"attributes", l->v[i].arg);
 }
 
 int main(int argc, char **argv)
@@ -52,7 +68,7 @@ int main(int argc, char **argv)
 	cli_init("andrea-pack", &c);
 	/* static: a usage error exits with these still in use, and a
 	 * leak checker must see them as held, not lost */
-	static char **attrs;
+	static attr_opt *attrs;
 	static at_tensor *t;
 	attrs = calloc((size_t)argc, sizeof *attrs);
 	if (!attrs)
@@ -65,9 +81,29 @@ int main(int argc, char **argv)
 		CLI_FLAG("cast", 0, &cast),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, CLI_ANY, argc, argv);
-	int n = operand.n, nattrs = al.n;
+	int n = operand.n;
 	if (n == 0)
 		cli_usage_error("no NAME=FILE.npy operand (see %s --help)", cli_prog);
+	/* every -a names an operand, and no two set one key of one name */
+	for (int i = 0; i < al.n; i++) {
+		int used = 0;
+		for (int j = 0; j < n && !used; j++) {
+			const char *eq = strchr(operand.v[j], '=');
+			used = eq && (size_t)(eq - operand.v[j]) == attrs[i].name_len &&
+			       strncmp(operand.v[j], attrs[i].arg,
+				       attrs[i].name_len) == 0;
+		}
+		if (!used)
+			cli_usage_error("-a '%s': names no NAME=FILE operand",
+					attrs[i].arg);
+		for (int j = 0; j < i; j++)
+			if (attrs[j].name_len == attrs[i].name_len &&
+			    !strncmp(attrs[j].arg, attrs[i].arg, attrs[i].name_len) &&
+			    !strcmp(attrs[j].key, attrs[i].key))
+				cli_usage_error("-a '%s': sets %s of that name again "
+						"(after -a '%s')", attrs[i].arg,
+						attrs[i].key, attrs[j].arg);
+	}
 
 	t = calloc((size_t)n, sizeof *t);
 	if (!t)
@@ -83,17 +119,7 @@ int main(int argc, char **argv)
 				sizeof err) < 0)
 			cli_die("%s: %s", eq + 1, err);
 		snprintf(t[i].name, sizeof t[i].name, "%.*s", (int)(eq - arg), arg);
-		apply_attrs(&t[i], attrs, nattrs);
-	}
-	for (int i = 0; i < nattrs; i++) {
-		int used = 0;
-		for (int j = 0; j < n && !used; j++) {
-			size_t len = strlen(t[j].name);
-			used = strncmp(attrs[i], t[j].name, len) == 0 &&
-			       attrs[i][len] == ':';
-		}
-		if (!used)
-			cli_usage_error("-a '%s': names no NAME=FILE operand", attrs[i]);
+		apply_attrs(&t[i], &al);
 	}
 	at_writer w;
 	cli_open_output(&c, &w);

@@ -696,6 +696,29 @@ def test_atomic_output(tmp_path):
     assert sorted(os.listdir(tmp_path)) == before + ["s.npy"]
 
 
+def test_pack_attributes_go_to_the_records_they_name(tmp_path):
+    """-a NAME:KEY=VALUE: NAME ends at the last ':' before the first '='
+    (a name may hold ':', a key not), the option reaches every record of
+    that NAME, and a malformed option, one naming no operand or one
+    setting a key of a name again is a usage error (the first of these
+    was once dropped without a word, the last overrode)."""
+    src = save(tmp_path / "a.npy", np.arange(3, dtype=np.float32))
+    out = run("pack", "-a", "a:b:k=v:w=1", "-a", "c:x=1", f"a:b={src}",
+              f"c={src}", f"c={src}", check=0).stdout
+    got = [(r.name, dict(r.attrs)) for r in atsfmt.read(out)]
+    assert got == [("a:b", {"k": "v:w=1"}), ("c", {"x": "1"}), ("c", {"x": "1"})]
+    for args, says in (
+            (["-a", "ak=v"], "-a 'ak=v': expected NAME:KEY=VALUE"),
+            (["-a", "a:=v"], "-a 'a:=v': expected NAME:KEY=VALUE"),
+            (["-a", "a:k"], "-a 'a:k': expected NAME:KEY=VALUE"),
+            (["-a", "b:k=v"], "-a 'b:k=v': names no NAME=FILE operand"),
+            (["-a", "a:k=1", "-a", "a:k=2"],
+             "-a 'a:k=2': sets k of that name again (after -a 'a:k=1')"),
+            (["-a", "a:k!=1"], "-a 'a:k!=1': bad key or value")):
+        p = run("pack", *args, f"a={src}", f"a={src}", check=2)
+        assert says in one_line_error(p, "pack") and p.stdout == b"", args
+
+
 def test_output_through_a_link_keeps_link_and_mode(tmp_path):
     """-o replaces a link's target and keeps the link, a replaced file
     keeps its permissions, a new one gets 0666 less the umask (as the
