@@ -1,9 +1,10 @@
-/* fuzz_stream.c - the stream reader: header, payload, copy and skip.
+/* fuzz_stream.c - the stream reader: header, payload, copy, skip, check.
  *
  * The input is read as a stream over fmemopen.  The first byte picks, for
  * each record in turn, what is done with its payload (decode, copy
- * verbatim to a writer on /dev/null, or skip) and the thread count, so
- * all three paths and the threaded decoder see every kind of damage.  A
+ * verbatim to a writer on /dev/null, skip, or check: decode a batch at a
+ * time and discard) and the thread count, so every path and the threaded
+ * decoder see every kind of damage.  A
  * decoded tensor is checked against its header, and the records copied
  * must read back as a well-formed stream.
  */
@@ -34,7 +35,7 @@ static int read_all(FILE *f, unsigned mode, FILE *copy)
 	while ((rc = at_read_header(&r, h)) == 1) {
 		unsigned how = (mode >> (2 * (n % 3))) & 3;
 		n++;
-		if (how == 0 || how == 3) {
+		if (how == 0) {
 			at_tensor t;
 			if (at_read_payload(&r, h, &t) < 0) {
 				rc = -1;
@@ -49,7 +50,8 @@ static int read_all(FILE *f, unsigned mode, FILE *copy)
 				rc = -1;
 				break;
 			}
-		} else if (at_skip_payload(&r, h) < 0) {
+		} else if ((how == 2 ? at_skip_payload(&r, h)
+				     : at_check_payload(&r, h)) < 0) {
 			rc = -1;
 			break;
 		}

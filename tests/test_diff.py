@@ -405,6 +405,24 @@ def test_bad_input_is_trouble(pk, tmp_path, damage):
         assert p.stdout == b""
 
 
+def test_damage_in_a_record_not_compared_is_trouble(pk, tmp_path):
+    """A record diff does not compare (unpaired, or a shape apart) is still
+    decoded and checked: a damaged one is trouble (status 2), not a
+    difference (it was read past unchecked)."""
+    x = np.arange(1000, dtype=np.float32)
+    b = bytearray(pk.stream([("first", x), ("second", x * 2)]).read_bytes())
+    b[len(b) - 30] ^= 0x40                      # inside record 2's payload
+    bad = tmp_path / "bad.ats"
+    bad.write_bytes(bytes(b))
+    short = pk.stream([("first", x)])
+    other = pk.stream([("first", x), ("second", x[:5])])
+    for args in ((short, bad), (bad, short), ("--by-name", short, bad),
+                 (other, bad), ("-q", other, bad)):
+        p = run("diff", *args, check=2)
+        line = one_line_error(p, "diff")
+        assert str(bad) in line and "record 2 'second'" in line, (args, line)
+
+
 def test_difference_then_trouble_is_trouble(pk, tmp_path):
     x = np.arange(10, dtype=np.float32)
     sa = pk.stream([("a", x), ("b", x)])

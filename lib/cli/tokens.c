@@ -105,7 +105,7 @@ void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t,
 	/* the rest is not used, but a stream cut short or damaged is an
 	 * error wherever it is read */
 	while ((rc = at_read_header(&r, &h)) == 1)
-		if (at_skip_payload(&r, &h) < 0)
+		if (at_check_payload(&r, &h) < 0)
 			cli_fail(r.err);
 	if (rc < 0)
 		cli_fail(r.err);

@@ -123,7 +123,11 @@ int at_read_header(at_reader *r, at_header *h);
  * bytes or more that exceeds MemAvailable + SwapFree is refused before
  * anything is allocated or read. */
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t);
+/* Reads past the payload, checking each chunk's header but decompressing
+ * nothing (a damaged chunk passes); at_check_payload decodes it, a batch
+ * of chunks at a time, and checks all as at_read_payload does. */
 int at_skip_payload(at_reader *r, const at_header *h);
+int at_check_payload(at_reader *r, const at_header *h);
 /* Reads on to the first record named `name`, skipping the others: 1 with
  * its header in h (the payload still to read), 0 when the input ends
  * without one, -1 on error (r->err). */

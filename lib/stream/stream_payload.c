@@ -381,6 +381,19 @@ int at_skip_payload(at_reader *r, const at_header *h)
 	return walk_chunks(r, h, NULL);
 }
 
+int at_check_payload(at_reader *r, const at_header *h)
+{
+	at_payload_in in;
+	if (at_payload_begin(r, h, &in) < 0)
+		return -1;
+	unsigned char *p;
+	int64_t n;
+	while ((n = at_payload_view(&in, &p)) > 0)
+		;
+	at_payload_end(&in);
+	return n < 0 ? -1 : 0;
+}
+
 int at_copy_record(at_reader *r, const at_header *h, at_writer *w)
 {
 	if (at_writer_put(w, h->raw, h->raw_len) < 0)
