@@ -9,6 +9,7 @@
  * after each one, so a later bad record leaves the earlier ones printed.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ typedef struct {
 	int nsel;
 	int columns;             /* terminal width for --ascii */
 	int labels;              /* --labels */
-	const char *layer, *head; /* --layer, --head: attribute values */
+	long layer, head; /* --layer, --head: attribute values; -1: any */
 	long index;              /* --index: the record number; 0: any */
 	at_tokenizer *tok;       /* --labels: the model's */
 	at_tensor tokens;        /* --labels: the last tokens record */
@@ -198,10 +199,11 @@ static void check_select(const show_opts *o, const at_reader *r,
 }
 
 /* 1 where want is NULL or attribute key of a is want. */
-static int attr_is(const at_attrs *a, const char *key, const char *want)
+/* Whether attribute key is the number want (want < 0: any record). */
+static int attr_is(const at_attrs *a, const char *key, long want)
 {
-	const char *v = at_attr_get(a, key);
-	return !want || (v && strcmp(v, want) == 0);
+	long v;
+	return want < 0 || (at_attr_long(a, key, &v) == 0 && v == want);
 }
 
 /* With --labels, the tokens naming the rows (rows of them) and, where
@@ -435,8 +437,8 @@ static cli_operands parse_args(int argc, char **argv, cli_common *c,
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_BASIC | CLI_USE_MODEL_FILE),
 		CLI_FLAG("labels", 0, &o->labels),
-		CLI_STRING("layer", 0, &o->layer),
-		CLI_STRING("head", 0, &o->head),
+		CLI_LONG("layer", 0, &o->layer, 0, INT_MAX),
+		CLI_LONG("head", 0, &o->head, 0, INT_MAX),
 		CLI_LONG("index", 0, &o->index, 1, 1L << 40),
 		CLI_FLAG("print", 'p', &print),
 		CLI_FLAG("full", 0, &o->full),
@@ -480,7 +482,7 @@ int main(int argc, char **argv)
 {
 	cli_common c;
 	cli_init("andrea-show", &c);
-	show_opts o = {.columns = term_columns()};
+	show_opts o = {.columns = term_columns(), .layer = -1, .head = -1};
 	cli_operands operand = parse_args(argc, argv, &c, &o);
 	if (o.labels) {
 		at_model m;
@@ -511,7 +513,7 @@ int main(int argc, char **argv)
 			    !attr_is(&h.attrs, "layer", o.layer) ||
 			    !attr_is(&h.attrs, "head", o.head) ||
 			    (o.index && h.index != o.index)) {
-				if (at_skip_payload(&r, &h) < 0)
+				if (at_check_payload(&r, &h) < 0)
 					goto fail;
 				continue;
 			}
@@ -566,12 +568,27 @@ fail:
 		fflush(stdout);
 		cli_fail(r.err);
 	}
-	if ((o.name || o.layer || o.head || o.index) && !shown)
-		cli_die("no record%s%s%s%s%s%s%s%s", o.name ? " named '" : "",
-			o.name ? o.name : "", o.name ? "'" : "",
-			o.layer ? " of layer " : "", o.layer ? o.layer : "",
-			o.head ? " head " : "", o.head ? o.head : "",
-			o.index ? " at that --index" : "");
+	if ((o.name || o.layer >= 0 || o.head >= 0 || o.index) && !shown) {
+		char which[300] = "";
+		size_t at = 0;
+		if (o.name)
+			at += (size_t)snprintf(which, sizeof which, " named '%s'",
+					       o.name);
+		if (o.layer >= 0)
+			at += (size_t)snprintf(which + at, sizeof which - at,
+					       " of layer %ld", o.layer);
+		if (o.head >= 0)
+			at += (size_t)snprintf(which + at, sizeof which - at,
+					       " head %ld", o.head);
+		if (o.index)
+			snprintf(which + at, sizeof which - at, " at that --index");
+		if (nfiles > 1)
+			cli_die("no record%s in any of the %d inputs", which,
+				nfiles);
+		cli_die("%s: no record%s",
+			nfiles && strcmp(operand.v[0], "-") ? operand.v[0] : "<stdin>",
+			which);
+	}
 	if (o.mode == SHOW_PNG) {
 		if (!shown)
 			cli_die("no record to draw");

@@ -264,7 +264,16 @@ def test_show_and_unpack_pick_captures_apart(tmp_path):
     assert len(shown) == 1 and "layer=1" in shown[0] and "head=0" in shown[0]
     assert run("show", "--index", 5, cap, check=0).stdout.decode().startswith("x ")
     p = run("show", "--layer", 9, cap, check=1)
-    assert "no record of layer 9" in one_line_error(p, "show")
+    assert f"{cap}: no record of layer 9" in one_line_error(p, "show")
+    p = run("show", "--name", "attn", "--head", 7, cap, cap, check=1)
+    assert "no record named 'attn' head 7 in any of the 2 inputs" in \
+        one_line_error(p, "show")
+    # numbers, not strings: 01 is layer 1; x or -1 is a usage error
+    assert len(run("show", "--layer", "01", "--head", 0, "--name", "attn", cap,
+                   check=0).stdout.splitlines()) == 1
+    for bad in ("x", "-1"):
+        p = run("show", "--layer", bad, cap, check=2)
+        assert "--layer" in one_line_error(p, "show")
     run("unpack", "-d", tmp_path / "u", cap, check=0)
     import os
     assert sorted(os.listdir(tmp_path / "u")) == [

@@ -779,3 +779,15 @@ def test_man_page_renders_cleanly():
     p = subprocess.run(["man", "--warnings", "-l", MAN], capture_output=True,
                        env={**os.environ, "MANWIDTH": "80"})
     assert p.returncode == 0 and p.stderr == b""
+
+
+def test_a_damaged_record_not_shown_is_still_an_error(tmp_path):
+    """--name, --layer, --head and --index pass over records, but each is
+    decoded and checked as it goes by: damage there is an error, after the
+    records shown before it (it was read past unchecked)."""
+    x = np.arange(1000, dtype=np.float32)
+    b = bytearray(pack(tmp_path, first=x, second=x * 2))
+    b[len(b) - 30] ^= 0x40                      # inside record 2's payload
+    p = show("--name", "first", input=bytes(b), check=1)
+    assert "record 2 'second'" in one_line_error(p, "show")
+    assert text(p).startswith("first f32 [1000]")
