@@ -102,6 +102,24 @@ def test_summary_statistics_match_numpy(tmp_path):
     assert parse_summary(lines[3])[3]["min"] == "0.1"
 
 
+def test_summary_min_and_max_are_written_as_numpy_writes_a_float32(tmp_path):
+    """min and max are str(numpy.float32(v)): the shortest digits, padded
+    with zeros where the value is larger (99999990.0, not 99999992.0), and
+    scientific below 1e-4 as a double (float32's 1e-4 is under it: 1e-04),
+    on values spread over every exponent (they once gave the exact
+    integer digits, and 0.0001)."""
+    rng = np.random.default_rng(5)
+    edges = [1e15, 99999992.0, 1e-4, 1e16, 123456789.0, 1.5e-5, 16777217.0,
+             3.4e38, 1.2e-38, 1e-45, 9999999.0, 0.00010001]
+    spread = rng.uniform(0.5, 10, 200) * 10.0 ** rng.integers(-40, 38, 200)
+    values = np.concatenate([edges, spread]).astype(np.float32)
+    values *= np.where(rng.random(values.size) < 0.3, -1, 1).astype(np.float32)
+    stream = b"".join(pack(tmp_path, v=np.array([v])) for v in values)
+    lines = text(show(input=stream)).splitlines()
+    got = [parse_summary(line)[3]["min"] for line in lines]
+    assert got == [str(np.float32(v)) for v in values]
+
+
 def test_summary_attributes_come_last(tmp_path):
     s = with_attrs(pack(tmp_path, x=np.arange(6, dtype=np.float32)),
                    "layer=3\nmask=causal\n")

@@ -248,11 +248,14 @@ static char *fill(char *p, int c, int n)
 	return p;
 }
 
-int np_fmt_positional(char *buf, float x, int precision, int pad_left,
-		       int pad_right)
+/* np_fmt_positional's work; cut_min 0 takes the digits down to the
+ * units (as NumPy's arrays print 99999992.), -1 stops at the unique ones
+ * (its scalars: 99999990.0). */
+static int positional(char *buf, float x, int precision, int cut_min,
+		      int pad_left, int pad_right)
 {
 	char dig[MAX_DIGITS], ip[64], fp[MAX_DIGITS + 64];
-	int lead, n = f32_digits(x, 0, precision, 0, dig, &lead);
+	int lead, n = f32_digits(x, 0, precision, cut_min, dig, &lead);
 	char *q = ip;
 	if (signbit(x))
 		*q++ = '-';
@@ -278,6 +281,12 @@ int np_fmt_positional(char *buf, float x, int precision, int pad_left,
 	o = fill(o, ' ', pad_right - fl);
 	*o = 0;
 	return (int)(o - buf);
+}
+
+int np_fmt_positional(char *buf, float x, int precision, int pad_left,
+		       int pad_right)
+{
+	return positional(buf, x, precision, 0, pad_left, pad_right);
 }
 
 int np_fmt_scientific(char *buf, float x, int precision, int keep,
@@ -323,9 +332,11 @@ void np_f32_repr(float x, char *buf, size_t len)
 		snprintf(buf, len, "%s", x < 0 ? "-inf" : "inf");
 		return;
 	}
-	float a = fabsf(x);
-	if (a == 0 || (a >= 1e-4f && a < 1e16f)) {
-		int l = np_fmt_positional(tmp, x, -1, 0, 0);
+	/* NumPy's cutoffs, against x widened to double: float32's 1e-4 is
+	 * below 1e-4, so it is 1e-04 */
+	double a = fabs((double)x);
+	if (a == 0 || (a >= 1e-4 && a < 1e16)) {
+		int l = positional(tmp, x, -1, -1, 0, 0);
 		if (tmp[l - 1] == '.')
 			strcpy(tmp + l, "0");
 	} else {
