@@ -55,13 +55,14 @@ static void decode_main(cli_common *c, const at_tokenizer *tok,
 	at_reader r;
 	cli_open_input(c, &r, path ? path : "-");
 	at_header h;
-	int rc, seen = 0;
+	int rc, records = 0, rows = 0;
 	while ((rc = at_read_header(&r, &h)) == 1) {
 		if (strcmp(h.name, "tokens") != 0) {
-			if (at_skip_payload(&r, &h) < 0)
+			if (at_check_payload(&r, &h) < 0)
 				break;
 			continue;
 		}
+		records++;
 		if (h.dtype != AT_I32 || h.rank < 1 || h.rank > 2)
 			cli_die("%s: record %d 'tokens': expected i32 [B,T] or [T], "
 				"got %s rank %d", r.label, h.index,
@@ -71,7 +72,7 @@ static void decode_main(cli_common *c, const at_tokenizer *tok,
 			break;
 		uint64_t B = t.rank == 2 ? t.dims[0] : 1, T = t.dims[t.rank - 1];
 		for (uint64_t b = 0; b < B; b++) {
-			if (seen++)
+			if (rows++)
 				putchar('\n');
 			for (uint64_t i = b * T; i < (b + 1) * T; i++) {
 				size_t len;
@@ -85,7 +86,7 @@ static void decode_main(cli_common *c, const at_tokenizer *tok,
 	if (rc != 0)
 		cli_fail(r.err);
 	at_reader_close(&r);
-	if (!seen)
+	if (!records)
 		cli_die("%s: no 'tokens' record", r.label);
 	cli_finish_text();
 }

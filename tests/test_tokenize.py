@@ -271,6 +271,9 @@ def test_decoding_an_id_without_text_is_an_error(tmp_path):
     p = run("tokenize", "--decode", input=pack(tmp_path, [("x", np.zeros(2, np.float32))]),
             check=1)
     assert "no 'tokens' record" in one_line_error(p, "tokenize")
+    # a batch of no rows is a record all the same: no text, no error
+    empty = pack(tmp_path, [("tokens", np.zeros((0, 3), np.int32))])
+    assert run("tokenize", "--decode", input=empty, check=0).stdout == b""
     p = run("tokenize", "--ids", "-o", tmp_path / "x", input=b"a", check=2)
     one_line_error(p, "tokenize")
 
