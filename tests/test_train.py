@@ -777,6 +777,13 @@ def test_data_is_read_whole_once_and_capped(tmp_path):
     assert one_line_error(p, "train") == (
         f"andrea-train: {data}: more than 4999 bytes of text (ANDREA_MAX_BYTES)")
     assert not os.path.exists(tmp_path / "c.ats")
+    # a tokens stream is read twice: through a pipe it is refused as such
+    # (it was once called a stream of bad magic)
+    toks = run("tokenize", input=text, check=0).stdout
+    p = run("train", *common, "--data", "/dev/stdin", "-o", tmp_path / "d.ats",
+            input=toks, check=1)
+    assert "/dev/stdin: a tokens stream must be a file, not a pipe" in \
+        one_line_error(p, "train")
 
 
 def test_a_log_whose_reader_left_stops_the_run_saved(tmp_path):

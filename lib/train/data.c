@@ -99,7 +99,14 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 	char magic[4] = {0};
 	size_t got = fread(magic, 1, 4, f);
 	if (got == 4 && memcmp(magic, AT_MAGIC, 4) == 0) {
+		/* read again from its start by name: a pipe's 4 bytes are gone */
+		int regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
 		fclose(f);
+		if (!regular) {
+			snprintf(err, errlen, "%s: a tokens stream must be a file, "
+				 "not a pipe (write it to a file first)", path);
+			return -1;
+		}
 		if (load_stream(d, path, ro, err, errlen) < 0)
 			return -1;
 	} else {
