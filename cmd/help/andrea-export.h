@@ -6,4 +6,8 @@ static const char usage[] =
 	"options (see the man page for more):\n"
 	"  -m MODEL              The model file.\n"
 	"  --seed S\n"
-	"  --heads N             As in every tool that opens a model (andrea-model(5)).\n";
+	"  --heads N             As in every tool that opens a model (andrea-model(5)).\n"
+	"  --threads N           As in every andrea tool (andrea(7)).\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit\n"
+	"                        0.\n"
+	"  --version             Print the version and exit 0.\n";

@@ -25,4 +25,7 @@ static const char usage[] =
 	"  -z LEVEL\n"
 	"  --threads N\n"
 	"  --no-shuffle          As in every andrea tool (andrea(7)): the compression of\n"
-	"                        the model file written.\n";
+	"                        the model file written.\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit\n"
+	"                        0.\n"
+	"  --version             Print the version and exit 0.\n";

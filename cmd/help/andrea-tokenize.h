@@ -24,4 +24,7 @@ static const char usage[] =
 	"  -f                    Write the stream to a terminal anyway.\n"
 	"  -z LEVEL\n"
 	"  --threads N\n"
-	"  --no-shuffle          As in every andrea tool (andrea(7)).\n";
+	"  --no-shuffle          As in every andrea tool (andrea(7)).\n"
+	"  -h, --help            Print the synopsis and a line for each option, and exit\n"
+	"                        0.\n"
+	"  --version             Print the version and exit 0.\n";
