@@ -278,7 +278,9 @@ v=tokenizer.vocab
 i=0
 for a in kind=wordpiece bos=900 bos=x; do
 	i=$((i + 1))
-	"$bin/andrea-pack" -z 0 -a $v:kind=gpt2-bpe -a $v:$a \
+	kind="-a $v:kind=gpt2-bpe" # where $a does not set another
+	[ "${a%%=*}" = kind ] && kind=
+	"$bin/andrea-pack" -z 0 $kind -a $v:$a \
 		-o "$out/tokrecords/refused$i" $v="$tmp/vocab.npy" \
 		tokenizer.lengths="$tmp/lengths.npy" tokenizer.merges="$tmp/merges.npy"
 done

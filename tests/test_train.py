@@ -486,6 +486,34 @@ def test_sigterm_saves_and_exits_143(tmp_path):
     assert records(str(m) + ".ckpt")[0][0] == "train_state"
 
 
+def test_sighup_saves_and_a_resume_logs_each_step_once(tmp_path):
+    """SIGHUP (a closed terminal) stops and saves as SIGTERM does (it
+    killed the run unsaved); a run resumed from a checkpoint behind its
+    log (killed between saves) cuts the log's later lines, and a line cut
+    short, so that each step is logged once."""
+    data = tmp_path / "d.txt"
+    data.write_bytes(fortunes_text(100000))
+    m, log = tmp_path / "m.ats", tmp_path / "m.log"
+    args = list(map(str, [tool("train"), "--config", "tiny", "--data", data,
+                          "--batch", 2, "--seq", 16, "--eval-every", 0,
+                          "--threads", 1, "-o", m, "--log", log]))
+    p = subprocess.Popen(args + ["--steps", "100000"], stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 129, err
+    saved = int(dict(records(str(m) + ".ckpt")[0][1])["step"])
+    with open(log, "a") as f:  # what a kill between saves leaves
+        f.write("".join(f'{{"step": {s}, "loss": 9}}\n'
+                        for s in range(saved + 1, saved + 6)))
+        f.write('{"step": %d, "lo' % (saved + 6))
+    end = saved + 10
+    run("train", "--resume", "--data", data, "--steps", end, "--threads", 1,
+        "-o", m, "--log", log, check=0)
+    steps = [json.loads(line)["step"] for line in open(log)]
+    assert steps == list(range(1, end + 1))
+
+
 # ------------------------------------------------------------- the command
 
 @pytest.mark.parametrize("args", [
@@ -580,9 +608,22 @@ def test_outputs_that_cannot_hold_the_run_are_refused_first(tmp_path):
              "is the checkpoint too"),
             (["-o", tmp_path / "m.ats", "--log", tmp_path / "x",
               "--dump-grads", tmp_path / "x"], "is --log too"),
+            # one file by two spellings, none of them there yet
+            (["-o", tmp_path / "m.ats", "--checkpoint",
+              f"{tmp_path}/./m.ats"], "is -o too"),
+            (["-o", tmp_path / "m.ats", "--dump-grads",
+              f"{tmp_path}/dir/../m.ats"], "is -o too"),
             (["-o", "/dev/null"], "name the checkpoint with --checkpoint")]:
         p = run("train", *common, *args, check=2)
         assert says in one_line_error(p, "train")
+        assert sorted(os.listdir(tmp_path)) == before
+    # an output in a folder that is not there fails before the first step
+    for args in (["-o", tmp_path / "no" / "m.ats"],
+                 ["-o", tmp_path / "m.ats", "--checkpoint",
+                  tmp_path / "no" / "c"]):
+        p = run("train", *common, "--steps", 100000, *args, check=1)
+        assert f"{tmp_path / 'no'}" in one_line_error(p, "train")
+        assert "its folder: No such file or directory" in p.stderr.decode()
         assert sorted(os.listdir(tmp_path)) == before
     assert data.read_bytes() == b"the cat sat on the mat. " * 200
     run("train", *common, "-o", "/dev/null", "--checkpoint",

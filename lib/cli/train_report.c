@@ -4,11 +4,45 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/clock.h"
+
+FILE *train_report_open_log(const char *path, long from)
+{
+	if (from == 0)
+		return fopen(path, "w");
+	FILE *f = fopen(path, "a+");
+	struct stat st;
+	if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+		return f; /* a pipe or a device keeps nothing to cut */
+	/* the offset of the first line past `from`, or of one cut short */
+	char line[4096];
+	off_t keep = 0;
+	long step;
+	rewind(f);
+	while (fgets(line, sizeof line, f)) {
+		size_t n = strlen(line);
+		if (line[n - 1] != '\n') { /* the last, cut short, goes */
+			if (!feof(f))
+				keep = st.st_size; /* no log of ours: kept whole */
+			break;
+		}
+		if (sscanf(line, "{\"step\": %ld", &step) == 1 && step > from)
+			break;
+		keep += (off_t)n;
+	}
+	if (ferror(f) || fflush(f) != 0 || ftruncate(fileno(f), keep) != 0) {
+		int e = errno;
+		fclose(f);
+		errno = e;
+		return NULL;
+	}
+	return f; /* "a+": writes go to the (new) end */
+}
 
 void train_report_start(train_report *r, FILE *log, const char *log_path,
 			int progress, long tokens_a_step)

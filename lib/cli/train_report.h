@@ -24,6 +24,12 @@ typedef struct {
 	int log_errno;         /* why --log could not be written, or 0 */
 } train_report;
 
+/* Opens --log at path for a run that starts at step `from` (0: a fresh
+ * run, which empties it): a resumed run appends, after cutting off the
+ * lines of steps past `from` that a run stopped without saving logged
+ * (the resumed run takes them again) and a line cut short.  NULL with
+ * errno set on failure. */
+FILE *train_report_open_log(const char *path, long from);
 /* Starts a run's report: progress as --progress or a terminal says. */
 void train_report_start(train_report *r, FILE *log, const char *log_path,
 			int progress, long tokens_a_step);

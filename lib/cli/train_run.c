@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/tokens.h"
 #include "cli/train_report.h"
@@ -284,22 +285,56 @@ static void step(trainer *tr, tr_step_out *r)
 	tr->st.step++;
 }
 
-/* Whether a and b name one file that exists. */
+/* path's folder, resolved, and its last name into buf ("/a/b/NAME");
+ * -1 where the folder does not resolve (errno says why). */
+static int resolved(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
+		 !slash ? "." : slash == path ? "/" : path);
+	char *real = realpath(dir, NULL);
+	if (!real)
+		return -1;
+	snprintf(buf, len, "%s/%s", real, slash ? slash + 1 : path);
+	free(real);
+	return 0;
+}
+
+/* Whether a and b name one file: one that exists, or one that would be
+ * made (./m.ats and m.ats). */
 static int same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
-	return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
-	       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	char ra[8200], rb[8200];
+	if (!a || !b)
+		return 0;
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	return resolved(a, ra, sizeof ra) == 0 &&
+	       resolved(b, rb, sizeof rb) == 0 && strcmp(ra, rb) == 0;
 }
 
 /* Refuses an output that cannot hold what is written to it before any
- * work: a directory, a terminal, the training data itself. */
+ * work: a directory, a name in a folder that does not exist or cannot
+ * be written, a terminal, the training data itself. */
 static void check_output(const train_options *o, const char *path,
 			 const char *what)
 {
 	struct stat sb;
-	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+	int exists = stat(path, &sb) == 0;
+	if (exists && S_ISDIR(sb.st_mode))
 		cli_usage_error("%s %s is a directory", what, path);
+	if (!exists || S_ISREG(sb.st_mode)) { /* made in its folder */
+		char where[8200];
+		if (resolved(path, where, sizeof where) < 0)
+			cli_die("%s %s: its folder: %s", what, path,
+				strerror(errno));
+		*strrchr(where, '/') = 0;
+		if (access(where[0] ? where : "/", W_OK | X_OK) != 0)
+			cli_die("%s %s: its folder %s: %s", what, path,
+				where[0] ? where : "/", strerror(errno));
+	}
 	if (same_file(path, o->data))
 		cli_usage_error("%s %s is the training data (--data)", what,
 				path);
@@ -389,12 +424,14 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 					o->precision, o->attention, ranks,
 					tr.err, sizeof tr.err));
 	FILE *log = NULL;
-	if (o->log && tr.lead && !(log = fopen(o->log, o->resume ? "a" : "w")))
+	if (o->log && tr.lead &&
+	    !(log = train_report_open_log(o->log, o->resume ? st->step : 0)))
 		cli_die("%s: %s", o->log, strerror(errno));
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL); /* a closed terminal, a dropped ssh */
 	/* a --log pipe whose reader left fails its write, not the run */
 	struct sigaction ign = {.sa_handler = SIG_IGN}, pipe_was;
 	sigemptyset(&ign.sa_mask);
