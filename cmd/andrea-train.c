@@ -152,12 +152,16 @@ static int forward_main(train_options *o, const char *path)
 	}
 	else
 		cli_tokens_from_stream(&o->c, path, &tok, NULL, 0);
+	char err[600];
+	if (at_tokens_check(&m.cfg, tok.data, tok.dims[0], tok.dims[1], err,
+			    sizeof err) < 0)
+		cli_die("%s: %s", o->tokens ? "--tokens" : path && strcmp(path, "-")
+					  ? path : "<stdin>", err);
 	stage_check_device(&o->c, o->precision);
 	double bytes, n = (double)tok.dims[0] * tok.dims[1];
 	double madds = at_fwd_work(m.cfg.d_model, m.cfg.vocab, n, m.cfg.n_layer,
 				   tok.dims[1] / 2.0, n, &bytes);
 	at_device dev = stage_device_sized(&o->c, o->precision, madds, bytes);
-	char err[600];
 	at_writer w;
 	cli_open_output(&o->c, &w);
 	if (tr_activations_run(&m, &tok, dev, o->precision, &w, err,

@@ -292,6 +292,12 @@ def test_forward_records_names_attributes_and_order(tmp_path):
     want.append(("logits", (1, 3, 11), []))
     got = [(r.name, r.dims, r.attrs) for r in atsfmt.read(open(acts, "rb").read())]
     assert got == want
+    # a sequence longer than the context names where it came from
+    long = ",".join(["1"] * 9)
+    p = run("train", "--forward", "-m", model, "--tokens", long, "-o", acts,
+            check=1)
+    assert "--tokens: T=9 exceeds the model's context of 8" in \
+        one_line_error(p, "train")
 
 
 def test_stage_filters_reproduce_a_head_from_the_engine(tmp_path):
@@ -626,6 +632,10 @@ def test_outputs_that_cannot_hold_the_run_are_refused_first(tmp_path):
         assert "its folder: No such file or directory" in p.stderr.decode()
         assert sorted(os.listdir(tmp_path)) == before
     assert data.read_bytes() == b"the cat sat on the mat. " * 200
+    # a device as the checkpoint holds no run -f would be needed to end
+    run("train", *common, "-o", tmp_path / "dev.ats", "--checkpoint",
+        "/dev/null", check=0)
+    os.remove(tmp_path / "dev.ats")
     run("train", *common, "-o", "/dev/null", "--checkpoint",
         tmp_path / "c.ats", check=0)
     assert sorted(os.listdir(tmp_path)) == sorted(before + ["c.ats"])

@@ -1,7 +1,7 @@
 /* andrea-train's --help, written by tools/gen-help.py from man/man1/andrea-train.1:
  * do not edit; run `make help`. */
 static const char usage[] =
-	"usage: andrea-train -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
+	"usage: andrea-train [-f] -o MODEL [-m MODEL] [--seed S] [--config NAME]\n"
 	"                    [--layers L] [--heads H] [--d-model C] [--ctx T]\n"
 	"                    [--vocab V] [--tokenizer MODEL] --data FILE\n"
 	"                    [--steps N] [--batch B]\n"
@@ -35,6 +35,8 @@ static const char usage[] =
 	"  --tokenizer MODEL     Give the new model the tokenizer of the model file MODEL\n"
 	"                        (GPT-2's byte-level BPE, as andrea-import(1) puts it\n"
 	"                        there).\n"
+	"  -f, --force           Let a new run replace an existing checkpoint (see Files\n"
+	"                        written).\n"
 	"  --data FILE           The training text, see Data.\n"
 	"  --steps N             The length of the run, and of the learning-rate\n"
 	"                        schedule, in steps; default 1000.\n"

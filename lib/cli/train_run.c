@@ -376,7 +376,8 @@ void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 						   same_file(path[i], path[j])))
 				cli_usage_error("%s %s is %s too", what[i],
 						path[i], what[j]);
-	if (!o->resume && o->data && !o->c.force && stat(ckpt, &sb) == 0)
+	if (!o->resume && o->data && !o->c.force && stat(ckpt, &sb) == 0 &&
+	    S_ISREG(sb.st_mode)) /* a device keeps no run to lose */
 		cli_die("%s exists: --resume continues its run, -f replaces it",
 			ckpt);
 }
