@@ -93,6 +93,62 @@ def test_cast_and_refusals():
         ats.Writer(io.BytesIO()).write("ids", np.array([1, 2]))
     with pytest.raises(ValueError):
         ats.Writer(io.BytesIO()).write("bad name", np.zeros(2, np.float32))
+    # what andrea-show would refuse is refused as it is written
+    many = {f"k{i:061d}": "v" * 127 for i in range(30)}  # 5730 bytes
+    for make, what in (
+            (lambda: ats.Writer(io.BytesIO()).write("x", np.zeros(1, np.float32),
+                                                    many), "exceed 4096"),
+            (lambda: ats.Writer(io.BytesIO(), chunk=8 << 20), "chunk"),
+            (lambda: ats.Writer(io.BytesIO(), chunk=2), "chunk"),
+            (lambda: ats.Writer(io.BytesIO()).write(
+                "x", np.lib.stride_tricks.as_strided(
+                    np.zeros(1, np.float32), (0, 2**41), (4, 4))), r"2\^40"),
+            (lambda: ats.Writer(io.BytesIO(), cast=True).write(
+                "x", np.array([1e300])), "beyond float32")):
+        with pytest.raises(ValueError, match=what):
+            make()
+
+
+class Trickle(io.RawIOBase):
+    """A raw pipe: read() hands out at most 4093 bytes at a time."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = min(len(b), 4093, len(self.data))
+        b[:n], self.data = self.data[:n], self.data[n:]
+        return n
+
+
+def test_short_reads_long_concatenations_and_find(tmp_path):
+    """A file object whose reads come short (an unbuffered pipe) reads as
+    a whole one; a thousand streams one after another read as one (each
+    was a wrapper deeper: RecursionError); find() decodes no record that
+    does not match, of its name or not (a damaged one before it is
+    passed over, its chunk headers checked)."""
+    rng = np.random.default_rng(3)
+    items = [(f"r{i}", rng.standard_normal((5, 700)).astype(np.float32))
+             for i in range(4)]
+    data = pack(tmp_path, items)
+    got = list(ats.records(Trickle(data)))
+    assert [r.name for r in got] == [n for n, _ in items]
+    assert all(np.array_equal(r.array, a) for r, (_, a) in zip(got, items))
+    one = pack(tmp_path, [("x", np.zeros(3, np.float32))])
+    assert sum(1 for _ in ats.records(io.BytesIO(one * 1500))) == 1500
+    x = np.arange(1000, dtype=np.float32)
+    buf = io.BytesIO()
+    ats.save(buf, [("attn", x, {"layer": 0}), ("y", x),
+                   ("attn", x + 1, {"layer": 1})], level=0)
+    two = bytearray(buf.getvalue())
+    two[200] ^= 0xFF  # inside the first attn's stored bytes
+    r = ats.find(io.BytesIO(bytes(two)), "attn", layer=1)
+    assert r.index == 3 and np.array_equal(r.array, x + 1)
+    with pytest.raises(ats.FormatError, match="record 1 'attn'"):
+        ats.find(io.BytesIO(bytes(two)), "attn", layer=0)
 
 
 def test_pip_installs_it(tmp_path):

@@ -38,6 +38,26 @@ class FormatError(Exception):
 Record = namedtuple("Record", "index name attrs array")
 
 
+class _Input:
+    """A binary file read n bytes at a time whatever each read() hands out
+    (an unbuffered pipe gives less), with bytes put back after a peek."""
+
+    def __init__(self, f):
+        self.f, self.head = f, b""
+
+    def read(self, n):
+        out, self.head = self.head[:n], self.head[n:]
+        while len(out) < n:
+            more = self.f.read(n - len(out))
+            if not more:
+                break
+            out += more
+        return out
+
+    def unread(self, data):
+        self.head = data + self.head
+
+
 def _read(f, n, what):
     data = f.read(n)
     if len(data) != n:
@@ -92,15 +112,21 @@ def records(source, names=None, max_bytes=8 << 30):
     binary file object) as a Record, in order; a record whose name is
     not in names (when given) comes with array None, its chunks checked
     but not decompressed.  Raises FormatError."""
+    yield from _records_of(source, lambda name, attrs: names is None or
+                           name in names, max_bytes)
+
+
+def _records_of(source, wanted, max_bytes):
+    """records(), decoding a record where wanted(name, attrs) is true."""
     f, own = _open(source, "rb")
     try:
-        yield from _records(f, names, max_bytes)
+        yield from _records(_Input(f), wanted, max_bytes)
     finally:
         if own:
             f.close()
 
 
-def _records(f, names, max_bytes):
+def _records(f, wanted, max_bytes):
     index = 0
     while True:
         fixed = f.read(16)
@@ -121,7 +147,7 @@ def _records(f, names, max_bytes):
             peek = f.read(1)
             if not peek:
                 return
-            f = _Prefixed(peek, f)  # another stream follows (cat a b)
+            f.unread(peek)  # another stream follows (cat a b)
             continue
         index += 1
         where = f"record {index}"
@@ -149,7 +175,7 @@ def _records(f, names, max_bytes):
         for d in dims:
             count *= d
         nbytes = count * dt.itemsize
-        want = names is None or name in names
+        want = wanted(name, attrs)
         if want and nbytes > max_bytes:
             raise FormatError(f"{where}: {nbytes} bytes exceed the cap of "
                               f"{max_bytes}")
@@ -184,17 +210,6 @@ def _records(f, names, max_bytes):
         yield Record(index, name, attrs, array)
 
 
-class _Prefixed:
-    """A file whose first bytes were already read."""
-
-    def __init__(self, head, f):
-        self.head, self.f = head, f
-
-    def read(self, n):
-        out, self.head = self.head[:n], self.head[n:]
-        return out + self.f.read(n - len(out)) if n > len(out) else out
-
-
 def load(source):
     """{name: array} of every record (a later record of a name wins)."""
     return {r.name: r.array for r in records(source)}
@@ -204,8 +219,11 @@ def find(source, name, **attrs):
     """The first record called name whose attributes include attrs (as
     strings), or None; the records before it are not decompressed."""
     want = {k: str(v) for k, v in attrs.items()}
-    for r in records(source, names={name}):
-        if r.name == name and all(r.attrs.get(k) == v for k, v in want.items()):
+
+    def wanted(n, a):
+        return n == name and all(a.get(k) == v for k, v in want.items())
+    for r in _records_of(source, wanted, 8 << 30):
+        if r.array is not None:
             return r
     return None
 
@@ -216,7 +234,11 @@ def _as_stored(array, cast):
         if a.dtype == np.int64 and a.size and (a.min() < -2**31 or
                                                a.max() >= 2**31):
             raise ValueError("cast: values outside int32")
-        a = a.astype(np.float32 if a.dtype == np.float64 else np.int32)
+        with np.errstate(over="ignore"):
+            b = a.astype(np.float32 if a.dtype == np.float64 else np.int32)
+        if a.dtype == np.float64 and np.any(np.isfinite(a) & ~np.isfinite(b)):
+            raise ValueError("cast: finite values beyond float32's range")
+        a = b
     dt = a.dtype.newbyteorder("<") if a.dtype.itemsize > 1 else a.dtype
     if dt not in _CODES:
         raise ValueError(f"dtype {a.dtype}: streams hold float32, int32 and "
@@ -232,6 +254,10 @@ class Writer:
     4-byte elements before deflating."""
 
     def __init__(self, dest, level=1, shuffle=True, chunk=_CHUNK, cast=False):
+        if not 4 <= chunk <= _MAX_CHUNK:
+            raise ValueError(f"chunk {chunk}: 4 to {_MAX_CHUNK} bytes")
+        if not 0 <= level <= 9:
+            raise ValueError(f"level {level}: 0 to 9")
         self.f, self.own = _open(dest, "wb")
         self.level, self.shuffle, self.chunk, self.cast = level, shuffle, chunk, cast
 
@@ -240,12 +266,17 @@ class Writer:
         attrs = {**(attrs or {}), **more}
         block = b"".join(f"{k}={v}\n".encode() for k, v in attrs.items())
         _attrs(block, f"'{name}'")  # the same checks as reading
+        if len(block) > _MAX_ATTR_BYTES:
+            raise ValueError(f"'{name}': attributes of {len(block)} bytes "
+                             f"exceed {_MAX_ATTR_BYTES}")
         raw_name = name.encode("utf-8", "surrogateescape")
         if not 1 <= len(raw_name) <= 255 or any(c <= 0x20 or c == 0x7F
                                                 for c in raw_name):
             raise ValueError(f"bad record name {name!r}")
         if a.ndim > _MAX_RANK:
             raise ValueError(f"rank {a.ndim} exceeds {_MAX_RANK}")
+        if any(d > _MAX_DIM for d in a.shape):
+            raise ValueError(f"shape {a.shape}: a dimension exceeds 2^40")
         size = a.dtype.itemsize
         shuffle = self.shuffle and self.level > 0 and size > 1
         chunk = self.chunk - self.chunk % size
