@@ -4,6 +4,7 @@
  * y = concat . Wo of the layer named by the records' `layer` attribute
  * (or -l).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,14 @@ static int proj_layer(at_filter *f, attend_ctx *a, const at_tensor *attn,
 		      int HD)
 {
 	int C = a->model.cfg.d_model;
-	int layer = a->layer >= 0 ? a->layer : stage_layer_attr(attn, 0);
+	long l = 0; /* -l, else attn's layer, else 0 */
+	if (a->layer >= 0)
+		l = a->layer;
+	else if (at_attr_long(&attn->attrs, "layer", &l) < 0 || l < 0 ||
+		 l > INT_MAX)
+		at_filter_die(f, 0, "layer=%s: not a layer number",
+			      at_attr_get(&attn->attrs, "layer"));
+	int layer = (int)l;
 	char err[300];
 	if (at_attr_get(&attn->attrs, "head"))
 		at_filter_die(f, 0, "holds head %s only; --proj needs all "
@@ -157,6 +165,12 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 		return 1;
 	at_tensor_from_header(&attn, h);
 	attend_check(f, &attn, v);
+	/* read a head at a time, but held to the cap a whole record is */
+	if (h->nbytes > f->max_bytes)
+		at_filter_die(f, 0, "tensor of %llu bytes exceeds the cap of %llu "
+			      "bytes (ANDREA_MAX_BYTES)",
+			      (unsigned long long)h->nbytes,
+			      (unsigned long long)f->max_bytes);
 	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
 	    D = (int)v->dims[3];
 	if (!at_stage_streams(&a->exec, at_work_attend(B, H, T, D, a->proj)))
@@ -205,7 +219,7 @@ int main(int argc, char **argv)
 		CLI_FLAG("concat", 0, &a.concat),
 		CLI_FLAG("proj", 0, &a.proj),
 		CLI_FLAG("tf32", 0, &a.exec.tf32),
-		CLI_INT("layer", 'l', &a.layer, 0, 1 << 20),
+		CLI_INT("layer", 'l', &a.layer, 0, INT_MAX),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);
 	if (a.concat && a.proj)

@@ -22,6 +22,7 @@ static void attention_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_filter_expect(f, i, &in[i], 4, "B,H,T,D");
 	for (int i = 1; i < 3; i++) /* one head's q, k and v */
 		at_filter_expect_like(f, i, &in[i], &in[0]);
+	at_filter_expect_same_head(f, 2, &in[2], &in[1]); /* q may have none */
 	const at_tensor *q = &in[0];
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];

@@ -23,27 +23,27 @@ typedef struct {
 	at_exec exec;
 } embed_ctx;
 
-/* The lengths attribute of rows of T tokens that BOS made one longer. */
-static void longer_rows(at_filter *f, at_attrs *a, uint64_t B, uint64_t T)
+/* The lengths attribute of B padded rows of T tokens, read into len
+ * (at most AT_MAX_VALUE rows can be listed): 1, or 0 where there is none;
+ * a malformed one ends the program. */
+static int row_lengths(at_filter *f, const at_attrs *a, uint64_t B,
+		       uint64_t T, uint64_t *len)
 {
-	uint64_t len[AT_MAX_VALUE];
 	char err[200];
-	int rc = B <= AT_MAX_VALUE ? at_attr_lengths(a, B, T, len, err, sizeof err)
-				   : 0;
+	int rc = at_attr_get(a, "lengths") && B > AT_MAX_VALUE ? -1
+		 : at_attr_lengths(a, B, T, len, err, sizeof err);
+	if (rc < 0 && B > AT_MAX_VALUE)
+		snprintf(err, sizeof err, "lengths=%s: %llu rows are more than "
+			 "the attribute lists", at_attr_get(a, "lengths"),
+			 (unsigned long long)B);
 	if (rc < 0)
 		at_filter_die(f, 0, "%s", err);
-	if (rc == 0)
-		return;
-	for (uint64_t b = 0; b < B; b++)
-		len[b]++;
-	if (at_attr_set_lengths(a, len, B) < 0)
-		at_filter_die(f, 0, "--bos: the rows' lengths no longer fit their "
-			      "attribute");
+	return rc;
 }
 
 /* Makes tokens [B,T] (a [T] record becomes [1,T]), prepends BOS to every
- * row when asked, then checks every id against V and T against the
- * context. */
+ * row when asked (one more for each padded row's length), then checks
+ * every id against V and T against the context. */
 static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 {
 	const at_config *cfg = &e->model.cfg;
@@ -51,7 +51,14 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 		at_filter_die(f, 0, "expected i32 [B,T] or [T], got %s rank %d",
 			      at_dtype_name(tok->dtype), tok->rank);
 	at_tokens_as_batch(tok);
-	uint64_t B = tok->dims[0], T = tok->dims[1];
+	uint64_t B = tok->dims[0], T = tok->dims[1], len[AT_MAX_VALUE];
+	if (T == 0)
+		at_filter_die(f, 0, "no tokens to embed (T = 0)");
+	if (B == 0)
+		at_filter_die(f, 0, "no sequences to embed (B = 0)");
+	int padded = row_lengths(f, &tok->attrs, B, T, len);
+	uint64_t x_dims[3] = {B, T + (e->bos >= 0), (uint64_t)cfg->d_model};
+	at_filter_expect_fits(f, 0, "x", 3, x_dims);
 	if (e->bos >= 0) {
 		uint64_t dims[2] = {B, T + 1};
 		at_tensor t2;
@@ -62,16 +69,16 @@ static void prepare_tokens(at_filter *f, embed_ctx *e, at_tensor *tok)
 		for (uint64_t b = 0; b < B; b++) {
 			dst[b * (T + 1)] = e->bos;
 			memcpy(dst + b * (T + 1) + 1, src + b * T, T * sizeof *src);
+			if (padded) /* then B <= AT_MAX_VALUE */
+				len[b]++;
 		}
-		longer_rows(f, &t2.attrs, B, T);
+		if (padded && at_attr_set_lengths(&t2.attrs, len, B) < 0)
+			at_filter_die(f, 0, "--bos: the rows' lengths no longer "
+				      "fit their attribute");
 		at_tensor_free(tok);
 		*tok = t2;
 		T++;
 	}
-	if (T == 0)
-		at_filter_die(f, 0, "no tokens to embed (T = 0)");
-	if (B == 0)
-		at_filter_die(f, 0, "no sequences to embed (B = 0)");
 	char err[200];
 	if (at_tokens_check(cfg, tok->data, B, T, err, sizeof err) < 0)
 		at_filter_die(f, 0, "%s", err);
@@ -134,7 +141,7 @@ int main(int argc, char **argv)
 			"starts a sequence", c.model);
 
 	at_filter f = {.inputs = {"tokens"}, .n_inputs = 1, .run = embed_run,
-		       .ctx = &e};
+		       .ctx = &e, .max_bytes = c.ropts.max_bytes};
 	c.keep = 0; /* the tokens are always written */
 	if (!text && !list) {
 		at_filter_main(&c, &f, path);

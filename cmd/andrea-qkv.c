@@ -4,6 +4,7 @@
  * each split into heads: [B,T,C] -> [B,H,T,D].  --head I computes only the
  * D columns of head I.
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,9 +136,9 @@ int main(int argc, char **argv)
 	qkv_ctx q = {.layer = 0, .norm = 1, .head = -1};
 	cli_opt opts[] = {
 		CLI_USES(CLI_USE_COMMON | CLI_USE_STAGE | CLI_USE_MODEL),
-		CLI_INT("layer", 'l', &q.layer, 0, 1 << 20),
+		CLI_INT("layer", 'l', &q.layer, 0, INT_MAX),
 		CLI_UNFLAG("no-norm", 0, &q.norm),
-		CLI_INT("head", 0, &q.head, 0, 1 << 20),
+		CLI_INT("head", 0, &q.head, 0, INT_MAX),
 		CLI_FLAG("tf32", 0, &q.exec.tf32),
 		CLI_END};
 	cli_operands operand = cli_parse(&c, opts, usage, 1, argc, argv);

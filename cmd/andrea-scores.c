@@ -32,6 +32,7 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	double scale = stage_scale_of(f, &s->scale, D);
 	at_tensor out = {.dtype = AT_F32, .rank = 4,
 			 .dims = {q->dims[0], q->dims[1], (uint64_t)T, (uint64_t)T}};
+	at_filter_expect_fits(f, 0, "scores", 4, out.dims);
 	snprintf(out.name, sizeof out.name, "scores");
 	out.attrs = q->attrs;
 	at_attr_setf(&out.attrs, "scale", "%.9g", (float)scale);

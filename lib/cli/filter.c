@@ -3,6 +3,7 @@
 
 #include "core/parallel.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,32 @@ void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 	if (t->rank != rank)
 		at_filter_die(f, slot, "shape %s, expected [%s]", shape,
 			      shape_letters);
+	/* the ops count in int: only a tensor of no elements gets this far
+	 * past the byte cap, and its other sizes must still fit */
+	for (int i = 0; i < t->rank; i++)
+		if (t->dims[i] > INT_MAX)
+			at_filter_die(f, slot, "shape %s: a size above %d is more "
+				      "than this tool handles", shape, INT_MAX);
+}
+
+void at_filter_expect_fits(at_filter *f, int slot, const char *name,
+			   int rank, const uint64_t *dims)
+{
+	uint64_t bytes = 4;
+	int over = 0;
+	for (int i = 0; i < rank; i++) {
+		if (dims[i] == 0)
+			return;
+		over |= bytes > f->max_bytes / dims[i];
+		bytes = over ? bytes : bytes * dims[i];
+	}
+	if (over || bytes > f->max_bytes) {
+		char shape[128];
+		at_shape_str(rank, dims, shape, sizeof shape);
+		at_filter_die(f, slot, "its %s %s would pass the cap of %llu bytes "
+			      "a reader takes (ANDREA_MAX_BYTES)", name, shape,
+			      (unsigned long long)f->max_bytes);
+	}
 }
 
 void at_filter_expect_same_head(at_filter *f, int slot, const at_tensor *t,
@@ -248,6 +275,7 @@ void at_filter_main(cli_common *c, at_filter *f, const char *path)
 	at_reader r;
 	cli_open_input(c, &r, path);
 	f->label = r.label;
+	f->max_bytes = c->ropts.max_bytes;
 	struct stat st;
 	if (!c->threads_given && fstat(fileno(r.f), &st) == 0 &&
 	    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))

@@ -57,6 +57,7 @@ struct at_filter {
 	/* filled by at_filter_main: for messages, and the codec threads of
 	 * a record read as it arrives (0: the configured count) */
 	const char *label;
+	uint64_t max_bytes; /* the cap a reader takes (ANDREA_MAX_BYTES) */
 	int index[AT_FILTER_MAX_INPUTS];
 	int stream_threads;
 	at_writer *out;
@@ -75,6 +76,11 @@ void at_filter_drain(at_filter *f);
 /* "prog: <stdin>: record N 'name': msg" for input slot i; exits 1. */
 _Noreturn void at_filter_die(at_filter *f, int slot, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Ends the program, naming input slot i, where the f32 output `name` of
+ * shape dims would pass the cap a reader takes (an output larger than
+ * its inputs: the scores' T x T, the embedding's C per token). */
+void at_filter_expect_fits(at_filter *f, int slot, const char *name,
+			   int rank, const uint64_t *dims);
 /* Checks that input slot i, t, has the shape of ref (slot 0's) and no
  * layer, head or norm attribute other than ref's: records of one head
  * (q, k, v), naming the record if not. */

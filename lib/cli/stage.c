@@ -94,12 +94,6 @@ void stage_check(int rc)
 		cli_die("%s", at_stage_error());
 }
 
-int stage_layer_attr(const at_tensor *t, int fallback)
-{
-	long l;
-	return at_attr_long(&t->attrs, "layer", &l) == 0 ? (int)l : fallback;
-}
-
 static stage_engine *begun; /* the engine being made on its thread */
 
 /* Ending the program while CUDA starts on another thread could crash in

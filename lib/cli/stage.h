@@ -77,8 +77,6 @@ void stage_engine_free(stage_engine *s);
 /* Ends the program with at_stage_error() when rc, the result of one of the
  * at_stage_* calls of ops/stages.h, is negative. */
 void stage_check(int rc);
-/* Layer index from an attribute, or fallback when absent. */
-int stage_layer_attr(const at_tensor *t, int fallback);
 
 /* The analysis tools' set-up (andrea-heads, -lens, -patch).  Each ends
  * the program on failure.  stage_open_model, then the model's heads

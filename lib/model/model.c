@@ -270,6 +270,11 @@ int at_model_need_heads(const at_model *m, char *err, size_t errlen)
 int at_model_check_layer(const at_model *m, int layer, char *err,
 			 size_t errlen)
 {
+	if (layer < 0) {
+		snprintf(err, errlen, "layer %d out of range: layers count "
+			 "from 0", layer);
+		return -1;
+	}
 	if (m->cfg.n_layer > 0 && layer >= m->cfg.n_layer) {
 		snprintf(err, errlen, "layer %d out of range: the model has %d "
 			 "layers (0..%d)", layer, m->cfg.n_layer, m->cfg.n_layer - 1);

@@ -253,6 +253,17 @@ static int upper_is_zero(const float *a, int T)
 	return 1;
 }
 
+/* Whether all n values are finite: the blocks left out of a causal
+ * product hold zeros, and 0 x inf or NaN is NaN (as NumPy's a @ v has it). */
+static int all_finite(const float *x, size_t n)
+{
+	int bad = 0;
+#pragma omp simd reduction(| : bad)
+	for (size_t i = 0; i < n; i++)
+		bad |= !isfinite(x[i]);
+	return !bad;
+}
+
 typedef struct {
 	float *o;
 	const float *a, *v;
@@ -267,7 +278,8 @@ static void attend_head(void *ctx, int i, int tid)
 	const float *ai = j->a + i * as, *vi = j->v + i * vs;
 	float *oi = j->o + i * vs;
 	(void)tid;
-	if (T < 2 * CAUSAL_BLOCK || !upper_is_zero(ai, T)) {
+	if (T < 2 * CAUSAL_BLOCK || !upper_is_zero(ai, T) ||
+	    !all_finite(vi, vs)) {
 		at_gemm(0, 0, T, D, T, 1.0f, ai, T, vi, D, 0.0f, oi, D);
 		return;
 	}

@@ -1,6 +1,7 @@
 /* stages.c - each stage on the CPU or the GPU (see stages.h). */
 #include "ops/stages.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/parallel.h"
@@ -133,10 +134,31 @@ static int scores_gpu(const at_exec *e, const float *q, const float *k,
 	return rc;
 }
 
+/* A sink's scores times a scale on their way to it. */
+typedef struct {
+	at_sink *sink;
+	void *ctx;
+	float scale;
+} scaled_sink;
+
+static int put_scaled(void *ctx, const void *p, size_t n)
+{
+	const scaled_sink *z = ctx;
+	float *s = (float *)p; /* at_stage_scores' own buffer */
+	for (size_t i = 0; i < n / sizeof *s; i++)
+		s[i] *= z->scale;
+	return z->sink(z->ctx, p, n);
+}
+
 int at_stage_scores(const at_exec *e, const float *q, const float *k,
 		    int BH, int T, int D, float scale, at_sink *sink,
 		    void *ctx)
 {
+	if (scale == 0) { /* BLAS forms no product for a zero alpha: an inf
+			   * in q or k would give 0, not 0 x inf = NaN */
+		scaled_sink z = {sink, ctx, scale};
+		return at_stage_scores(e, q, k, BH, T, D, 1.0f, put_scaled, &z);
+	}
 	if (on_gpu(e, at_work_scores(BH, T, D)))
 		return scores_gpu(e, q, k, BH, T, D, scale, sink, ctx);
 	int rows = T && (size_t)T * sizeof(float) < SCORES_BLOCK_BYTES
@@ -229,6 +251,11 @@ int at_stage_attention(const at_exec *e, float *out, float *lse,
 		       const float *q, const float *k, const float *v, int BH,
 		       int T, int D, float scale, int causal)
 {
+	if (D == 0) { /* out holds nothing; each visible score is 0 */
+		for (size_t r = 0; lse && r < (size_t)BH * T; r++)
+			lse[r] = logf(causal ? (float)(r % T + 1) : (float)T);
+		return 0;
+	}
 	if (on_gpu(e, at_work_attention(BH, T, D, causal)))
 		return gpu(at_cuda_attention_host(out, lse, q, k, v, BH, T, D,
 						  scale, causal));

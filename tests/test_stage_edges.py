@@ -1,0 +1,139 @@
+"""The stage filters at the edges of their input: attributes that do not
+parse or disagree, sizes past what int or the byte cap hold (tensors of
+no elements whose other sizes are vast), outputs far larger than their
+inputs, and the non-finite values NumPy's arithmetic keeps."""
+import sys
+
+import numpy as np
+import pytest
+
+import atsfmt
+from conftest import run, one_line_error
+from stagekit import pack, unpack
+
+
+def header_only(*records):
+    """A stream of (name, dims) records of no data: shapes with a zero."""
+    return atsfmt.stream(*(atsfmt.record(n, "f32", d, b"") for n, d in records))
+
+
+def test_attend_takes_only_a_layer_number_from_attn(tmp_path):
+    """--proj's layer comes from attn's attribute: one that is no layer
+    number (-1, 1x, past int) is an error, not layer 0 or an invented
+    matrix."""
+    rng = np.random.default_rng(1)
+    a = rng.random((1, 12, 3, 3)).astype(np.float32)
+    v = rng.standard_normal((1, 12, 3, 64)).astype(np.float32)
+    for layer in ("-1", "1x", "4294967297"):
+        p = run("attend", "--proj", check=1, input=pack(
+            tmp_path, [("v", v), ("attn", a / a.sum(-1, keepdims=True))],
+            [f"attn:layer={layer}"]))
+        assert f"record 2 'attn': layer={layer}: not a layer number" in \
+            one_line_error(p, "attend")
+
+
+def test_attention_holds_k_and_v_to_one_head(tmp_path):
+    q = np.ones((1, 1, 3, 4), np.float32)
+    p = run("attention", check=1, input=pack(
+        tmp_path, [("q", q), ("k", q), ("v", q)], ["k:layer=0", "v:layer=1"]))
+    assert "record 3 'v': layer=1 but k has layer=0" in \
+        one_line_error(p, "attention")
+
+
+@pytest.mark.parametrize("tool,records,says", [
+    ("scores", [("q", (1, 1, 1 << 32, 0)), ("k", (1, 1, 1 << 32, 0))],
+     "record 1 'q': shape [1,1,4294967296,0]: a size above 2147483647"),
+    ("qkv", [("x", ((1 << 31) + 5, 0, 768))],
+     "record 1 'x': shape [2147483653,0,768]: a size above 2147483647"),
+    ("scores", [("q", (1, 1, (1 << 31) - 1, 0)), ("k", (1, 1, (1 << 31) - 1, 0))],
+     "its scores [1,1,2147483647,2147483647] would pass the cap"),
+    ("attend", [("v", (1, 1, 100000, 0)), ("attn", (1, 1, 100000, 100000))],
+     "record 2 'attn': tensor of 40000000000 bytes exceeds the cap"),
+])
+def test_vast_sizes_are_refused_at_once(tool, records, says):
+    """A tensor of no elements passes the byte cap whatever its other
+    sizes: those past int, an output past the cap, or a record read a
+    head at a time past it, are refused (they gave wrong shapes, a hang,
+    an endless stream of zeros, a bare 'out of memory')."""
+    p = run(tool, "--no-scale" if tool == "scores" else "--keep",
+            input=header_only(*records), check=1, timeout=20)
+    assert says in one_line_error(p, tool)
+
+
+def test_embed_checks_its_tokens_before_making_x(tmp_path):
+    """T = 0 is refused before --bos makes it 1, an x past the cap is
+    refused before it is made, and a malformed lengths attribute is
+    refused with or without --bos."""
+    p = run("embed", "--bos", check=1,
+            input=pack(tmp_path, [("tokens", np.zeros((1 << 20, 0), np.int32))]))
+    assert "no tokens to embed (T = 0)" in one_line_error(p, "embed")
+    p = run("embed", "--bos", check=1,
+            input=pack(tmp_path, [("tokens", np.zeros((1 << 22, 1), np.int32))]))
+    assert "its x [4194304,2,768] would pass the cap" in \
+        one_line_error(p, "embed")
+    t = np.ones((2, 3), np.int32)
+    for bos in ([], ["--bos"]):
+        p = run("embed", *bos, check=1,
+                input=pack(tmp_path, [("tokens", t)], ["tokens:lengths=abc"]))
+        assert "lengths=abc: expected 2 lengths of 1 to 3" in \
+            one_line_error(p, "embed")
+
+
+def test_attention_of_heads_of_no_values_is_immediate(tmp_path):
+    """D = 0: out holds nothing and lse is the log of the keys each query
+    sees (every score 0), at once for any T (it was O(T^2))."""
+    z = np.zeros((1, 2, 5, 0), np.float32)
+    for mask, want in (([], np.log(np.arange(1, 6))), (["--no-mask"],
+                                                        np.full(5, np.log(5)))):
+        out = unpack(tmp_path, run("attention", "--no-scale", "--lse", *mask,
+                                   input=pack(tmp_path, [("q", z), ("k", z),
+                                                         ("v", z)]),
+                                   check=0).stdout)
+        assert out["out"].shape == (1, 2, 5, 0)
+        assert np.allclose(out["lse"], np.broadcast_to(want, (1, 2, 5)),
+                           rtol=1e-6)
+    big = header_only(("q", (1, 1, 1 << 20, 0)), ("k", (1, 1, 1 << 20, 0)),
+                      ("v", (1, 1, 1 << 20, 0)))
+    run("attention", "--no-scale", input=big, check=0, timeout=10)
+
+
+def test_a_zero_scale_keeps_the_nan_of_an_infinity(tmp_path):
+    """--scale 0 times a dot product of inf is NaN, as NumPy has it (BLAS
+    forms no product for a zero alpha, which gave 0)."""
+    q = np.ones((1, 1, 3, 4), np.float32)
+    q[0, 0, 1, 2] = np.inf
+    with np.errstate(invalid="ignore"):
+        want = np.float32(0) * (q[0, 0] @ q[0, 0].T)
+    for scale in ("0", "-0"):
+        got = unpack(tmp_path, run("scores", "--scale", scale, check=0,
+                                   input=pack(tmp_path, [("q", q), ("k", q)])
+                                   ).stdout)["scores"][0, 0]
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        zeros = got[~np.isnan(got)]
+        assert np.all(zeros == 0) and \
+            np.all(np.signbit(zeros) == scale.startswith("-"))
+
+
+@pytest.mark.parametrize("T", [200, 300, 600])
+def test_a_nan_in_v_reaches_every_row_as_numpy_has_it(tmp_path, T):
+    """The causal product attn @ v skips the zero blocks above the
+    diagonal only where v is finite: 0 x NaN is NaN, so a NaN in the last
+    value reaches every row whatever T (at T >= 256 it reached some)."""
+    rng = np.random.default_rng(T)
+    a = np.tril(rng.random((1, 1, T, T))).astype(np.float32)
+    v = rng.standard_normal((1, 1, T, 8)).astype(np.float32)
+    v[0, 0, -1, 0] = np.nan
+    got = unpack(tmp_path, run("attend", check=0, input=pack(
+        tmp_path, [("attn", a), ("v", v)], ["attn:mask=causal"])).stdout)["out"]
+    want = a[0, 0].astype(np.float64) @ v[0, 0]
+    assert np.array_equal(np.isnan(got[0, 0]), np.isnan(want))
+    fin = ~np.isnan(want)
+    assert np.allclose(got[0, 0][fin], want[fin], rtol=1e-5, atol=1e-5)
+
+
+def test_a_head_or_layer_past_the_model_is_status_1():
+    x = run("embed", "--text", input=b"the cat", check=0).stdout
+    for opt, says in ((["--head", 2000000], "the model has 12 heads"),
+                      (["-l", 2000000], "the model has 12 layers")):
+        p = run("qkv", *opt, input=x, check=1)
+        assert says in one_line_error(p, "qkv")
