@@ -50,19 +50,29 @@ static void add_bo(const attend_ctx *a, at_tensor *y)
 			    (size_t)y->dims[2]);
 }
 
+/* attn's layer attribute: 1 with *layer, 0 where there is none, -1
+ * where it is no layer number. */
+static int attn_layer(const at_attrs *attrs, int *layer)
+{
+	long l;
+	int rc = at_attr_long(attrs, "layer", &l);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	if (l < 0 || l > INT_MAX)
+		return -1;
+	*layer = (int)l;
+	return 1;
+}
+
 /* Checks what --proj needs, loads Wo, and returns the layer. */
 static int proj_layer(at_filter *f, attend_ctx *a, const at_tensor *attn,
 		      int HD)
 {
 	int C = a->model.cfg.d_model;
-	long l = 0; /* -l, else attn's layer, else 0 */
-	if (a->layer >= 0)
-		l = a->layer;
-	else if (at_attr_long(&attn->attrs, "layer", &l) < 0 || l < 0 ||
-		 l > INT_MAX)
+	int layer = a->layer >= 0 ? a->layer : 0; /* -l, attn's, or 0 */
+	if (a->layer < 0 && attn_layer(&attn->attrs, &layer) < 0)
 		at_filter_die(f, 0, "layer=%s: not a layer number",
 			      at_attr_get(&attn->attrs, "layer"));
-	int layer = (int)l;
 	char err[300];
 	if (at_attr_get(&attn->attrs, "head"))
 		at_filter_die(f, 0, "holds head %s only; --proj needs all "
@@ -81,15 +91,14 @@ static int proj_layer(at_filter *f, attend_ctx *a, const at_tensor *attn,
 static void attend_prepare(at_filter *f, int slot, const at_header *h)
 {
 	attend_ctx *a = f->ctx;
-	long layer;
+	int layer;
 	char err[300];
 	if (!a->proj || slot != 0 || a->layer >= 0 || !a->model.seeded ||
 	    at_attr_get(&h->attrs, "head") ||
-	    at_attr_long(&h->attrs, "layer", &layer) != 0 || layer < 0 ||
-	    layer > 1 << 20 ||
-	    at_model_check_layer(&a->model, (int)layer, err, sizeof err) < 0)
+	    attn_layer(&h->attrs, &layer) != 1 ||
+	    at_model_check_layer(&a->model, layer, err, sizeof err) < 0)
 		return;
-	load_wo(a, (int)layer);
+	load_wo(a, layer);
 }
 
 /* Checks attn and v (attn's payload may be still to come). */
@@ -165,12 +174,10 @@ static int attend_stream_last(at_filter *f, at_tensor *in, int slot,
 		return 1;
 	at_tensor_from_header(&attn, h);
 	attend_check(f, &attn, v);
-	/* read a head at a time, but held to the cap a whole record is */
-	if (h->nbytes > f->max_bytes)
-		at_filter_die(f, 0, "tensor of %llu bytes exceeds the cap of %llu "
-			      "bytes (ANDREA_MAX_BYTES)",
-			      (unsigned long long)h->nbytes,
-			      (unsigned long long)f->max_bytes);
+	/* read a head at a time, but held to the cap: a head can be most
+	 * of the record */
+	if (at_payload_within_cap(r, h) < 0)
+		cli_fail(r->err);
 	int B = (int)v->dims[0], H = (int)v->dims[1], T = (int)v->dims[2],
 	    D = (int)v->dims[3];
 	if (!at_stage_streams(&a->exec, at_work_attend(B, H, T, D, a->proj)))

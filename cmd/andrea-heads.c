@@ -47,14 +47,13 @@ static int wanted(void *ctx, const char *name, int layer)
 	return strcmp(name, "attn") == 0 ? AT_HOOK_READ : AT_HOOK_SKIP;
 }
 
-/* B rows of BOS (where the tokenizer has one the model's V holds), then
- * n tokens drawn
- * uniformly from the tokenizer's (BOS and added ones aside), then the
- * same n again. */
-static void random_tokens(at_tensor *t, const at_tokenizer *tok, int V, int n,
-			  int B, long seed)
+/* B rows of BOS (where lead: the tokenizer has one the model's V
+ * holds), then n tokens drawn uniformly from the tokenizer's (BOS and
+ * added ones aside), then the same n again. */
+static void random_tokens(at_tensor *t, const at_tokenizer *tok, int V,
+			  int lead, int n, int B, long seed)
 {
-	int bos = at_tok_bos(tok), lead = bos >= 0 && bos < V; /* as main's */
+	int bos = at_tok_bos(tok);
 	int range = at_tok_size(tok) < V ? at_tok_size(tok) : V;
 	uint64_t dims[2] = {(uint64_t)B, (uint64_t)(lead + 2 * n)};
 	if (at_tensor_init(t, "tokens", AT_I32, 2, dims) < 0)
@@ -197,7 +196,7 @@ int main(int argc, char **argv)
 	char label[4400]; /* what stage_check_tokens names */
 	snprintf(label, sizeof label, "%s", operand.n ? operand.v[0] : "<stdin>");
 	if (random)
-		random_tokens(&t, tok, cfg->vocab, n_random, B, seq_seed);
+		random_tokens(&t, tok, cfg->vocab, lead, n_random, B, seq_seed);
 	else if (list)
 		cli_tokens_from_list(list, &t);
 	else if (text)

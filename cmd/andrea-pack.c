@@ -45,18 +45,17 @@ static void add_attr(void *ctx, const char *arg, const char *what)
 	a->value = eq + 1;
 }
 
-/* Whether -a a is for the record named name. */
-static int names(const attr_opt *a, const char *name)
+/* Whether -a a is for the record named by the len bytes at name. */
+static int names(const attr_opt *a, const char *name, size_t len)
 {
-	return strlen(name) == a->name_len &&
-	       strncmp(a->arg, name, a->name_len) == 0;
+	return len == a->name_len && strncmp(a->arg, name, len) == 0;
 }
 
 /* Applies every -a that names t. */
 static void apply_attrs(at_tensor *t, const attr_list *l)
 {
 	for (int i = 0; i < l->n; i++)
-		if (names(&l->v[i], t->name) &&
+		if (names(&l->v[i], t->name, strlen(t->name)) &&
 		    at_attr_set(&t->attrs, l->v[i].key, l->v[i].value) < 0)
 			cli_usage_error("-a '%s': bad key or value, or too many "
 					"attributes", l->v[i].arg);
@@ -89,16 +88,14 @@ int main(int argc, char **argv)
 		int used = 0;
 		for (int j = 0; j < n && !used; j++) {
 			const char *eq = strchr(operand.v[j], '=');
-			used = eq && (size_t)(eq - operand.v[j]) == attrs[i].name_len &&
-			       strncmp(operand.v[j], attrs[i].arg,
-				       attrs[i].name_len) == 0;
+			used = eq && names(&attrs[i], operand.v[j],
+					   (size_t)(eq - operand.v[j]));
 		}
 		if (!used)
 			cli_usage_error("-a '%s': names no NAME=FILE operand",
 					attrs[i].arg);
 		for (int j = 0; j < i; j++)
-			if (attrs[j].name_len == attrs[i].name_len &&
-			    !strncmp(attrs[j].arg, attrs[i].arg, attrs[i].name_len) &&
+			if (names(&attrs[j], attrs[i].arg, attrs[i].name_len) &&
 			    !strcmp(attrs[j].key, attrs[i].key))
 				cli_usage_error("-a '%s': sets %s of that name again "
 						"(after -a '%s')", attrs[i].arg,

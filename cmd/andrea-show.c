@@ -198,7 +198,6 @@ static void check_select(const show_opts *o, const at_reader *r,
 		s, shape, err);
 }
 
-/* 1 where want is NULL or attribute key of a is want. */
 /* Whether attribute key is the number want (want < 0: any record). */
 static int attr_is(const at_attrs *a, const char *key, long want)
 {

@@ -128,8 +128,8 @@ def test_short_reads_long_concatenations_and_find(tmp_path):
     """A file object whose reads come short (an unbuffered pipe) reads as
     a whole one; a thousand streams one after another read as one (each
     was a wrapper deeper: RecursionError); find() decodes no record that
-    does not match, of its name or not (a damaged one before it is
-    passed over, its chunk headers checked)."""
+    does not match, of its name or not (one whose data is damaged, before
+    the match, is passed over)."""
     rng = np.random.default_rng(3)
     items = [(f"r{i}", rng.standard_normal((5, 700)).astype(np.float32))
              for i in range(4)]

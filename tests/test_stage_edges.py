@@ -2,8 +2,6 @@
 parse or disagree, sizes past what int or the byte cap hold (tensors of
 no elements whose other sizes are vast), outputs far larger than their
 inputs, and the non-finite values NumPy's arithmetic keeps."""
-import sys
-
 import numpy as np
 import pytest
 
@@ -117,8 +115,9 @@ def test_a_zero_scale_keeps_the_nan_of_an_infinity(tmp_path):
 @pytest.mark.parametrize("T", [200, 300, 600])
 def test_a_nan_in_v_reaches_every_row_as_numpy_has_it(tmp_path, T):
     """The causal product attn @ v skips the zero blocks above the
-    diagonal only where v is finite: 0 x NaN is NaN, so a NaN in the last
-    value reaches every row whatever T (at T >= 256 it reached some)."""
+    diagonal (from T = 256 on; T = 200 is the plain product, for
+    comparison) only where v is finite: 0 x NaN is NaN, so a NaN in the
+    last value reaches every row (at T >= 256 it reached some)."""
     rng = np.random.default_rng(T)
     a = np.tril(rng.random((1, 1, T, T))).astype(np.float32)
     v = rng.standard_normal((1, 1, T, 8)).astype(np.float32)
@@ -137,3 +136,18 @@ def test_a_head_or_layer_past_the_model_is_status_1():
                       (["-l", 2000000], "the model has 12 layers")):
         p = run("qkv", *opt, input=x, check=1)
         assert says in one_line_error(p, "qkv")
+
+
+def test_the_fused_attention_keeps_a_nan_to_the_blocks_that_see_it(tmp_path):
+    """andrea-attention's rows before the block of keys holding a NaN in v
+    never multiply it (its page: the rows that see it, and those before it
+    in its block of keys, of at most 256); the last row, which sees it,
+    is NaN."""
+    T = 600
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((1, 1, T, 8)).astype(np.float32)
+    v = q.copy()
+    v[0, 0, -1, 0] = np.nan
+    out = unpack(tmp_path, run("attention", check=0, input=pack(
+        tmp_path, [("q", q), ("k", q), ("v", v)])).stdout)["out"][0, 0]
+    assert np.isfinite(out[:T - 256]).all() and np.isnan(out[-1, 0])

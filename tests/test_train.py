@@ -857,3 +857,24 @@ def test_a_log_whose_reader_left_stops_the_run_saved(tmp_path):
                     f"stopped after step 1, saved {out} and {out}.ckpt")
     assert records(f"{out}.ckpt")[0][1]["step"] == "1"
     run("train", "--resume", "--data", data, "-o", out, check=0)
+
+
+def test_a_resumed_log_whose_reader_left_stops_the_run_too(tmp_path):
+    """A resumed run appends to its log opened for writing alone: a pipe
+    whose reader has gone fails the write (opened to read too, the run
+    was a reader of its own pipe, never saw EPIPE, and ran on)."""
+    data = tmp_path / "d.txt"
+    data.write_bytes(fortunes_text(20000))
+    out = tmp_path / "m.ats"
+    common = ["--data", data, "--seq", 16, "--batch", 2, "--threads", 1,
+              "-o", out]
+    run("train", "--config", "tiny", "--steps", 2, *common, check=0)
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run(list(map(str, [tool("train"), "--resume", "--steps",
+                                      100000, *common, "--log",
+                                      "/dev/stdout"])),
+                       stdout=w, stderr=subprocess.PIPE, timeout=60)
+    os.close(w)
+    assert p.returncode == 1, p.stderr
+    assert b"Broken pipe; stopped after step 3" in p.stderr

@@ -98,8 +98,8 @@ void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 	if (t->rank != rank)
 		at_filter_die(f, slot, "shape %s, expected [%s]", shape,
 			      shape_letters);
-	/* the ops count in int: only a tensor of no elements gets this far
-	 * past the byte cap, and its other sizes must still fit */
+	/* the ops count in int (a tensor of no elements passes the byte
+	 * cap whatever its other sizes) */
 	for (int i = 0; i < t->rank; i++)
 		if (t->dims[i] > INT_MAX)
 			at_filter_die(f, slot, "shape %s: a size above %d is more "

@@ -11,37 +11,51 @@
 #include "cli/cli.h"
 #include "core/clock.h"
 
-FILE *train_report_open_log(const char *path, long from)
+/* The bytes of the log at path to keep for a run resumed at step
+ * `from`: up to its first line of a later step or cut short; the whole
+ * file where it cannot be read or holds lines no log of ours has. */
+static off_t log_kept(const char *path, long from, off_t size)
 {
-	if (from == 0)
-		return fopen(path, "w");
-	FILE *f = fopen(path, "a+");
-	struct stat st;
-	if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
-		return f; /* a pipe or a device keeps nothing to cut */
-	/* the offset of the first line past `from`, or of one cut short */
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return size;
 	char line[4096];
 	off_t keep = 0;
 	long step;
-	rewind(f);
 	while (fgets(line, sizeof line, f)) {
 		size_t n = strlen(line);
-		if (line[n - 1] != '\n') { /* the last, cut short, goes */
-			if (!feof(f))
-				keep = st.st_size; /* no log of ours: kept whole */
+		if (n == 0 || line[n - 1] != '\n') { /* cut short: it goes */
+			if (n == 0 || !feof(f))
+				keep = size; /* a NUL, a long line: kept whole */
 			break;
 		}
 		if (sscanf(line, "{\"step\": %ld", &step) == 1 && step > from)
 			break;
 		keep += (off_t)n;
 	}
-	if (ferror(f) || fflush(f) != 0 || ftruncate(fileno(f), keep) != 0) {
+	if (ferror(f))
+		keep = size;
+	fclose(f);
+	return keep;
+}
+
+FILE *train_report_open_log(const char *path, long from)
+{
+	/* "a", not "a+": a process reading its own log pipe would never
+	 * see its reader go */
+	FILE *f = fopen(path, from == 0 ? "w" : "a");
+	struct stat st;
+	if (!f || from == 0 || fstat(fileno(f), &st) != 0 ||
+	    !S_ISREG(st.st_mode))
+		return f; /* a pipe or a device keeps nothing to cut */
+	off_t keep = log_kept(path, from, st.st_size);
+	if (keep < st.st_size && ftruncate(fileno(f), keep) != 0) {
 		int e = errno;
 		fclose(f);
 		errno = e;
 		return NULL;
 	}
-	return f; /* "a+": writes go to the (new) end */
+	return f; /* appending: writes go to the (new) end */
 }
 
 void train_report_start(train_report *r, FILE *log, const char *log_path,

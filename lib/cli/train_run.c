@@ -291,8 +291,9 @@ static int resolved(const char *path, char *buf, size_t len)
 {
 	const char *slash = strrchr(path, '/');
 	char dir[4096];
-	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
-		 !slash ? "." : slash == path ? "/" : path);
+	snprintf(dir, sizeof dir, "%.*s",
+		 !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+		 !slash ? "." : path);
 	char *real = realpath(dir, NULL);
 	if (!real)
 		return -1;

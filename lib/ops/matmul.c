@@ -145,6 +145,16 @@ void at_gemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 			}
 		return;
 	}
+	if (alpha == 0.0f && beta == 0.0f) {
+		/* BLAS forms no product for a zero alpha, and 0 x inf or NaN
+		 * would be lost: it is formed, then scaled (NumPy's 0 * (A @ B);
+		 * --scale 0 of a q holding inf) */
+		at_gemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				C[(size_t)i * ldc + j] *= alpha;
+		return;
+	}
 	gemm_job g = {ta, tb, M, N, K, M > SPLIT, SPLIT, alpha, beta, A, B, C,
 		      lda, ldb, ldc};
 	int along = g.rows ? M : N, across = g.rows ? N : M;

@@ -134,31 +134,10 @@ static int scores_gpu(const at_exec *e, const float *q, const float *k,
 	return rc;
 }
 
-/* A sink's scores times a scale on their way to it. */
-typedef struct {
-	at_sink *sink;
-	void *ctx;
-	float scale;
-} scaled_sink;
-
-static int put_scaled(void *ctx, const void *p, size_t n)
-{
-	const scaled_sink *z = ctx;
-	float *s = (float *)p; /* at_stage_scores' own buffer */
-	for (size_t i = 0; i < n / sizeof *s; i++)
-		s[i] *= z->scale;
-	return z->sink(z->ctx, p, n);
-}
-
 int at_stage_scores(const at_exec *e, const float *q, const float *k,
 		    int BH, int T, int D, float scale, at_sink *sink,
 		    void *ctx)
 {
-	if (scale == 0) { /* BLAS forms no product for a zero alpha: an inf
-			   * in q or k would give 0, not 0 x inf = NaN */
-		scaled_sink z = {sink, ctx, scale};
-		return at_stage_scores(e, q, k, BH, T, D, 1.0f, put_scaled, &z);
-	}
 	if (on_gpu(e, at_work_scores(BH, T, D)))
 		return scores_gpu(e, q, k, BH, T, D, scale, sink, ctx);
 	int rows = T && (size_t)T * sizeof(float) < SCORES_BLOCK_BYTES

@@ -123,6 +123,10 @@ int at_read_header(at_reader *r, at_header *h);
  * bytes or more that exceeds MemAvailable + SwapFree is refused before
  * anything is allocated or read. */
 int at_read_payload(at_reader *r, const at_header *h, at_tensor *t);
+/* 0 where h's payload is within the cap (ANDREA_MAX_BYTES) a record held
+ * whole must be, as at_read_payload checks; else -1 with r->err.  For a
+ * record read as it arrives that is held much of the way all the same. */
+int at_payload_within_cap(at_reader *r, const at_header *h);
 /* Reads past the payload, checking each chunk's header but decompressing
  * nothing (a damaged chunk passes); at_check_payload decodes it, a batch
  * of chunks at a time, and checks all as at_read_payload does. */

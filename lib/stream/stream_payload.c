@@ -224,17 +224,24 @@ void at_tensor_from_header(at_tensor *t, const at_header *h)
 	t->attrs = h->attrs;
 }
 
-int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
+int at_payload_within_cap(at_reader *r, const at_header *h)
 {
-	memset(t, 0, sizeof *t);
-	/* the cap is on what is held: a record copied through or read as it
-	 * arrives (at_payload_begin) is never held whole */
 	if (h->nbytes > r->opts.max_bytes)
 		return at_reader_fail(r, h->index, h->name,
 			    "tensor of %llu bytes exceeds the cap of %llu bytes "
 			    "(ANDREA_MAX_BYTES)",
 			    (unsigned long long)h->nbytes,
 			    (unsigned long long)r->opts.max_bytes);
+	return 0;
+}
+
+int at_read_payload(at_reader *r, const at_header *h, at_tensor *t)
+{
+	memset(t, 0, sizeof *t);
+	/* the cap is on what is held: a record copied through or read as it
+	 * arrives (at_payload_begin) is never held whole */
+	if (at_payload_within_cap(r, h) < 0)
+		return -1;
 	/* a tensor that cannot fit is refused now, with a reason, rather
 	 * than after its chunks have been read; small ones skip the look */
 	uint64_t avail;
