@@ -469,8 +469,11 @@ static void usage(void)
 
 static void verdict(const figure *def, const int *have)
 {
+	at_write_opts d; /* what the default rows were measured with (-t
+			  * bounds the sweep only) */
+	at_write_opts_default(&d);
 	printf("\nverdict (default setting, this machine, %d threads):\n",
-	       cfg.max_threads);
+	       d.threads);
 	if (have[DENSE]) {
 		const figure *d = &def[DENSE];
 		printf("  dense encode  >= %4.0f MB/s: %-7s (%.0f MB/s)\n", GOAL_ENC,

@@ -446,7 +446,8 @@ int main(int argc, char **argv)
 							cfg->d_model / cfg->n_head,
 							g.engine, NULL));
 		cli_refuse_terminal(&c, g.capture_path);
-		if (at_writer_open(&g.cw, g.capture_path, &c.wopts) < 0)
+		at_write_opts wo = cli_write_opts(&c, g.capture_path);
+		if (at_writer_open(&g.cw, g.capture_path, &wo) < 0)
 			cli_fail(g.cw.err);
 		capture_to(&g.cap, &g.cw);
 	}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # training-tour.sh - train a tiny model (C 64, H 4, L 2) on the fortunes,
-# let it write, and look at one of its heads.  Some minutes on 2 cores;
+# let it write, and look at one of its heads.  About 15 s on 2 cores;
 # andrea-train shows its progress.  ANDREA_TOUR_STEPS changes the length.
 set -eu
 cd "$(dirname "$0")/.."

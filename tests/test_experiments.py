@@ -17,7 +17,7 @@ SCRIPTS = os.path.join(ROOT, "examples", "experiments")
 def run_script(tmp, name, **env):
     out = tmp / "out"
     e = page_env(tmp)
-    e.update({"EXP_OUT": str(out), **env})
+    e.update({"EXP_OUT": "out", **env})  # relative to cwd, as a user types
     p = subprocess.run(["sh", os.path.join(SCRIPTS, name)], capture_output=True,
                        env=e, cwd=tmp, timeout=600)
     assert p.returncode == 0, p.stderr.decode()

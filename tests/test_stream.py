@@ -799,6 +799,17 @@ def test_output_to_a_pipe_by_name(tmp_path):
     run("pack", "-z", 1, "-o", fifo, f"a={src}", check=0)
     assert reader.communicate(timeout=60)[0] == want
     assert sorted(os.listdir(tmp_path)) == ["a.npy", "fifo", "got.ats"]
+    # without a level, a pipe by name is stored as standard output's pipe
+    # is (it was deflated)
+    stored = run("pack", "-z", 0, f"a={src}", check=0).stdout
+    assert stored != want
+    p = subprocess.run([tool("pack"), "-o", "/dev/stdout", f"a={src}"],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == stored, p.stderr
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    time.sleep(0.2)
+    run("pack", "-o", fifo, f"a={src}", check=0)
+    assert reader.communicate(timeout=60)[0] == stored
 
 
 def test_unpack_replaces_npy_whole_or_not_at_all(tmp_path):

@@ -342,22 +342,34 @@ void cli_refuse_terminal(const cli_common *c, const char *path)
 			cli_takes_force ? " (use -f)" : "");
 }
 
+at_write_opts cli_write_opts(const cli_common *c, const char *path)
+{
+	/* A pipe keeps nothing, so deflating for it costs the writer and the
+	 * reader (inflating) time and saves nothing (bench/README.md,
+	 * stages): stored, unless a level was asked for.  A pipe by name is
+	 * one too: a fifo, /dev/stdout, >(cmd). */
+	at_write_opts o = c->wopts;
+	struct stat st;
+	if (!c->level_given &&
+	    (path ? stat(path, &st) == 0 &&
+			    (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+		  : at_is_pipe(STDOUT_FILENO)))
+		o.level = 0;
+	return o;
+}
+
 void cli_open_output(cli_common *c, at_writer *w)
 {
 	if (c->output && strcmp(c->output, "-") != 0) {
 		cli_refuse_terminal(c, c->output);
-		if (at_writer_open(w, c->output, &c->wopts) < 0)
+		at_write_opts o = cli_write_opts(c, c->output);
+		if (at_writer_open(w, c->output, &o) < 0)
 			cli_fail(w->err);
 	} else {
 		if (isatty(STDOUT_FILENO) && !c->force)
 			cli_die("refusing to write binary data to a terminal "
 				"(redirect it, or use -f)");
-		/* A pipe keeps nothing, so deflating for it costs the stage
-		 * and the next one (inflating) time and saves nothing (bench/
-		 * README.md, stages): stored, unless a level was asked for. */
-		at_write_opts o = c->wopts;
-		if (!c->level_given && at_is_pipe(STDOUT_FILENO))
-			o.level = 0;
+		at_write_opts o = cli_write_opts(c, NULL);
 		at_writer_wrap(w, stdout, "<stdout>", &o);
 		widen_pipe(STDOUT_FILENO);
 	}

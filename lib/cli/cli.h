@@ -69,6 +69,10 @@ double cli_double(const char *arg, const char *what);
 int cli_choice(const char *arg, const char *const *names, int n,
 	       const char *what);
 
+/* The write options for the file at path (NULL: standard output):
+ * c's, but stored (level 0) into a pipe or a socket unless a level was
+ * given (-z, ANDREA_ZLEVEL). */
+at_write_opts cli_write_opts(const cli_common *c, const char *path);
 /* Opens the output stream: -o FILE (atomically) or stdout, refusing a
  * terminal without -f.  A later cli_die removes a partly written file. */
 void cli_open_output(cli_common *c, at_writer *w);

@@ -204,14 +204,16 @@ static void save(trainer *tr, int ckpt)
 		return;
 	}
 	check_finite(tr);
-	if (ckpt && at_writer_open(&w, tr->ckpt, &o->c.wopts) < 0)
+	at_write_opts wo = cli_write_opts(&o->c, tr->ckpt);
+	if (ckpt && at_writer_open(&w, tr->ckpt, &wo) < 0)
 		cli_fail(w.err);
 	if (ckpt && (tr_checkpoint_write(&w, &tr->m, tr->mom1, tr->mom2,
 					 &tr->st) < 0 || at_writer_finish(&w) < 0)) {
 		at_writer_abort(&w);
 		cli_fail(w.err);
 	}
-	if (at_writer_open(&w, o->c.output, &o->c.wopts) < 0)
+	wo = cli_write_opts(&o->c, o->c.output);
+	if (at_writer_open(&w, o->c.output, &wo) < 0)
 		cli_fail(w.err);
 	if (tr_model_write(&tr->m, &w, 1, "", tr->m.p) < 0 ||
 	    (tr->m.tok && at_tok_write(tr->m.tok, &w) < 0) ||
@@ -241,7 +243,8 @@ static void dump_grads(trainer *tr, double loss)
 					sizeof tr->err));
 	tr_engine_batch(tr->eng, &in, &tg);
 	at_writer w;
-	if (at_writer_open(&w, tr->o->dump_grads, &tr->o->c.wopts) < 0)
+	at_write_opts wo = cli_write_opts(&tr->o->c, tr->o->dump_grads);
+	if (at_writer_open(&w, tr->o->dump_grads, &wo) < 0)
 		cli_fail(w.err);
 	if (tr_grads_write(&w, &tr->m, in, tg, tr->st.batch, tr->st.seq, loss,
 			   tr->st.step) < 0 || at_writer_finish(&w) < 0) {
