@@ -23,19 +23,13 @@ typedef struct {
 	at_exec exec;
 } embed_ctx;
 
-/* The lengths attribute of B padded rows of T tokens, read into len
- * (at most AT_MAX_VALUE rows can be listed): 1, or 0 where there is none;
- * a malformed one ends the program. */
+/* The lengths attribute of B padded rows of T tokens, read into len:
+ * 1, or 0 where there is none; a malformed one ends the program. */
 static int row_lengths(at_filter *f, const at_attrs *a, uint64_t B,
 		       uint64_t T, uint64_t *len)
 {
-	char err[200];
-	int rc = at_attr_get(a, "lengths") && B > AT_MAX_VALUE ? -1
-		 : at_attr_lengths(a, B, T, len, err, sizeof err);
-	if (rc < 0 && B > AT_MAX_VALUE)
-		snprintf(err, sizeof err, "lengths=%s: %llu rows are more than "
-			 "the attribute lists", at_attr_get(a, "lengths"),
-			 (unsigned long long)B);
+	char err[300];
+	int rc = at_attr_lengths(a, B, T, len, err, sizeof err);
 	if (rc < 0)
 		at_filter_die(f, 0, "%s", err);
 	return rc;

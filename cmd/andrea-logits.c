@@ -66,7 +66,7 @@ static void logits_run(at_filter *f, at_tensor *in, at_writer *w)
 	 * padded (the lengths attribute of andrea-embed --lines) */
 	uint64_t len[AT_MAX_VALUE];
 	char why[200];
-	int padded = l->last && B <= AT_MAX_VALUE ?
+	int padded = l->last ?
 		at_attr_lengths(&x->attrs, B, T, len, why, sizeof why) : 0;
 	if (padded < 0)
 		at_filter_die(f, 0, "%s", why);

@@ -151,3 +151,14 @@ def test_the_fused_attention_keeps_a_nan_to_the_blocks_that_see_it(tmp_path):
     out = unpack(tmp_path, run("attention", check=0, input=pack(
         tmp_path, [("q", q), ("k", q), ("v", v)])).stdout)["out"][0, 0]
     assert np.isfinite(out[:T - 256]).all() and np.isnan(out[-1, 0])
+
+
+def test_a_lengths_attribute_of_more_rows_than_it_can_list_is_refused(tmp_path):
+    """No attribute value lists the lengths of 128 rows or more: one on
+    such a batch is malformed, and logits --last says so (it took every
+    row as whole)."""
+    x = np.zeros((130, 2, 768), np.float32)
+    p = run("logits", "--last", check=1,
+            input=pack(tmp_path, [("x", x)], ["x:lengths=2,1"]))
+    assert "lengths=2,1: 130 rows are more than the attribute can list" in \
+        one_line_error(p, "logits")

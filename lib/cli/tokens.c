@@ -115,11 +115,8 @@ void cli_tokens_from_stream(cli_common *c, const char *path, at_tensor *t,
 
 void cli_tokens_whole_rows(const at_tensor *t, const char *label)
 {
-	uint64_t B = t->dims[0], T = t->dims[1];
-	uint64_t *len = malloc(B * sizeof *len + 1);
+	uint64_t B = t->dims[0], T = t->dims[1], len[AT_MAX_VALUE];
 	char err[300];
-	if (!len)
-		cli_die("out of memory");
 	int rc = at_attr_lengths(&t->attrs, B, T, len, err, sizeof err);
 	if (rc < 0)
 		cli_die("%s: %s", label, err);
@@ -131,7 +128,6 @@ void cli_tokens_whole_rows(const at_tensor *t, const char *label)
 				(unsigned long long)b, (unsigned long long)len[b],
 				(unsigned long long)T,
 				at_attr_get(&t->attrs, "lengths"));
-	free(len);
 }
 
 void cli_tokens_from_lines(const char *path, at_tokenizer *tok, at_tensor *t)

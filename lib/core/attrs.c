@@ -147,6 +147,11 @@ int at_attr_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
 	const char *s = at_attr_get(a, "lengths");
 	if (!s)
 		return 0;
+	if (B > AT_MAX_VALUE) { /* a value of that many bytes lists fewer */
+		snprintf(err, errlen, "lengths=%s: %llu rows are more than the "
+			 "attribute can list", s, (unsigned long long)B);
+		return -1;
+	}
 	for (uint64_t b = 0; b < B; b++) {
 		char *end;
 		errno = 0;

@@ -46,7 +46,9 @@ int at_attr_long(const at_attrs *a, const char *key, long *out);
 int at_attr_set_lengths(at_attrs *a, const uint64_t *len, uint64_t B);
 /* The rows' lengths of a [B,T] record from its `lengths` attribute into
  * len[B]: 1 where it has a valid one (B lengths, each 1..T), 0 where it
- * has none (every row T long), -1 with a reason in err where it is bad. */
+ * has none (every row T long), -1 with a reason in err where it is bad,
+ * and where B passes AT_MAX_VALUE (no value lists so many: len needs
+ * AT_MAX_VALUE entries at most). */
 int at_attr_lengths(const at_attrs *a, uint64_t B, uint64_t T, uint64_t *len,
 		    char *err, size_t errlen);
 

@@ -91,7 +91,7 @@ static uint64_t row_length(const at_tensor *t, const uint64_t *sel)
 {
 	uint64_t B = t->rank >= 3 ? t->dims[0] : 0, len[AT_MAX_VALUE];
 	char err[200];
-	if (B < 1 || B > AT_MAX_VALUE ||
+	if (B < 1 ||
 	    at_attr_lengths(&t->attrs, B, t->dims[t->rank - 2], len, err,
 			    sizeof err) != 1)
 		return 0;
