@@ -22,6 +22,7 @@
 #include "view/heatmap.h"
 #include "view/labels.h"
 #include "view/npprint.h"
+#include "view/record.h"
 
 #include "help/andrea-show.h" /* usage: the --help text */
 
@@ -63,76 +64,6 @@ static int term_columns(void)
 			return (int)v;
 	}
 	return 80;
-}
-
-/* A value of t's dtype for display: shortest float32, or an integer. */
-static void fmt_value(at_dtype dt, double v, char *buf, size_t len)
-{
-	if (dt == AT_F32)
-		np_f32_repr((float)v, buf, len);
-	else
-		snprintf(buf, len, "%.0f", v);
-}
-
-/* "name dtype [shape]", without a newline. */
-static void print_head(const at_tensor *t)
-{
-	char shape[AT_MAX_RANK * 21 + 3];
-	at_shape_str(t->rank, t->dims, shape, sizeof shape);
-	printf("%s %s %s", t->name, at_dtype_name(t->dtype), shape);
-}
-
-/* " k=v k=v" when the record has attributes. */
-static void print_attrs(const at_tensor *t)
-{
-	char a[AT_MAX_ATTR_BYTES + 1];
-	if (!t->attrs.n)
-		return;
-	at_attrs_str(&t->attrs, a, sizeof a);
-	printf(" %s", a);
-}
-
-/* One summary line: finite min, max, mean and population std (in double),
- * then the NaN and inf counts. */
-static void show_summary(const at_tensor *t)
-{
-	uint64_t n = at_numel(t), nfinite = 0, nnan = 0, ninf = 0;
-	double lo = 0, hi = 0, sum = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		double v = at_elem(t, i);
-		if (isnan(v)) {
-			nnan++;
-		} else if (isinf(v)) {
-			ninf++;
-		} else {
-			if (!nfinite || v < lo)
-				lo = v;
-			if (!nfinite || v > hi)
-				hi = v;
-			sum += v;
-			nfinite++;
-		}
-	}
-	print_head(t);
-	if (nfinite) {
-		double mean = sum / (double)nfinite, ss = 0;
-		for (uint64_t i = 0; i < n; i++) {
-			double v = at_elem(t, i);
-			if (isfinite(v))
-				ss += (v - mean) * (v - mean);
-		}
-		char a[64], b[64];
-		fmt_value(t->dtype, lo, a, sizeof a);
-		fmt_value(t->dtype, hi, b, sizeof b);
-		printf(" min=%s max=%s mean=%.7g std=%.7g", a, b, mean,
-		       sqrt(ss / (double)nfinite));
-	} else {
-		printf(" min=- max=- mean=- std=-");
-	}
-	printf(" nan=%llu inf=%llu", (unsigned long long)nnan,
-	       (unsigned long long)ninf);
-	print_attrs(t);
-	putchar('\n');
 }
 
 /* Writes the selection as "I,J,..." ("-" when there is none). */
@@ -257,10 +188,10 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	char ss[AT_MAX_RANK * 21 + 2], lo[64] = "-", hi[64] = "-";
 	sel_str(sel, n, ss, sizeof ss);
 	if (s.any_finite) {
-		fmt_value(t->dtype, s.lo, lo, sizeof lo);
-		fmt_value(t->dtype, s.hi, hi, sizeof hi);
+		rec_value(t->dtype, s.lo, lo, sizeof lo);
+		rec_value(t->dtype, s.hi, hi, sizeof hi);
 	}
-	print_head(t);
+	rec_head(stdout, t);
 	printf(" select=%s map=%llux%llu min=%s max=%s", ss,
 	       (unsigned long long)s.rows, (unsigned long long)s.cols, lo, hi);
 	if (s.shade != HM_SHADE_LINEAR)
@@ -270,7 +201,7 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 		       (unsigned long long)((s.rows + bh - 1) / bh),
 		       (unsigned long long)((s.cols + bw - 1) / bw),
 		       (unsigned long long)bh, (unsigned long long)bw);
-	print_attrs(t);
+	rec_attrs(stdout, t);
 	putchar('\n');
 	hm_ascii(stdout, &s, bh, bw, &lab);
 	free((void *)lab.row);
@@ -427,6 +358,25 @@ static void name_opt(void *ctx, const char *arg, const char *what)
 	o->name = arg;
 }
 
+/* Ends the program where the selectors picked no record of the nfiles
+ * inputs (the first at path). */
+static _Noreturn void none_selected(const show_opts *o, int nfiles,
+				    const char *path)
+{
+	char layer[32] = "", head[32] = "", in[48] = "";
+	if (o->layer >= 0)
+		snprintf(layer, sizeof layer, " of layer %ld", o->layer);
+	if (o->head >= 0)
+		snprintf(head, sizeof head, " head %ld", o->head);
+	if (nfiles > 1)
+		snprintf(in, sizeof in, " in any of the %d inputs", nfiles);
+	cli_die("%s%sno record%s%s%s%s%s%s%s", nfiles > 1 ? "" :
+		strcmp(path, "-") ? path : "<stdin>", nfiles > 1 ? "" : ": ",
+		o->name ? " named '" : "", o->name ? o->name : "",
+		o->name ? "'" : "", layer, head, o->index ? " at that --index" : "",
+		in);
+}
+
 /* Reads the options into c and o and returns the operands, the input
  * files; misuse exits 2. */
 static cli_operands parse_args(int argc, char **argv, cli_common *c,
@@ -529,13 +479,13 @@ int main(int argc, char **argv)
 				 r.label, h.index, h.name);
 			switch (o.mode) {
 			case SHOW_SUMMARY:
-				show_summary(&t);
+				rec_summary(stdout, &t);
 				break;
 			case SHOW_PRINT:
 				if (shown)
 					putchar('\n');
-				print_head(&t);
-				print_attrs(&t);
+				rec_head(stdout, &t);
+				rec_attrs(stdout, &t);
 				putchar('\n');
 				if (np_print(stdout, &t, o.full) < 0)
 					cli_die("out of memory printing '%s'", t.name);
@@ -567,27 +517,8 @@ fail:
 		fflush(stdout);
 		cli_fail(r.err);
 	}
-	if ((o.name || o.layer >= 0 || o.head >= 0 || o.index) && !shown) {
-		char which[300] = "";
-		size_t at = 0;
-		if (o.name)
-			at += (size_t)snprintf(which, sizeof which, " named '%s'",
-					       o.name);
-		if (o.layer >= 0)
-			at += (size_t)snprintf(which + at, sizeof which - at,
-					       " of layer %ld", o.layer);
-		if (o.head >= 0)
-			at += (size_t)snprintf(which + at, sizeof which - at,
-					       " head %ld", o.head);
-		if (o.index)
-			snprintf(which + at, sizeof which - at, " at that --index");
-		if (nfiles > 1)
-			cli_die("no record%s in any of the %d inputs", which,
-				nfiles);
-		cli_die("%s: no record%s",
-			nfiles && strcmp(operand.v[0], "-") ? operand.v[0] : "<stdin>",
-			which);
-	}
+	if ((o.name || o.layer >= 0 || o.head >= 0 || o.index) && !shown)
+		none_selected(&o, nfiles, nfiles ? operand.v[0] : "-");
 	if (o.mode == SHOW_PNG) {
 		if (!shown)
 			cli_die("no record to draw");
