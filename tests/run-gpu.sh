@@ -41,7 +41,7 @@ if ! printf x | bin/andrea-embed --text --device cuda >/dev/null; then
 fi
 
 # (a) the stage suites on the GPU
-SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_train_ranks_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py"
+SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_train_ranks_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py tests/test_stage_edges.py"
 if "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	step pytest env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q \
 		-p no:cacheprovider $SUITES

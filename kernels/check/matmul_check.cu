@@ -3,7 +3,8 @@
 // double, both ways through cuBLAS (the stage ops' and the training
 // engine's, bf16 too, its large products' timed cuBLASLt algorithms
 // too), and at_cuda_scores_forward and
-// at_cuda_attend_forward against at_scores_forward and at_attend_forward.
+// at_cuda_attend_forward against at_scores_forward and at_attend_forward
+// (at scale 0 too, where an inf in q makes NaN).
 #include <cuda_bf16.h>
 
 #include "harness.cuh"
@@ -182,16 +183,22 @@ static void time_residual(cublasHandle_t h, int prec, int M, int N, int K)
 	H_CUDA(cudaFree(d2));
 }
 
-static void check_scores(int BH, int T, int D, float scale)
+// with_inf: q holds an inf and a -inf, whose rows are NaN at scale 0 (0 x
+// inf), as the CPU's product, formed then scaled, has them.
+static void check_scores(int BH, int T, int D, float scale, int with_inf = 0)
 {
 	std::vector<float> q = h_randn((size_t)BH * T * D), k = h_randn(q.size());
+	if (with_inf) {
+		q[q.size() / 2] = INFINITY;
+		q.back() = -INFINITY;
+	}
 	std::vector<float> ref((size_t)BH * T * T);
 	at_scores_forward(ref.data(), q.data(), k.data(), BH, T, D, scale);
 	float *dq = h_upload(q), *dk = h_upload(k), *ds = h_dev(ref.size());
 	H_OP(at_cuda_scores_forward(ds, dq, dk, BH, T, D, scale, 0));
 	char what[128];
-	snprintf(what, sizeof what, "scores BH=%d T=%d D=%d scale=%g", BH, T, D,
-		 scale);
+	snprintf(what, sizeof what, "scores BH=%d T=%d D=%d scale=%g%s", BH, T,
+		 D, scale, with_inf ? " q with inf" : "");
 	h_compare(what, ds, ref.data(), ref.size(), 1e-5);
 	if (h_full && BH * (size_t)T >= 98304) {
 		float ms = h_time_ms([&] {
@@ -323,6 +330,8 @@ int main(int argc, char **argv)
 		check_scores(s[0], s[1], s[2], 1.0f / sqrtf((float)s[2]));
 		check_attend(s[0], s[1], s[2]);
 	}
+	for (float zero : {0.0f, -0.0f}) // cuBLAS forms no product at alpha 0
+		check_scores(3, 33, 5, zero, 1);
 	if (h_full) {
 		check_scores(96, 1024, 64, 0.125f);
 		check_attend(96, 1024, 64);

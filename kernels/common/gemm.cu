@@ -97,6 +97,29 @@ static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 	return 0;
 }
 
+// C_i *= s, rows of n elements ldc apart: the zero alpha of a product
+// formed at alpha 1 (at_cu_gemm_ld).
+__global__ void scale_k(float *C, int M, int N, int ldc, long long sC,
+			int batch, float s)
+{
+	long long mn = (long long)M * N, n = mn * batch;
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+	     i < n; i += (long long)gridDim.x * blockDim.x) {
+		long long b = i / mn, r = i % mn;
+		C[b * sC + r / N * ldc + r % N] *= s;
+	}
+}
+
+static int scale(float *C, int M, int N, int ldc, long long sC, int batch,
+		 float s, const char *what)
+{
+	long long n = (long long)M * N * batch, blocks = (n + 255) / 256;
+	scale_k<<<blocks < 4096 ? (int)blocks : 4096, 256, 0,
+		  at_cu_stream>>>(C, M, N, ldc, sC, batch, s);
+	CU_CHECK(cudaGetLastError(), what);
+	return 0;
+}
+
 // C = addend (rows ldc apart), for a product then to take beta.
 static int copy_addend(float *C, const float *addend, int M, int N, int ldc,
 		       const char *what)
@@ -127,6 +150,14 @@ int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 	int ldc = ld->ldc ? ld->ldc : N;
 	if (M == 0 || N == 0 || batch == 0)
 		return 0;
+	// cuBLAS forms no product for a zero alpha, and 0 x inf or NaN would
+	// be lost: it is formed, then scaled, as at_gemm does (NumPy's
+	// 0 * (A @ B); andrea-scores --scale 0 of a q holding inf)
+	if (alpha == 0.0f && beta == 0.0f && K > 0 && !ld->c_bf16) {
+		TRY(at_cu_gemm_ld(g, ta, tb, M, N, K, 1.0f, A, sA, B, sB, 0.0f,
+				  C, sC, batch, ld, what));
+		return scale((float *)C, M, N, ldc, sC, batch, alpha, what);
+	}
 	int lda = ld->lda ? ld->lda : ta ? M : K;
 	int ldb = ld->ldb ? ld->ldb : tb ? K : N;
 	// cuBLASLt where an addend is apart, or to time a large product's
