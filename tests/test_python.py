@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+import atsfmt
 from conftest import ROOT, run
 from stagekit import pack, unpack
 
@@ -60,6 +61,10 @@ def test_andrea_reads_what_python_writes(tmp_path, level, shuffle):
     got = unpack(tmp_path, path.read_bytes())
     for n, a in items:
         assert got[n].dtype == a.dtype and np.array_equal(got[n], a), n
+    # the setting took: an ignored shuffle reads back just as well
+    for r, (n, a) in zip(atsfmt.read(path.read_bytes()), items):
+        want = shuffle and level > 0 and a.dtype.itemsize > 1
+        assert r.flags == (atsfmt.FLAG_SHUFFLE if want else 0), n
     shown = run("show", "--name", "f3", path, check=0).stdout.decode()
     assert "layer=3" in shown
     # and andrea-diff finds it equal to the C writer's stream
