@@ -201,7 +201,8 @@ def test_a_patch_whose_positions_do_not_fit_its_data(tmp_path):
 def test_patching_a_clean_run_into_a_corrupted_one(tmp_path):
     """Every block's x patched from the clean run gives the clean output
     exactly; one head's out patched matches NumPy's run with that head's
-    output replaced; the clean run's final x is not taken as a patch."""
+    output replaced, so the final x of that capture file, the clean run's
+    output, is not taken as a patch."""
     rng = np.random.default_rng(6)
     L, H, C = 3, 2, 8
     model, p = full_model(tmp_path, rng, L, H, C, 50, 16)

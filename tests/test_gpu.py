@@ -80,6 +80,9 @@ def test_tf32_is_close_but_optional(tmp_path):
                         ("k", rand(rng, 2, 4, 128, 64))])
     fp32 = unpack(tmp_path, run("scores", input=s, check=0).stdout, "a")
     tf32 = unpack(tmp_path, run("scores", "--tf32", input=s, check=0).stdout, "b")
+    # TF32 ran (its 10-bit mantissas round 64-term dot products apart from
+    # fp32's), within its rounding
+    assert not np.array_equal(tf32["scores"], fp32["scores"])
     assert oracle.rel_err(tf32["scores"], fp32["scores"]) <= 1e-2
     cpu = unpack(tmp_path, run("scores", "--tf32", "--device", "cpu", input=s,
                                check=0).stdout, "c")

@@ -14,13 +14,16 @@ from test_model_filters import full_model
 from test_train import records
 
 
-@pytest.mark.parametrize("biases,tied", [(False, False), (True, True)])
-def test_lens_and_attribution_match_numpy(tmp_path, biases, tied):
-    rng = np.random.default_rng(2 + biases)
-    L, H, C, V = 2, 3, 12, 40
+# D = 4, and D = 1 at T = 1 and at T = 9
+@pytest.mark.parametrize("biases,tied,H,C,T", [
+    (False, False, 3, 12, 6), (True, True, 3, 12, 6), (False, True, 3, 3, 1),
+    (True, False, 2, 2, 9)])
+def test_lens_and_attribution_match_numpy(tmp_path, biases, tied, H, C, T):
+    rng = np.random.default_rng(2 + biases + C + T)
+    L, V = 2, 40
     D = C // H
     model, p = full_model(tmp_path, rng, L, H, C, V, 16, biases=biases, tied=tied)
-    tokens = rng.integers(0, V, (2, 6)).astype(np.int32)
+    tokens = rng.integers(0, V, (2, T)).astype(np.int32)
     A, W = 7, 19
     out = tmp_path / "lens.ats"
     out.write_bytes(run("lens", "-m", model, "--top", 4, "--token", A, "--versus", W,

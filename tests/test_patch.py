@@ -55,12 +55,14 @@ def clean_acts(tokens, p, L, H):
     return outs, pres
 
 
+# D = 4 at T = 7 (position 2 corrupted), D = 1 at T = 1
+@pytest.mark.parametrize("H,C,T,pos", [(3, 12, 7, 2), (2, 2, 1, 0)])
 @pytest.mark.parametrize("sweep", ["heads", "positions"])
-def test_sweeps_match_numpy(tmp_path, sweep):
-    rng = np.random.default_rng(1 if sweep == "heads" else 2)
-    L, H, C, V, T = 2, 3, 12, 40, 7
+def test_sweeps_match_numpy(tmp_path, sweep, H, C, T, pos):
+    rng = np.random.default_rng((1 if sweep == "heads" else 2) + T)
+    L, V = 2, 40
     model, p = full_model(tmp_path, rng, L, H, C, V, 16)
-    clean, corrupt = clean_and_corrupted(tmp_path, rng, V, T, 2, 5)
+    clean, corrupt = clean_and_corrupted(tmp_path, rng, V, T, pos, 5)
     A, W = 3, 11
     stream = run("patch", "-m", model, "--clean", tmp_path / "c.ats",
                  "--corrupted", tmp_path / "k.ats", "--answer", A, "--wrong", W,
@@ -88,7 +90,8 @@ def test_sweeps_match_numpy(tmp_path, sweep):
     assert out.shape == (L, width)
     assert np.allclose(out, want, atol=1e-4), (out, want)
     if sweep == "positions":  # the corrupted position of layer 0 restores it all
-        assert abs(out[0, 2] - 1) < 1e-4 and np.allclose(out[0, :2], 0, atol=1e-4)
+        assert abs(out[0, pos] - 1) < 1e-4
+        assert np.allclose(out[0, :pos], 0, atol=1e-4)
 
 
 def test_table_and_bad_input(tmp_path):

@@ -178,24 +178,29 @@ SMALL = dict(n_layer=2, n_head=2, d_model=8, ctx=8, vocab=11)
 
 # ----------------------------------------------------------------- gradients
 
+# D = 4 at T = 5; D = 1 at T = 1 (a position of one key, whose q and k
+# gradients are zero)
+@pytest.mark.parametrize("cfg,seq", [(SMALL, 5),
+                                     (dict(SMALL, n_head=3, d_model=3), 1)],
+                         ids=["D4-T5", "D1-T1"])
 @pytest.mark.parametrize("gpt2", [False, True], ids=["andrea", "gpt2-form"])
-def test_gradients_match_finite_differences(tmp_path, gpt2):
+def test_gradients_match_finite_differences(tmp_path, gpt2, cfg, seq):
     """Every parameter's analytic gradient (float32) against central
     differences of the float64 model; relative error <= 1e-3 per tensor
     (float32 arithmetic leaves about 1e-6 to 1e-5; a wrong term is O(1)).
     The GPT-2 form: every product's bias, and the head tied to wte, whose
     gradient then sums the embedding's and the head's."""
     rng = np.random.default_rng(1)
-    model, _ = write_model(tmp_path, rng, SMALL, gpt2)
+    model, _ = write_model(tmp_path, rng, cfg, gpt2)
     data = tokens_file(tmp_path, rng.integers(0, 11, 400))
     grads = os.path.join(tmp_path, "g.ats")
     run("train", "-m", model, "--data", data, "--steps", "1", "--batch", 2,
-        "--seq", 5, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
+        "--seq", seq, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
         "--threads", 1, "--dump-grads", grads, "-o", tmp_path / "m.ats",
         check=0)
     g = read_params(tmp_path, grads, "g")
     batch = g.pop("tokens").astype(np.int64)
-    assert batch.shape == (2, 6)
+    assert batch.shape == (2, seq + 1)
     p = {k: v.astype(np.float64) for k, v in
          read_params(tmp_path, model, "p").items()}
     assert set(g) == set(p)
@@ -211,9 +216,9 @@ def test_gradients_match_finite_differences(tmp_path, gpt2):
         for j, i in enumerate(idx):
             keep = flat[i]
             flat[i] = keep + 1e-5
-            up = loss(p, SMALL, batch)
+            up = loss(p, cfg, batch)
             flat[i] = keep - 1e-5
-            down = loss(p, SMALL, batch)
+            down = loss(p, cfg, batch)
             flat[i] = keep
             num[j] = (up - down) / 2e-5
         ana = g[name].reshape(-1)[idx].astype(np.float64)
