@@ -197,7 +197,8 @@ def andrea(model, dev, tmp, clean, corrupt):
     for name, tok in (("clean", clean), ("corrupt", corrupt)):
         path = os.path.join(tmp, f"{name}.ats")
         with open(path, "wb") as f:
-            f.write(atsfmt.record("tokens", "i32", tok.shape, tok.astype("<i4").tobytes()))
+            f.write(atsfmt.stream(atsfmt.record(
+                "tokens", "i32", tok.shape, tok.astype("<i4").tobytes())))
         paths.append(path)
     out = os.path.join(tmp, "effect.ats")
     cmd = [os.path.join(BIN, "andrea-patch"), "-m", model, "--clean", paths[0],

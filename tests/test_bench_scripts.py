@@ -1,11 +1,14 @@
 """The bench scripts on the CPU: bench/train-ab.py's command line and
-table (its runs need a GPU and PyTorch: make bench-train-ab), and no
-script named as a module of Python's own."""
+table (its runs need a GPU and PyTorch: make bench-train-ab), no script
+named as a module of Python's own, and the CPU benchmarks run at their
+smallest settings to their end (what they print is checked, never how
+fast: the speed is the benchmark's to say)."""
 import contextlib
 import glob
 import importlib.util
 import io
 import os
+import subprocess
 import sys
 
 import pytest
@@ -60,3 +63,21 @@ def test_no_bench_script_shadows_the_standard_library():
              for p in glob.glob(os.path.join(ROOT, "bench", "*.py"))}
     assert "train_gpu" in names  # the check sees the folder
     assert not names & set(sys.stdlib_module_names)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["bench/analysis.py", "cpu"], "| ok ("),
+    (["bench/generate.py", "--quick", "andrea-12m", "cpu", "1"],
+     "all 32 tokens of every row agree"),
+    (["bench/forward.py", "--quick", "andrea-12m", "cpu", "1"],
+     "andrea-12m B=1 cpu in-process >= 1.0x NumPy"),
+])
+def test_a_cpu_benchmark_runs_to_its_end(argv, says):
+    # bench/analysis.py wrote its token files without an end record, and
+    # andrea-patch, which reads them to their end since 9eb5225, refused
+    # them: the benchmark ended in its first row
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")}
+    p = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert says in p.stdout, p.stdout
