@@ -12,8 +12,10 @@ process (bench/stages.py's arithmetic), where its scores and attention
 fit in memory.
 
 Figures: wall seconds from the first start to the last exit (the median
-of 3 runs at T = 4096, one at 16384), and each process's peak resident
-memory (its own ru_maxrss, from wait4).
+of 3 runs at T = 4096, one at 16384; NumPy's, one run in a process of its
+own, counts its arithmetic alone), the default's over -z 0's and over
+NumPy's, and each process's peak resident memory (its own ru_maxrss, from
+wait4).
 
 Arguments filter the rows: T (4096, 16384) and B (1, 4); `4096 1` runs
 B = 1, T = 4096 alone.
@@ -156,16 +158,16 @@ def main(argv):
             print(f"  B={B} T={T}: default {median(runs[None]):.2f} s, -z 0 "
                   f"{median(runs[0]):.2f} s", flush=True)
     print(f"\n{'B':>2}{'T':>7}{'default s':>11}{'-z 0 s':>9}{'ratio':>7}{'numpy s':>9}"
-          f"{'numpy MiB':>10}  peak MiB (default): "
+          f"{'x numpy':>9}{'numpy MiB':>10}  peak MiB (default): "
           + " ".join(f"{s:>7}" for s in STAGES))
     for B, T, d, z, peaks, ref in table:
-        np_s = f"{ref[0]:9.2f}{ref[1]:10.0f}" if ref else (
-            f"{'n/a':>9}{'> RAM':>10}")
+        np_s = f"{ref[0]:9.2f}{d / ref[0]:8.2f}x{ref[1]:10.0f}" if ref else (
+            f"{'n/a':>9}{'':>9}{'> RAM':>10}")
         print(f"{B:>2}{T:>7}{d:>11.2f}{z:>9.2f}{d / z:>7.2f}{np_s}  "
               f"{'':>20}" + " ".join(f"{peaks[None][s]:7.0f}" for s in STAGES))
-    print("ratio = default / -z 0; numpy: its six stages in one process "
-          f"(n/a: its scores and attention, 2 B H T^2 4 bytes, exceed 80% of "
-          "MemAvailable)")
+    print("ratio = default / -z 0; x numpy = default / numpy; numpy: its six "
+          "stages in one process (n/a: its scores and attention, 2 B H T^2 4 "
+          "bytes, exceed 80% of MemAvailable)")
     print("\n# goals")
     for B, T, d, z, _, _ in table:
         if T == 4096:
