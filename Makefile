@@ -11,7 +11,12 @@
 #                      drawn with scalar libm; the values are the same)
 #   make test-gpu      on a GPU machine: the stage suites with --device cuda,
 #                      the kernel harnesses, compute-sanitizer; one summary line
+#   make bench-codec   the stream codec vs zlib's compress2 and gzip -1
+#                      (CODEC_ARGS='-s 8 -r 1' for a quick run)
 #   make bench-gpu     on a GPU machine: each stage's kernels vs PyTorch
+#   make bench-mask    on a GPU machine: the mask's store layouts vs a copy
+#   make bench-auto    on a GPU machine: --device auto vs cpu and cuda
+#                      (BENCH_ARGS='REPS BUDGET_S')
 #   make bench-train-gpu  on a GPU machine: andrea-train's step vs PyTorch
 #                      (BENCH_ARGS='andrea-120m bf16 --runs 3': medians)
 #   make bench-train-ab  on a GPU machine: andrea-train against another build
