@@ -6,7 +6,10 @@ at andrea-120m (initialised by andrea-train --steps 0), B = 1 and 8,
 T = 1024 (BOS and 1023 random bytes a row, packed as tokens [B,T] with
 andrea-pack -z 0 beforehand), against a reference computing the same
 logits [B,T,V] in one process: PyTorch eager fp32 (TF32 off) on the GPU,
-timed between torch.cuda.synchronize() calls, after one warm-up; NumPy
+timed between torch.cuda.synchronize() calls, after one warm-up, beside
+it in-process the same with F.scaled_dot_product_attention (eager + SDPA)
+and that compiled by torch.compile (compiled + SDPA; its compilation in
+the warm-up), what a PyTorch user after speed writes; NumPy
 float32 on the CPU (refmodel.Model, no cache, both: the same weights and
 tokens).  The tools run with --device cuda (a tool that refuses it runs
 with --device auto, which is said) or --device cpu.
@@ -32,7 +35,8 @@ reference's:
   loading and device set-up, nearly no compute); an estimate, printed
   beside the others.
 ratio = reference ms / andrea ms, on the in-process and on the wall
-figures; the goal is >= 1.0x.
+figures (and on the GPU against each in-process reference); the goal is
+>= 1.0x.
 A check run (untimed) compares andrea's logits with the reference's.
 
 Arguments filter the rows (andrea-120m, andrea-12m: named only; cpu, cuda,
@@ -171,13 +175,15 @@ def row(tmp, torch, name, model, w, cfg, B, T, dev, reps):
     refrun = [sys.executable, os.path.join(HERE, "refrun.py"),
               save_weights(tmp, w, cfg), tokens[:-len("-1.ats")] + ".npy",
               dev]
-    ref = None
+    ref, fast = None, {}
     try:
         ref = Model(w, cfg, dev=GPU if gpu else None)
         if gpu:
-            reference(ref, tok)  # warm-up: cuBLAS, the allocator
+            eager = reference(ref, tok)[1]  # warm-up: cuBLAS, the allocator
+            fast = faster_references(gpu, w, cfg, tok, eager)
         runs = {"z1": [], "z0": [], "base": [], "more": [], "ref": [],
-                "refwall": []}
+                "refwall": [], **{what: [] for what in fast}}
+        labels = list(fast)
         for _ in range(reps):
             for key, level, path in (("z1", None, tokens), ("z0", 0, tokens),
                                      ("base", 0, base), ("more", 0, more)):
@@ -188,22 +194,46 @@ def row(tmp, torch, name, model, w, cfg, B, T, dev, reps):
                     return None
                 runs[key].append(dt)
             runs["ref"].append(reference(ref, tok)[0])
+            for what, m in fast.items():
+                runs[what].append(reference(m, tok)[0])
             t0 = time.perf_counter()
             subprocess.run(refrun, check=True)
             runs["refwall"].append(time.perf_counter() - t0)
         diff, big = check(tmp, model, tokens, devs, ref, tok)
     finally:
-        del ref
+        del ref, fast
         if gpu:
             gpu.cuda.empty_cache()
     f = {k: median(v) * 1e3 for k, v in runs.items()}
     f["first"] = f["z0"] - f["base"]
     f["inproc"] = (f["more"] - f["z0"]) / extra
     f["extra"] = extra
+    f["fast"] = labels
     print(f"  {name} B={B} {dev}: logits max |andrea - reference| "
           + (f"{diff:.2e} (largest |logit| {big:.2f})" if diff is not None
              else "not checked (the check run failed)"), flush=True)
     return f
+
+
+def faster_references(torch, w, cfg, tok, eager):
+    """{label: Model} of the GPU's faster references, each warmed up (the
+    compiled one compiled), with how far its logits are from eager's (the
+    explicit reference's logits); a reference that cannot be made is left
+    out, and said why."""
+    out = {}
+    for label in ("eager + SDPA", "compiled + SDPA"):
+        try:
+            m = Model(w, cfg, dev=GPU, sdpa=True)
+            if label.startswith("compiled"):
+                m.forward = torch.compile(m.forward)
+            diff = float(np.abs(reference(m, tok)[1] - eager).max())
+            print(f"  PyTorch {label}: logits max |it - eager| {diff:.2e}",
+                  flush=True)
+            out[label] = m
+        except Exception as e:  # no Triton, or torch.compile's API moved
+            print(f"  PyTorch {label} left out: {type(e).__name__}: {e}",
+                  flush=True)
+    return out
 
 
 def save_weights(tmp, w, cfg):
@@ -258,6 +288,10 @@ def main():
               f"{f['refwall']:>9.1f}{ratio(f['refwall'], f['z1']):>8}")
     extras = ", ".join(f"{d} B={b}: {e}" for d, v in EXTRA.items()
                        for b, e in v.items())
+    for name, B, dev, f in table:
+        for what in f["fast"]:
+            print(f"{name:<12}{B:>3}{T:>6} {dev:<7}{'':>35}  {what:<15}"
+                  f"{f[what]:>7.1f}{ratio(f[what], f['inproc']):>8}")
     print("ms; wall: default -z 1; first: the -z 0 wall less that over "
           f"T = 1; in-proc: each record after the first of a stream of "
           f"1 + EXTRA ({extras}; -z 0); ref ms: one warm forward in the reference's "
@@ -271,6 +305,11 @@ def main():
             met = ours > 0 and ref >= ours
             print(f"  {name} B={B} {dev} {fig} >= 1.0x {what}: "
                   f"{'met' if met else 'NOT met'} ({ratio(ref, ours)})")
+        for what in f["fast"]:
+            met = f["inproc"] > 0 and f[what] >= f["inproc"]
+            print(f"  {name} B={B} {dev} in-process >= 1.0x PyTorch {what}: "
+                  f"{'met' if met else 'NOT met'} "
+                  f"({ratio(f[what], f['inproc'])})")
 
 
 if __name__ == "__main__":

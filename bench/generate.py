@@ -17,7 +17,11 @@ References:
 - GPU (--device cuda --precision fp32), where PyTorch sees a GPU:
   PyTorch eager fp32 (TF32 off) with a preallocated KV cache, the same
   module on the device, the argmax kept on the device, the decode loop
-  timed between torch.cuda.synchronize() calls; and Hugging Face
+  timed between torch.cuda.synchronize() calls; the same in the form a
+  PyTorch user after speed writes (refmodel.StaticDecoder: gpt-fast's
+  static cache, the step compiled by torch.compile(mode="reduce-overhead")
+  into one CUDA graph, SDPA over a mask of the positions written; its
+  compilation in the untimed warm-up); and Hugging Face
   transformers' GPT2LMHeadModel.generate (a random GPT2Config of the same
   sizes, V = 257: biases and a tied head, its own attention; greedy,
   use_cache, min_new_tokens = max_new_tokens = 256) timed around the
@@ -32,7 +36,8 @@ andrea-12m on the CPU, batch 1, the same prompt.
 Median of 3 runs, andrea and its references taking turns.  Arguments
 filter the rows (andrea-12m, andrea-120m, cpu, cuda, 1, 8); --quick
 decodes 32 tokens once per row.  Goals: GPU decode at batch 1 >= 2x
-PyTorch eager; CPU >= 1.0x NumPy; both wall clocks < 2 s.
+PyTorch eager and >= 1.0x the compiled static cache; CPU >= 1.0x NumPy;
+both wall clocks < 2 s.
 """
 import os
 import re
@@ -42,8 +47,9 @@ import time
 
 import numpy as np
 
-from refmodel import (BIN, BOS, CONFIGS, GPU, Model, bench_args, bench_start,
-                      gpu_sync, load_average, make_model, median, scratch)
+from refmodel import (BIN, BOS, CONFIGS, GPU, Model, StaticDecoder,
+                      bench_args, bench_start, gpu_sync, load_average,
+                      make_model, median, scratch)
 
 PROMPT_BYTES, BATCHES, DEVICES = 128, (1, 8), ("cpu", "cuda")
 TEXT = ("It was the best of times, it was the worst of times, it was the age "
@@ -158,11 +164,18 @@ def row(tmp, torch, name, model, w, cfg, B, dev, n, reps):
     tok = token_rows(ps)
     L, H, C = CONFIGS[name]
     ours, refs, drawn = [], {}, None
-    ref = hf = None
+    ref = hf = static = None
     try:
         if dev == "cuda":
             ref = Model(w, cfg, rows=B, dev=GPU)
             ref.greedy(tok, min(n, 8))  # cuBLAS and the allocator warm
+            try:
+                static = StaticDecoder(torch, w, cfg, B, GPU)
+                static.greedy(tok, min(n, 8))  # compiles, records the graph
+            except Exception as e:  # no Triton, or torch.compile's API moved
+                print(f"  PyTorch compiled left out: {type(e).__name__}: {e}",
+                      flush=True)
+                static = None
             try:
                 hf = hf_model(torch, L, H, C, cfg["vocab"], cfg["ctx"])
                 hf_generate(torch, hf, tok, min(n, 8))
@@ -185,6 +198,10 @@ def row(tmp, torch, name, model, w, cfg, B, dev, n, reps):
             if dev == "cuda":
                 _, dec, drawn = ref.greedy(tok, n)
                 refs.setdefault("PyTorch eager, KV cache", []).append(B * n / dec)
+                if static is not None:
+                    _, dec, static_drawn = static.greedy(tok, n)
+                    refs.setdefault("PyTorch compiled, static", []).append(
+                        B * n / dec)
                 if hf is not None:
                     refs.setdefault("HF generate *", []).append(
                         B * n / hf_generate(torch, hf, tok, n))
@@ -192,7 +209,7 @@ def row(tmp, torch, name, model, w, cfg, B, dev, n, reps):
                 _, dec, drawn = ref.greedy(tok, n)
                 refs.setdefault("NumPy, KV cache", []).append(B * n / dec)
     finally:
-        del ref, hf
+        del ref, hf, static
         if dev == "cuda":
             torch.cuda.empty_cache()
     steps = min(a["steps"] for a in ours)
@@ -201,6 +218,9 @@ def row(tmp, torch, name, model, w, cfg, B, dev, n, reps):
         note += f"; andrea stopped after {steps} steps"
     print(f"  {name} B={B} {dev}: andrea on {ours[-1]['where']}; andrea vs "
           f"{next(iter(refs)).split(',')[0]}: {note}", flush=True)
+    if "PyTorch compiled, static" in refs:
+        print(f"  {name} B={B} {dev}: andrea vs PyTorch compiled: "
+              f"{agreement(ours[-1]['drawn'], static_drawn)}", flush=True)
     out = []
     for what, tps in refs.items():
         key = "tps_all" if what.startswith("HF") else "tps"
@@ -263,9 +283,13 @@ def main():
                                    else f"failed: {err}"))
     print(f"\ngoals (load average now {load_average()}):")
     for name, B, dev, what, a, r in table:
-        if dev == "cuda" and B == 1 and what.startswith("PyTorch"):
+        if dev == "cuda" and B == 1 and what.startswith("PyTorch eager"):
             print(f"  GPU decode, batch 1, {name} >= 2x PyTorch eager: "
                   f"{'met' if a >= 2 * r else 'NOT met'} ({a / r:.2f}x)")
+        if dev == "cuda" and what.startswith("PyTorch compiled"):
+            print(f"  GPU decode, batch {B}, {name} >= 1.0x PyTorch compiled "
+                  f"(static cache): {'met' if a >= r else 'NOT met'} "
+                  f"({a / r:.2f}x)")
     for name, B, dev, what, a, r in table:
         if dev == "cpu":
             print(f"  CPU decode, batch {B}, {name} >= 1.0x NumPy: "

@@ -8,9 +8,12 @@ x += merge(softmax(mask(split(LN1(x) Wq) split(LN1(x) Wk)^T / sqrt(D)))
 split(LN1(x) Wv)) Wo, x += GELU_tanh(LN2(x) fc) proj; logits = LNf(x)
 lm_head; no biases in the products, untied head, LayerNorm eps from
 lib/model/arch.h, explicit attention (Q.K^T, mask, softmax, A.V: no fused
-kernel).  Wq, Wk and Wv are used as one [C,3C] product, as andrea-qkv
-fuses them.  One forward serves both backends: a full pass, a prefill
-that fills the KV cache, or a decoding step of one position per row.
+kernel) or, in PyTorch, its fused scaled_dot_product_attention (sdpa).
+Wq, Wk and Wv are used as one [C,3C] product, as andrea-qkv fuses them.
+One forward serves both backends: a full pass, a prefill that fills the
+KV cache, or a decoding step of one position per row.  StaticDecoder is
+the decoding step as a PyTorch user after speed writes it: a cache of
+fixed shape and the step compiled into one CUDA graph.
 """
 import contextlib
 import os
@@ -204,6 +207,19 @@ class _TorchOps:
             s = s.masked_fill(mask, float("-inf"))
         return self.xp.softmax(s, -1)
 
+    def sdpa(self, q, k, v, start):
+        """softmax(q k^T / sqrt(D)) v, causal, by PyTorch's fused attention:
+        queries at positions start.. over keys 0..; from 0 its causal form
+        (the flash kernel), a query alone every key, else a mask."""
+        F, T = self.F, q.shape[-2]
+        if T == 1:
+            return F.scaled_dot_product_attention(q, k, v)
+        if start == 0:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        seen = ~self.xp.ones(T, start + T, dtype=self.xp.bool,
+                             device=q.device).triu(start + 1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=seen)
+
     def array(self, a, dev):
         return self.xp.from_numpy(np.ascontiguousarray(a, np.float32)).to(dev)
 
@@ -229,12 +245,13 @@ class _TorchOps:
 
 class Model:
     """The ANDREA model in NumPy (dev None) or PyTorch on dev ("cuda"),
-    with a KV cache of `rows` rows (0: none).  A caller of forward holds
+    with a KV cache of `rows` rows (0: none); sdpa (PyTorch only): the
+    attention by F.scaled_dot_product_attention.  A caller of forward holds
     self.o.inference() around it (torch.inference_mode() for PyTorch)."""
 
-    def __init__(self, w, cfg, rows=0, dev=None):
+    def __init__(self, w, cfg, rows=0, dev=None, sdpa=False):
         self.o = _NumpyOps() if dev is None else _TorchOps(dev)
-        self.dev = dev
+        self.dev, self.sdpa = dev, sdpa and dev is not None
         L, self.H, self.C = cfg["n_layer"], cfg["n_head"], cfg["d_model"]
         self.V, self.ctx = cfg["vocab"], cfg["ctx"]
         a = lambda name: self.o.array(w[name], dev)
@@ -274,9 +291,13 @@ class Model:
                 self.kc[l, :B, :, start:S] = k
                 self.vc[l, :B, :, start:S] = v
                 k, v = self.kc[l, :B, :, :S], self.vc[l, :B, :, :S]
-            s = q @ k.swapaxes(-1, -2)
-            s *= scale
-            y = (o.softmax(s, mask) @ v).swapaxes(1, 2).reshape(B * T, C)
+            if self.sdpa:
+                a = o.sdpa(q, k, v, start)
+            else:
+                s = q @ k.swapaxes(-1, -2)
+                s *= scale
+                a = o.softmax(s, mask) @ v
+            y = a.swapaxes(1, 2).reshape(B * T, C)
             x = x + y @ wo
             x = x + o.gelu(o.layernorm(x, l2w, l2b) @ fc) @ proj
         if last:
@@ -309,6 +330,93 @@ class Model:
             out = o.xp.stack(drawn, 1)
         out = out if self.dev is None else out.cpu().numpy()
         return t1 - t0, t2 - t1, np.asarray(out)
+
+
+class StaticDecoder:
+    """Greedy decoding as gpt-fast and Hugging Face's static cache do it: the
+    KV cache [L, rows, H, ctx, D] of fixed shape in a module's buffers, a
+    step that writes its position with index_copy_ and attends over all ctx
+    positions through a mask of those written (every step the same shapes),
+    compiled with torch.compile(mode="reduce-overhead", fullgraph=True), so
+    that each step replays one CUDA graph.  The prompt goes through the
+    same step a position at a time (untimed)."""
+
+    def __init__(self, torch, w, cfg, rows, dev):
+        F, nn = torch.nn.functional, torch.nn
+        L, H, C = cfg["n_layer"], cfg["n_head"], cfg["d_model"]
+        ctx, D = cfg["ctx"], C // H
+        self.torch, self.dev = torch, dev
+
+        class Step(nn.Module):
+            def __init__(self):
+                super().__init__()
+                put = lambda n, a: self.register_buffer(n, torch.from_numpy(
+                    np.ascontiguousarray(a, np.float32)).to(dev))
+                for n in ("wte", "wpe", "lnf.weight", "lnf.bias", "lm_head"):
+                    put(n.replace(".", "_"), w[n])
+                for l in range(L):
+                    p = f"layers.{l}."
+                    put(f"wqkv{l}", np.concatenate(
+                        [w[p + "attn.wq"], w[p + "attn.wk"], w[p + "attn.wv"]], 1))
+                    for n in ("ln1.weight", "ln1.bias", "attn.wo", "ln2.weight",
+                              "ln2.bias", "mlp.fc", "mlp.proj"):
+                        put(f"{n.replace('.', '_')}{l}", w[p + n])
+                z = torch.zeros(L, rows, H, ctx, D, device=dev)
+                self.register_buffer("kc", z)
+                self.register_buffer("vc", z.clone())
+                self.register_buffer("where", torch.arange(ctx, device=dev))
+
+            def forward(self, tok, pos):
+                """The argmax [B] after token tok [B] at position pos [1]."""
+                B, g = tok.shape[0], lambda n: getattr(self, n)
+                ln = lambda x, w, b: F.layer_norm(x, (C,), g(w), g(b), EPS)
+                x = self.wte[tok] + self.wpe[pos]
+                seen = (self.where <= pos)[None]  # [1, ctx]
+                for l in range(L):
+                    qkv = ln(x, f"ln1_weight{l}", f"ln1_bias{l}") @ g(f"wqkv{l}")
+                    q, k, v = qkv.view(B, 3, H, 1, D).unbind(1)
+                    kc, vc = self.kc[l, :B], self.vc[l, :B]
+                    kc.index_copy_(2, pos, k)
+                    vc.index_copy_(2, pos, v)
+                    a = F.scaled_dot_product_attention(q, kc, vc, attn_mask=seen)
+                    x = x + a.reshape(B, C) @ g(f"attn_wo{l}")
+                    h = ln(x, f"ln2_weight{l}", f"ln2_bias{l}")
+                    x = x + F.gelu(h @ g(f"mlp_fc{l}"), approximate="tanh") \
+                        @ g(f"mlp_proj{l}")
+                return (ln(x, "lnf_weight", "lnf_bias") @ self.lm_head).argmax(-1)
+
+        self.step = torch.compile(Step(), mode="reduce-overhead",
+                                  fullgraph=True)
+
+    def _next(self, tok, pos):
+        """The step's argmax, copied out of the graph's output buffer, which
+        the next replay writes over; pos [1] on the device moves on."""
+        self.torch.compiler.cudagraph_mark_step_begin()
+        out = self.step(tok, pos).clone()
+        pos += 1
+        return out
+
+    def greedy(self, tokens, n):
+        """As Model.greedy: (prompt s, decode s, drawn [B,n]) of the prompt
+        tokens [B,P] and n steps; the first call compiles."""
+        torch, P = self.torch, tokens.shape[1]
+        t = torch.as_tensor(np.asarray(tokens, np.int64), device=self.dev)
+        pos = torch.zeros(1, dtype=torch.int64, device=self.dev)
+        with torch.no_grad():
+            gpu_sync(torch)
+            t0 = time.perf_counter()
+            for i in range(P - 1):
+                self._next(t[:, i], pos)
+            gpu_sync(torch)
+            t1 = time.perf_counter()
+            cur, drawn = t[:, P - 1], []
+            for _ in range(n):
+                cur = self._next(cur, pos)
+                drawn.append(cur)
+            gpu_sync(torch)
+            t2 = time.perf_counter()
+            out = torch.stack(drawn, 1).cpu().numpy()
+        return t1 - t0, t2 - t1, out
 
 
 def gpu_sync(torch):
