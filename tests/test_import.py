@@ -309,6 +309,25 @@ def test_bad_safetensors_files_are_refused(tmp_path):
     assert "header" in bad(tmp_path, b"{not json", data)
 
 
+def test_an_empty_tensor_where_another_begins_is_in_order(tmp_path):
+    """The format orders the ranges by (begin, end): an empty tensor lies
+    before the one that begins at its offset, wherever the header lists
+    it (safetensors' own reader takes both orders)."""
+    p = gpt2_params(np.random.default_rng(8), 1, 2, 8, 20, 8)
+    header, data = layout(p)
+    first = min(header, key=lambda k: header[k]["data_offsets"][0])
+    empty = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(hf_config(1, 2, 8, 20, 8)))
+    for order in (1, -1):
+        h = dict(list(header.items()) +
+                 [("transformer.h.0.attn.bias", empty)])
+        h = dict(sorted(h.items(), key=lambda kv: (kv[0] != first) * order))
+        raw_file(d / "model.safetensors", h, data)
+        run("import", d, "-o", tmp_path / "o.ats", check=0)
+
+
 def test_a_pickle_is_refused_unread(tmp_path):
     for head in (b"\x80\x04\x95" + b"\0" * 40, b"PK\x03\x04" + b"\0" * 40):
         f = tmp_path / "ckpt.pt"

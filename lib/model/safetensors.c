@@ -71,10 +71,14 @@ static int dtype_size(const char *d)
 	return 0;
 }
 
-static int by_begin(const void *a, const void *b)
+/* By range, as the format's reader sorts them: an empty tensor before
+ * the one that begins where it lies, whatever the header's order. */
+static int by_range(const void *a, const void *b)
 {
 	const at_st_entry *x = a, *y = b;
-	return x->begin < y->begin ? -1 : x->begin > y->begin;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
 }
 
 /* A JSON number that is a whole number from 0 up, into *v. */
@@ -188,7 +192,7 @@ int at_st_parse(at_st *st, const char *json, size_t len, uint64_t data_len,
 	}
 	/* in the order of their data: each begins where the one before
 	 * ended, and the last ends where the data does */
-	qsort(st->entries, (size_t)st->n, sizeof *st->entries, by_begin);
+	qsort(st->entries, (size_t)st->n, sizeof *st->entries, by_range);
 	uint64_t at = 0;
 	for (int i = 0; i < st->n; i++) {
 		const at_st_entry *e = &st->entries[i];
