@@ -367,6 +367,13 @@ def tokenizer_json(**over):
     (tokenizer_json(added_tokens=[{"id": 97, "content": "<pad>", "special": True}]),
      "added token 0 ('<pad>') is not the vocabulary's token of that id"),
     ('{"model": 3}', "no model object"),
+    # each makes tokenizers' ids other than andrea's
+    (tokenizer_json(model_ignore_merges=True), "ignore_merges"),
+    (tokenizer_json(model_ignore_merges=False), None),
+    *[(tokenizer_json(added_tokens=[{"id": 256, "content": "Ġt", flag: True}]),
+       "lstrip, rstrip, single_word") for flag in ("lstrip", "rstrip", "single_word")],
+    (tokenizer_json(added_tokens=[{"id": 97, "content": "a", "lstrip": False,
+                                   "rstrip": False, "single_word": False}]), None),
 ])
 def test_tokenizer_json_is_checked_to_be_gpt2s(tmp_path, doc, says):
     p = import_with(tmp_path, tokjson=doc)

@@ -261,6 +261,17 @@ static const char *not_gpt2(const json_t *root, const json_t *model)
 	    !unset(model, "end_of_word_suffix"))
 		return "its BPE has dropout, an unknown token, byte fallback or "
 		       "word affixes";
+	/* a word found whole in the vocabulary skips the merges */
+	if (!unset(model, "ignore_merges"))
+		return "its BPE ignores the merges (ignore_merges)";
+	size_t i;
+	const json_t *a;
+	/* each changes where an added token is found, or what it takes */
+	json_array_foreach(json_object_get(root, "added_tokens"), i, a)
+		if (!unset(a, "lstrip") || !unset(a, "rstrip") ||
+		    !unset(a, "single_word"))
+			return "an added token strips spaces or is a single word "
+			       "(lstrip, rstrip, single_word)";
 	if (!unset(root, "normalizer"))
 		return "it has a normalizer";
 	const json_t *pt = json_object_get(pre, "type");

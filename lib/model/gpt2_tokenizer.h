@@ -6,7 +6,8 @@
  * Hugging Face's tokenizer.json, which holds both (model.vocab and
  * model.merges, as "A B" strings or [A, B] pairs) with the pipeline
  * around them, checked to be GPT-2's: a BPE model without dropout,
- * unknown token, byte fallback or word affixes; no normalizer; a
+ * unknown token, byte fallback, word affixes or ignore_merges; added
+ * tokens without lstrip, rstrip or single_word; no normalizer; a
  * ByteLevel pre-tokenizer with its regular expression and no prefix
  * space.  BOS is <|endoftext|> where the vocabulary has it, else the
  * first special added token, else none.
