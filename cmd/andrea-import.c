@@ -129,6 +129,9 @@ int main(int argc, char **argv)
 		cli_usage_error("--tokenizer, --vocab/--merges and --no-tokenizer "
 				"exclude each other");
 	if (operand.n == 0 && (to.json || to.vocab)) {
+		if (config)
+			cli_usage_error("--config: no PATH, so no checkpoint "
+					"it would describe");
 		tokenizer_only(&c, &to);
 		return 0;
 	}

@@ -387,6 +387,18 @@ def test_tokenizer_json_is_checked_to_be_gpt2s(tmp_path, doc, says):
 
 
 @needs_json
+def test_config_without_a_checkpoint_is_a_usage_error(tmp_path):
+    (tmp_path / "vocab.json").write_text(GOOD_VOCAB)
+    (tmp_path / "merges.txt").write_text(GOOD_MERGES)
+    (tmp_path / "config.json").write_text("{}")
+    p = run("import", "-o", tmp_path / "t.ats", "--config", tmp_path / "config.json",
+            "--vocab", tmp_path / "vocab.json", "--merges", tmp_path / "merges.txt",
+            check=2)
+    assert "--config" in one_line_error(p, "import")
+    assert not (tmp_path / "t.ats").exists()
+
+
+@needs_json
 def test_a_tokenizer_larger_than_the_model_is_refused(tmp_path):
     d, _ = ti.checkpoint(tmp_path, np.random.default_rng(0), V=257)
     (tmp_path / "vocab.json").write_text(GOOD_VOCAB)
