@@ -200,6 +200,16 @@ def test_text_through_the_model_tokenizer_everywhere(trained, tmp_path):
                       for i in ids]
 
 
+def test_the_embed_page_says_text_and_bos_are_the_tokenizers():
+    """andrea-embed(1) says what the test above holds: --text is encoded by
+    the model's tokenizer, and --bos puts its BOS, not always byte 256."""
+    page = open(os.path.join(ROOT, "man", "man1", "andrea-embed.1")).read()
+    text = page.split(".B \\-\\-text\n.I FILE", 1)[1].split(".TP", 1)[0]
+    assert "tokenizer" in text and "every byte becomes one token, 0 to 255." not in text
+    bos = page.split(".B \\-\\-bos\n", 1)[1].split(".TP", 1)[0]
+    assert "<|endoftext|>" in bos, bos
+
+
 def token_bytes(tok, i):
     """The bytes of token i, from its spelling in the byte-level alphabet."""
     back = {byte_char(b): b for b in range(256)}
