@@ -2,8 +2,8 @@
  *
  * Writes DIR/model.safetensors and DIR/config.json, which transformers
  * loads as GPT2LMHeadModel (lib/model/gpt2.h: at_gpt2_export), and where
- * the model carries GPT-2's tokenizer, DIR/vocab.json and DIR/merges.txt
- * (gpt2_tokenizer.h), which GPT2TokenizerFast loads.  DIR is
+ * the model carries GPT-2's tokenizer, DIR/tokenizer.json (with its added
+ * tokens), DIR/vocab.json and DIR/merges.txt (gpt2_tokenizer.h).  DIR is
  * made if it does not exist; each file is written through a temporary
  * name and renamed into place.
  */

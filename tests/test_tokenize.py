@@ -249,6 +249,36 @@ def test_export_writes_a_tokenizer_that_tokenizers_loads(trained, tmp_path):
     _, held_out = fortunes()
     text = held_out[:50000].decode("utf-8", "replace")
     assert again.encode(text).ids == tok.encode(text).ids
+    whole = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    text += "<|endoftext|>" + text[:1000]
+    assert whole.encode(text).ids == tok.encode(text).ids
+
+
+@needs_tokenizers
+def test_export_keeps_the_added_tokens(tmp_path):
+    """vocab.json and merges.txt hold no added tokens (but <|endoftext|>,
+    by convention): the exported tokenizer.json carries them, to
+    tokenizers and back to andrea-import, which reads it first."""
+    extra = ["Ġt", "<|endoftext|>", "<pad>", "<|im start|>", "é!"]
+    flags = {"single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False}
+    doc = tokenizer_json(model_vocab=alphabet_vocab(extra), added_tokens=[
+        dict(flags, id=256 + i, content=c, special=c == "<|endoftext|>")
+        for i, c in enumerate(extra) if i])
+    assert import_with(tmp_path, tokjson=doc).returncode == 0
+    text = "a<pad>b<|endoftext|> t <|im start|>é! é!t"
+    want = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(
+        text, add_special_tokens=False).ids
+    assert andrea_ids(tmp_path / "m.ats", text.encode()) == want
+    out = tmp_path / "hf"
+    run("export", "-m", tmp_path / "m.ats", out, check=0)
+    again = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert again.encode(text, add_special_tokens=False).ids == want
+    run("import", out, "-o", tmp_path / "back.ats", check=0)
+    assert andrea_ids(tmp_path / "back.ats", text.encode()) == want
+    bos = run("tokenize", "-m", tmp_path / "back.ats", "--bos", "--ids", input=b"",
+              check=0).stdout
+    assert bos == b"257\n"
 
 
 @needs_tokenizers
@@ -611,7 +641,8 @@ def test_the_gpt2_session_of_andrea7_runs_as_printed(trained, tmp_path):
     assert rows[0].startswith("<|endoftext|")
     assert (tmp_path / "next.txt").stat().st_size > 0
     assert sorted(os.listdir(tmp_path / "out")) == [
-        "config.json", "merges.txt", "model.safetensors", "vocab.json"]
+        "config.json", "merges.txt", "model.safetensors", "tokenizer.json",
+        "vocab.json"]
 
 
 @needs_tokenizers
@@ -629,7 +660,8 @@ def test_the_gpt2_session_of_the_readme_runs(trained, tmp_path):
     ids = tok.encode("The cat sat on the mat. The cat sat on the mat.").ids
     assert "<|endoftext|" in out and f"{ids[1]}\t" in out
     assert sorted(os.listdir(tmp_path / "out")) == [
-        "config.json", "merges.txt", "model.safetensors", "vocab.json"]
+        "config.json", "merges.txt", "model.safetensors", "tokenizer.json",
+        "vocab.json"]
 
 
 @needs_json

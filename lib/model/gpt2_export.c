@@ -203,13 +203,31 @@ int at_gpt2_export(const at_model *m, const char *dir, char *err,
 }
 
 #ifdef ANDREA_JSON
+/* Token id of b spelt in the byte-level alphabet, in *buf (grown as
+ * needed, *cap its size); NULL when out of memory. */
+static const char *spelt(const at_bpe *b, int id, char **buf, size_t *cap)
+{
+	size_t len;
+	const unsigned char *p = at_bpe_token(b, id, &len);
+	if (2 * len + 1 > *cap) {
+		free(*buf);
+		if (!(*buf = malloc(*cap = 2 * len + 1))) {
+			*cap = 0;
+			return NULL;
+		}
+	}
+	at_bytelevel_encode(p, len, *buf);
+	return *buf;
+}
+
 /* GPT-2's merges.txt of b: a version line, then each merge's two tokens
  * spelt in the byte-level alphabet. */
 static int write_merges(const at_bpe *b, const char *path, char *err,
 			size_t errlen)
 {
 	at_afile a;
-	char msg[300];
+	char msg[300], *buf = NULL;
+	size_t cap = 0;
 	if (at_afile_open(&a, path) < 0)
 		return fail(err, errlen, "%s: %s", path, strerror(errno));
 	fputs("#version: 0.2\n", a.f);
@@ -217,24 +235,104 @@ static int write_merges(const at_bpe *b, const char *path, char *err,
 		int32_t x[2];
 		at_bpe_merge(b, r, &x[0], &x[1]);
 		for (int k = 0; k < 2; k++) {
-			size_t len;
-			const unsigned char *p = at_bpe_token(b, x[k], &len);
-			char piece[2 * 256 + 1], *s = 2 * len < sizeof piece ? piece
-							  : malloc(2 * len + 1);
-			if (!s) {
+			if (!spelt(b, x[k], &buf, &cap)) {
 				at_afile_abort(&a);
 				return fail(err, errlen, "out of memory");
 			}
-			at_bytelevel_encode(p, len, s);
-			fputs(s, a.f);
+			fputs(buf, a.f);
 			fputc(k ? '\n' : ' ', a.f);
-			if (s != piece)
-				free(s);
 		}
 	}
+	free(buf);
 	if (at_afile_commit(&a, msg, sizeof msg) < 0)
 		return fail(err, errlen, "%s: %s", path, msg);
 	return 0;
+}
+
+/* Moves the added token id of b in the vocabulary v from its spelling to
+ * its text as it is, as the added tokens are found in text; 0, or -1
+ * where that text is not UTF-8 without NUL or is another token's
+ * spelling. */
+static int added_as_text(const at_bpe *b, int id, json_t *v, char **buf,
+			 size_t *cap)
+{
+	size_t len;
+	const unsigned char *p = at_bpe_token(b, id, &len);
+	json_t *text = memchr(p, 0, len) ? NULL
+					 : json_stringn((const char *)p, len);
+	const char *s = text ? json_string_value(text) : NULL;
+	int rc = s && spelt(b, id, buf, cap) ? 0 : -1;
+	if (rc == 0 && strcmp(s, *buf) != 0) /* <|endoftext|> is spelt as it is */
+		rc = json_object_get(v, s) || json_object_del(v, *buf) ||
+			     json_object_set_new(v, s, json_integer(id))
+		     ? -1 : 0;
+	json_decref(text);
+	return rc;
+}
+
+/* Hugging Face's tokenizer.json of t, whose vocab.json is vocab: GPT-2's
+ * pipeline and the added tokens, which vocab.json and merges.txt cannot
+ * carry (but <|endoftext|>, by convention), the one that starts a
+ * sequence special; path names it in errors.  NULL with err. */
+static json_t *tokenizer_doc(const at_tokenizer *t, const json_t *vocab,
+			     const char *path, char *err, size_t errlen)
+{
+	const at_bpe *b = at_tok_bpe(t);
+	const int32_t *added;
+	int n_added = at_tok_added(t, &added), bad = -1;
+	json_t *v = json_deep_copy(vocab), *list = json_array(),
+	       *merges = json_array(), *doc = NULL;
+	char *buf = NULL;
+	size_t cap = 0, len;
+	int oom = !v || !list || !merges;
+	for (int i = 0; !oom && bad < 0 && i < n_added; i++) {
+		const char *p = (const char *)at_bpe_token(b, added[i], &len);
+		if (added_as_text(b, added[i], v, &buf, &cap) < 0)
+			bad = added[i];
+		else
+			oom = json_array_append_new(list, json_pack(
+				"{s:i, s:s%, s:b, s:b, s:b, s:b, s:b}", "id",
+				added[i], "content", p, len, "single_word", 0,
+				"lstrip", 0, "rstrip", 0, "normalized", 0, "special",
+				added[i] == at_tok_bos(t))) < 0;
+	}
+	for (int r = 0; !oom && bad < 0 && r < at_bpe_merges(b); r++) {
+		int32_t x[2];
+		at_bpe_merge(b, r, &x[0], &x[1]);
+		json_t *pair = json_array();
+		for (int k = 0; k < 2 && !oom; k++)
+			oom = !pair || !spelt(b, x[k], &buf, &cap) ||
+			      json_array_append_new(pair, json_string(buf)) < 0;
+		if (oom)
+			json_decref(pair);
+		else
+			oom = json_array_append_new(merges, pair) < 0;
+	}
+	free(buf);
+	if (!oom && bad < 0)
+		doc = json_pack(
+			"{s:s, s:n, s:n, s:O, s:n, s:{s:s, s:b, s:b, s:b}, s:n, "
+			"s:{s:s, s:b, s:b, s:b}, s:{s:s, s:n, s:n, s:n, s:n, s:b, "
+			"s:b, s:b, s:O, s:O}}",
+			"version", "1.0", "truncation", "padding", "added_tokens",
+			list, "normalizer", "pre_tokenizer", "type", "ByteLevel",
+			"add_prefix_space", 0, "trim_offsets", 1, "use_regex", 1,
+			"post_processor", "decoder", "type", "ByteLevel",
+			"add_prefix_space", 0, "trim_offsets", 1, "use_regex", 1,
+			"model", "type", "BPE", "dropout", "unk_token",
+			"continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+			0, "byte_fallback", 0, "ignore_merges", 0, "vocab", v,
+			"merges", merges);
+	json_decref(v);
+	json_decref(list);
+	json_decref(merges);
+	if (bad >= 0)
+		fail(err, errlen, "%s: added token %d is not UTF-8 text "
+		     "without NUL, or its text is another token's spelling",
+		     path, bad);
+	else if (!doc)
+		fail(err, errlen, "out of memory");
+	return doc;
 }
 #endif
 
@@ -246,35 +344,34 @@ int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
 		    "Debian's libjansson-dev, then make again)", dir);
 #else
 	const at_bpe *b = at_tok_bpe(t);
-	char path[4200];
-	json_t *vocab = json_object();
-	char *spelt = NULL;
-	size_t cap = 0, len;
+	char path[4200], *buf = NULL;
+	size_t cap = 0;
+	json_t *vocab = json_object(), *doc = NULL;
 	int rc = vocab ? 0 : -1;
-	/* every token spelt in the alphabet (a token of 2n bytes at most) */
-	for (int i = 0; rc == 0 && i < at_bpe_size(b); i++) {
-		const unsigned char *p = at_bpe_token(b, i, &len);
-		if (2 * len + 1 > cap) {
-			free(spelt);
-			if (!(spelt = malloc(cap = 2 * len + 1)))
-				rc = -1;
-		}
-		if (rc == 0) {
-			at_bytelevel_encode(p, len, spelt);
-			rc = json_object_set_new(vocab, spelt, json_integer(i));
-		}
-	}
-	snprintf(path, sizeof path, "%s/vocab.json", dir);
+	/* every token spelt in the alphabet */
+	for (int i = 0; rc == 0 && i < at_bpe_size(b); i++)
+		rc = spelt(b, i, &buf, &cap)
+			     ? json_object_set_new(vocab, buf, json_integer(i))
+			     : -1;
+	free(buf);
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
 	if (rc < 0)
 		fail(err, errlen, "out of memory");
-	else
+	else if (!(doc = tokenizer_doc(t, vocab, path, err, errlen)))
+		rc = -1;
+	/* all checked before the first is written */
+	if (rc == 0)
+		rc = write_json(doc, JSON_COMPACT | JSON_ENSURE_ASCII, path, err,
+				errlen);
+	snprintf(path, sizeof path, "%s/vocab.json", dir);
+	if (rc == 0)
 		rc = write_json(vocab, JSON_COMPACT | JSON_ENSURE_ASCII, path, err,
 				errlen);
-	json_decref(vocab);
 	snprintf(path, sizeof path, "%s/merges.txt", dir);
 	if (rc == 0)
 		rc = write_merges(b, path, err, errlen);
-	free(spelt);
+	json_decref(vocab);
+	json_decref(doc);
 	return rc;
 #endif
 }

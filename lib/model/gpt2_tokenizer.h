@@ -38,8 +38,10 @@ at_tokenizer *at_gpt2_tokenizer_json_parse(const char *json, size_t len,
 					   const char *label, char *err,
 					   size_t errlen);
 
-/* Writes t (a BPE tokenizer) into dir as vocab.json and merges.txt, which
- * transformers' GPT2TokenizerFast loads.  0, or -1 with err. */
+/* Writes t (a BPE tokenizer) into dir as tokenizer.json, with its added
+ * tokens, and as vocab.json and merges.txt, which transformers'
+ * GPT2TokenizerFast loads (without added tokens but <|endoftext|>).  0, or
+ * -1 with err. */
 int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
 			     char *err, size_t errlen);
 

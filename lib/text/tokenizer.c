@@ -114,6 +114,12 @@ int at_tok_is_bpe(const at_tokenizer *t) { return t->bpe != NULL; }
 const at_bpe *at_tok_bpe(const at_tokenizer *t) { return t->bpe; }
 int at_tok_bos(const at_tokenizer *t) { return t->bos; }
 
+int at_tok_added(const at_tokenizer *t, const int32_t **ids)
+{
+	*ids = t->added;
+	return t->n_added;
+}
+
 int at_tok_size(const at_tokenizer *t)
 {
 	return t->bpe ? at_bpe_size(t->bpe) : BYTES_BOS + 1;

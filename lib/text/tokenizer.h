@@ -49,6 +49,8 @@ int at_tok_is_bpe(const at_tokenizer *t);
 const at_bpe *at_tok_bpe(const at_tokenizer *t); /* NULL for bytes */
 int at_tok_size(const at_tokenizer *t);          /* ids with text: 0..size-1 */
 int at_tok_bos(const at_tokenizer *t);           /* -1: none */
+/* The added tokens' ids, in order, into *ids; their count. */
+int at_tok_added(const at_tokenizer *t, const int32_t **ids);
 /* Where it is the byte tokenizer's: "bytes"; else "gpt2-bpe". */
 const char *at_tok_kind(const at_tokenizer *t);
 
