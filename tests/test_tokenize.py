@@ -55,6 +55,8 @@ CRAFTED = [
     "naïve café Ünïcödé ﬁ straße ΑΒΓ Привет", "日本語のテキスト 中文 한국어",
     "emoji 😀👍🏽 🇩🇪 x", "nbsp\u00a0ideographic\u3000sep\u2028nel\u0085end",
     "Ġ Ċ ĉ the alphabet's own letters", "<|endoftext|> is plain text here",
+    # U+180E: in PCRE2's \s, not in Unicode's White_Space
+    "mvs\u180e \u180e  \u180e x\u180e's\u180e\n",
 ]
 
 

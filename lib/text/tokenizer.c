@@ -12,10 +12,14 @@
 
 /* GPT-2's pre-tokenising expression (its encoder.py and Hugging Face's
  * ByteLevel pre-tokenizer): contractions, letters, numbers and other
- * symbols each with one optional leading space, then runs of spaces. */
+ * symbols each with one optional leading space, then runs of spaces.
+ * Its \s is Unicode's White_Space, as in tokenizers' Oniguruma; PCRE2's
+ * also takes U+180E (a format character since Unicode 6.3), so here a
+ * space is [^\S\x{180e}] and U+180E is a symbol. */
 static const char gpt2_pattern[] =
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+"
-	"|\\s+(?!\\S)|\\s+";
+	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+"
+	"| ?(?:[^\\s\\p{L}\\p{N}]|\\x{180e})+"
+	"|[^\\S\\x{180e}]+(?![\\S\\x{180e}])|[^\\S\\x{180e}]+";
 
 #define BYTES_BOS 256
 
