@@ -5,7 +5,8 @@
  * tokenizer.  Encoding reads FILE (or stdin) as bytes and writes one
  * `tokens` record i32 [1,T]; --ids prints the ids instead, --pieces one
  * token a line.  --decode reads a stream and writes the text of every
- * `tokens` record, a newline between the rows of a batch.
+ * `tokens` record, a newline between the rows of a batch (each row's
+ * own length where the batch is padded).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -70,11 +71,18 @@ static void decode_main(cli_common *c, const at_tokenizer *tok,
 		at_tensor t;
 		if (at_read_payload(&r, &h, &t) < 0)
 			break;
-		uint64_t B = t.rank == 2 ? t.dims[0] : 1, T = t.dims[t.rank - 1];
+		uint64_t B = t.rank == 2 ? t.dims[0] : 1, T = t.dims[t.rank - 1],
+			 len[AT_MAX_VALUE];
+		char why[300];
+		/* a padded batch (andrea-embed --lines): its padding is no text */
+		int padded = at_attr_lengths(&t.attrs, B, T, len, why, sizeof why);
+		if (padded < 0)
+			cli_die("%s: record %d 'tokens': %s", r.label, h.index, why);
 		for (uint64_t b = 0; b < B; b++) {
 			if (rows++)
 				putchar('\n');
-			for (uint64_t i = b * T; i < (b + 1) * T; i++) {
+			uint64_t end = b * T + (padded ? len[b] : T);
+			for (uint64_t i = b * T; i < end; i++) {
 				size_t len;
 				const unsigned char *p = piece_of(tok, r.label, h.index,
 								  &t, i, &len);

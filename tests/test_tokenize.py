@@ -313,6 +313,13 @@ def test_decoding_an_id_without_text_is_an_error(tmp_path):
     p = run("tokenize", "--decode", input=pack(tmp_path, [("x", np.zeros(2, np.float32))]),
             check=1)
     assert "no 'tokens' record" in one_line_error(p, "tokenize")
+    # a padded batch (andrea-embed --lines): each row's own tokens
+    lines = run("embed", "--lines", input=b"ab\nabcd\nc\n", check=0).stdout
+    assert run("tokenize", "--decode", input=lines, check=0).stdout == b"ab\nabcd\nc"
+    bad = pack(tmp_path, [("tokens", np.array([[104, 105]], np.int32))],
+               ["tokens:lengths=3"])
+    p = run("tokenize", "--decode", input=bad, check=1)
+    assert "record 1 'tokens': lengths=3" in one_line_error(p, "tokenize")
     # a batch of no rows is a record all the same: no text, no error
     empty = pack(tmp_path, [("tokens", np.zeros((0, 3), np.int32))])
     assert run("tokenize", "--decode", input=empty, check=0).stdout == b""
