@@ -354,6 +354,10 @@ def test_a_config_that_disagrees_is_refused(tmp_path):
         msg = bad(tmp_path, header, data,
                   cfg=hf_config(1, 2, 8, 20, 8, **{key: val}))
         assert "config.json" in msg and needle in msg, key
+    # a model file's config holds at most 4096 layers: more is refused
+    # before a file every tool would refuse is written
+    msg = bad(tmp_path, header, data, cfg=hf_config(4097, 2, 8, 20, 8))
+    assert "config.json" in msg and "'n_layer'" in msg and "1..4096" in msg
     d = tmp_path / "bad"
     (d / "config.json").write_text('{"n_layer": 1,')
     r = run("import", d, "-o", tmp_path / "o.ats", check=1)
@@ -438,7 +442,9 @@ def test_bad_llmc_checkpoints_are_refused(tmp_path):
                          (whole[:4] + struct.pack("<i", 7) + whole[8:],
                           "version 7"),
                          (whole[:20] + struct.pack("<i", 3) + whole[24:],
-                          "multiple")):
+                          "multiple"),
+                         (whole[:16] + struct.pack("<i", 4097) + whole[20:],
+                          "is 4097, not in 1..4096")):
         f.write_bytes(data)
         msg = one_line_error(run("import", f, "-o", tmp_path / "o.ats",
                                  check=1), "import")

@@ -18,17 +18,18 @@
 #define fail at_import_fail
 
 #ifdef ANDREA_JSON
-/* A whole number from 1 to 16777216 at key (or at alt, if key is absent). */
+/* A whole number from 1 to max at key (or at alt, if key is absent). */
 static int size_key(const json_t *root, const char *key, const char *alt,
-		    int *out, const char *label, char *err, size_t errlen)
+		    int max, int *out, const char *label, char *err,
+		    size_t errlen)
 {
 	const json_t *v = json_object_get(root, key);
 	if (!v && alt)
 		v = json_object_get(root, alt);
 	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-	    json_integer_value(v) > 1 << 24)
-		return fail(err, errlen, "%s: '%s' missing or not in 1..16777216",
-			    label, key);
+	    json_integer_value(v) > max)
+		return fail(err, errlen, "%s: '%s' missing or not in 1..%d",
+			    label, key, max);
 	*out = (int)json_integer_value(v);
 	return 0;
 }
@@ -85,16 +86,16 @@ int at_gpt2_config_parse(const char *json, size_t len, const char *label,
 	int rc = -1;
 	if (!json_is_object(root)) {
 		fail(err, errlen, "%s: not a JSON object", label);
-	} else if (size_key(root, "n_layer", NULL, &cfg->n_layer, label, err,
-			    errlen) == 0 &&
-		   size_key(root, "n_head", NULL, &cfg->n_head, label, err,
-			    errlen) == 0 &&
-		   size_key(root, "n_embd", NULL, &cfg->d_model, label, err,
-			    errlen) == 0 &&
-		   size_key(root, "n_positions", "n_ctx", &cfg->ctx, label, err,
-			    errlen) == 0 &&
-		   size_key(root, "vocab_size", NULL, &cfg->vocab, label, err,
-			    errlen) == 0) {
+	} else if (size_key(root, "n_layer", NULL, AT_MAX_LAYERS,
+			    &cfg->n_layer, label, err, errlen) == 0 &&
+		   size_key(root, "n_head", NULL, 1 << 24, &cfg->n_head, label,
+			    err, errlen) == 0 &&
+		   size_key(root, "n_embd", NULL, 1 << 24, &cfg->d_model, label,
+			    err, errlen) == 0 &&
+		   size_key(root, "n_positions", "n_ctx", 1 << 24, &cfg->ctx,
+			    label, err, errlen) == 0 &&
+		   size_key(root, "vocab_size", NULL, 1 << 24, &cfg->vocab, label,
+			    err, errlen) == 0) {
 		if (cfg->d_model % cfg->n_head)
 			fail(err, errlen, "%s: n_embd %d is not a multiple of "
 			     "n_head %d", label, cfg->d_model, cfg->n_head);
@@ -374,10 +375,12 @@ static int llmc_header_read(FILE *f, const char *path, llmc_header *h,
 			    "reads 1, 3: float32, and 5: bfloat16)", path,
 			    h->version);
 	int *sizes[] = {&h->ctx, &h->V, &h->L, &h->H, &h->C};
-	for (int i = 0; i < 5; i++)
-		if (*sizes[i] < 1 || *sizes[i] > 1 << 24)
+	for (int i = 0; i < 5; i++) {
+		int max = sizes[i] == &h->L ? AT_MAX_LAYERS : 1 << 24;
+		if (*sizes[i] < 1 || *sizes[i] > max)
 			return fail(err, errlen, "%s: header field %d is %d, not in "
-				    "1..16777216", path, i + 2, *sizes[i]);
+				    "1..%d", path, i + 2, *sizes[i], max);
+	}
 	if (h->C % h->H)
 		return fail(err, errlen, "%s: C %d is not a multiple of the %d "
 			    "heads", path, h->C, h->H);

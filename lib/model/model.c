@@ -8,7 +8,6 @@
 #include "stream/stream.h"
 
 #define CONFIG_MAX (1 << 24) /* the largest value of a config field */
-#define LAYERS_MAX 4096      /* ... and of n_layer (andrea-block's -l too) */
 
 static const struct {
 	const char *name;
@@ -54,7 +53,7 @@ int at_config_from_attrs(const at_attrs *a, at_config *c, char *err,
 	static const char *keys[] = {"n_layer", "n_head", "d_model", "ctx", "vocab"};
 	int *fields[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
 	for (int i = 0; i < 5; i++) {
-		long v, max = i == 0 ? LAYERS_MAX : CONFIG_MAX;
+		long v, max = i == 0 ? AT_MAX_LAYERS : CONFIG_MAX;
 		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > max) {
 			snprintf(err, errlen, "config: %s missing or not in 1..%ld",
 				 keys[i], max);
@@ -211,9 +210,9 @@ int at_model_open(at_model *m, const char *path, uint64_t seed, int heads,
 	free(h);
 	at_reader_close(&r);
 	m->layers_held = inferred.n_layer;
-	if (m->layers_held > LAYERS_MAX) {
+	if (m->layers_held > AT_MAX_LAYERS) {
 		snprintf(err, errlen, "%s: a record of layer %d: a model has at "
-			 "most %d layers", path, m->layers_held - 1, LAYERS_MAX);
+			 "most %d layers", path, m->layers_held - 1, AT_MAX_LAYERS);
 		at_model_close(m);
 		return -1;
 	}

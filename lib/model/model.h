@@ -93,6 +93,10 @@ void at_tokens_as_batch(at_tensor *t);
 int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
 		    uint64_t T, char *err, size_t errlen);
 
+/* The most layers a config may have (andrea-block's -l too); the other
+ * fields go to 16777216. */
+#define AT_MAX_LAYERS 4096
+
 /* The config as attributes of a `config` record, and back. */
 void at_config_to_attrs(const at_config *c, at_attrs *a);
 /* Writes the config record of c (i32, shape [0], c in its attributes). */
