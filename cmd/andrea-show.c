@@ -151,6 +151,19 @@ static hm_labels map_labels(const show_opts *o, const at_tensor *t,
 	return (hm_labels){(const char *const *)r, (const char *const *)c};
 }
 
+/* The batch row whose tokens name the maps of t (sel, n indices, then
+ * with --grid the grid's axis): the index of its hm_row_axis, 0 for a
+ * record of fewer than 3 axes; -1 where the grid runs along the rows (a
+ * row a panel, and no one row's labels). */
+static int64_t batch_row(const show_opts *o, const at_tensor *t,
+			 const uint64_t *sel, int n)
+{
+	int a = hm_row_axis(t);
+	if (t->rank < 3)
+		return 0;
+	return o->grid && a == n ? -1 : (int64_t)sel[a];
+}
+
 /* The scale a record is drawn on: --shade, else its own. */
 static hm_shade record_shade(const show_opts *o, const at_tensor *t)
 {
@@ -179,9 +192,8 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	const uint64_t *sel = record_sel(o, t->rank, &n);
 	hm_slice s;
 	record_maps(o, t, &s);
-	/* the batch row of a [B,...,T,T] record is its first index */
-	uint64_t b = t->rank >= 3 ? sel[0] : 0;
-	hm_labels lab = map_labels(o, t, b, s.rows, s.cols, 0);
+	hm_labels lab = map_labels(o, t, (uint64_t)batch_row(o, t, sel, n),
+				   s.rows, s.cols, 0);
 	uint64_t bh, bw;
 	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
 		  &bw);
@@ -282,11 +294,9 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	}
 	char title[AT_MAX_ATTR_BYTES + 200], axes[2][32];
 	hm_figure fig = figure_words(o, t, title, sizeof title, axes);
-	/* the batch row of a [B,...,T,T] record is its first index; a grid
-	 * along it has a row a panel, and no one row's labels */
-	uint64_t b = t->rank >= 3 ? sel[0] : 0;
-	hm_labels lab = o->grid && n == 0 ? (hm_labels){NULL, NULL} :
-			map_labels(o, t, b, maps[0].rows, maps[0].cols, 1);
+	int64_t b = batch_row(o, t, sel, n);
+	hm_labels lab = b < 0 ? (hm_labels){NULL, NULL} :
+		       map_labels(o, t, (uint64_t)b, maps[0].rows, maps[0].cols, 1);
 	fig.lab = &lab;
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))

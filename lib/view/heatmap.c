@@ -1,5 +1,6 @@
 /* heatmap.c - shaded text and PNG maps of a 2-D slice (see heatmap.h). */
 #include "view/heatmap.h"
+#include "view/labels.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -85,17 +86,19 @@ static int padded(const hm_slice *s, uint64_t r, uint64_t c)
 			    (s->keys && c >= s->valid));
 }
 
-/* The length of the batch row sel[0] of a [B,...,T,X] record t where its
- * `lengths` attribute pads the rows (T the rows' axis); else 0. */
+/* The length of the batch row sel picks of a [...,B,...,T,X] record t
+ * (B its hm_row_axis) where its `lengths` attribute pads the rows (T the
+ * rows' axis); else 0. */
 static uint64_t row_length(const at_tensor *t, const uint64_t *sel)
 {
-	uint64_t B = t->rank >= 3 ? t->dims[0] : 0, len[AT_MAX_VALUE];
+	int a = hm_row_axis(t);
+	uint64_t B = t->rank >= 3 ? t->dims[a] : 0, len[AT_MAX_VALUE];
 	char err[200];
 	if (B < 1 ||
 	    at_attr_lengths(&t->attrs, B, t->dims[t->rank - 2], len, err,
 			    sizeof err) != 1)
 		return 0;
-	return len[sel[0]];
+	return len[sel[a]];
 }
 
 /* The queries of t's rows where a capture kept some of them (its

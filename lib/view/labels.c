@@ -67,3 +67,13 @@ int hm_axis_name(const at_tensor *t, int a, char *name, size_t len)
 	name[n] = '\0';
 	return 1;
 }
+
+int hm_row_axis(const at_tensor *t)
+{
+	char name[8];
+	for (int a = 1; a < t->rank - 2; a++)
+		if (hm_axis_name(t, a, name, sizeof name) &&
+		    strcmp(name, "row") == 0)
+			return a;
+	return 0;
+}

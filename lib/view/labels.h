@@ -24,4 +24,9 @@ int hm_token_labels(const at_tokenizer *tok, const at_tensor *tokens,
  * (len bytes); 0 where t has none for it. */
 int hm_axis_name(const at_tensor *t, int a, char *name, size_t len);
 
+/* The leading axis of t that runs along a batch's rows: the one its
+ * `axes` attribute names `row` (andrea-lens's depth,row,position,rank),
+ * else the first. */
+int hm_row_axis(const at_tensor *t);
+
 #endif
