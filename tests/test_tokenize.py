@@ -551,6 +551,19 @@ def test_show_labels_follow_the_axis_named_row(tmp_path):
     assert rows("0,1") == ["x ++", "y ++", "z ++"]  # depth 0, row 1
 
 
+def test_show_labels_leave_a_padded_rows_tail_unnamed():
+    """The positions past a padded row's length (andrea-embed --lines)
+    hold no token: their labels are blank, not the padding's byte 0."""
+    from stagekit import pipeline
+    out = pipeline([("embed", "--text", "--lines"), ("qkv", "--head", 0),
+                    ("scores",), ("mask",), ("softmax",),
+                    ("show", "--ascii", "--labels", "--name", "attn")],
+                   input=b"hi\nabcd\n")
+    lines = out.decode().splitlines()[1:]
+    assert lines[0] == "  hi  "
+    assert [r[:2] for r in lines[1:]] == ["h ", "i ", "  ", "  "]
+
+
 def test_show_labels_a_png_with_the_tokens(tmp_path):
     """--labels --png names the rows at the left and the columns below by
     their tokens: the map moves right by the widest row label (<bos>, 5

@@ -27,6 +27,12 @@ int hm_token_labels(const at_tokenizer *tok, const at_tensor *tokens,
 	if (!tokens->data || tokens->rank != 2 || tokens->dims[1] != T ||
 	    b >= tokens->dims[0])
 		return 0;
+	/* a padded row's positions past its length hold no token */
+	uint64_t len[AT_MAX_VALUE], n = T;
+	char err[200];
+	if (at_attr_lengths(&tokens->attrs, tokens->dims[0], T, len, err,
+			    sizeof err) == 1)
+		n = len[b];
 	size_t bytes = T * sizeof(char *);
 	const int32_t *id = (const int32_t *)tokens->data + b * T;
 	for (uint64_t i = 0; i < T; i++) {
@@ -41,7 +47,9 @@ int hm_token_labels(const at_tokenizer *tok, const at_tensor *tokens,
 		size_t len;
 		const unsigned char *p = at_tok_piece(tok, id[i], &len);
 		label[i] = at;
-		if (id[i] == at_tok_bos(tok) && !at_tok_is_bpe(tok))
+		if (i >= n)
+			*at++ = '\0';
+		else if (id[i] == at_tok_bos(tok) && !at_tok_is_bpe(tok))
 			at += sprintf(at, "<bos>") + 1;
 		else if (!p)
 			at += sprintf(at, "#%d", id[i]) + 1;
