@@ -684,6 +684,30 @@ def test_grid_draws_every_head_on_one_scale(tmp_path):
             assert px == ramp_rgb((float(x[1, 0, i, j]) - lo) / (hi - lo))
 
 
+def test_a_map_without_a_finite_value_has_no_ticks_on_its_bar(tmp_path):
+    """An all-NaN map's colour bar is ticked with no value (it used to
+    say 0, a value no entry holds); a range given still ticks it."""
+    if not png_built(tmp_path):
+        pytest.skip("built without libgd (its --png error was checked)")
+    def marks_right_of_bar(*args):
+        out = tmp_path / "b.png"
+        show("--png", out, *args, input=pack(tmp_path, x=x))
+        _, _, rows = read_png(out)
+        # the bar: the frame whose top edge is 18 pixels long (16 inside)
+        y, x0 = next((y, i) for y, row in enumerate(rows)
+                     for i in range(1, len(row) - 18)
+                     if row[i - 1] != FRAME and row[i + 18] != FRAME and
+                     all(px == FRAME for px in row[i:i + 18]))
+        h = next(i for i in range(y, len(rows)) if rows[i][x0] != FRAME) - y
+        return sum(px == (0, 0, 0) for row in rows[y:y + h]
+                   for px in row[x0 + 18:])
+    x = np.full((4, 4), np.nan, np.float32)
+    assert marks_right_of_bar() == 0
+    assert marks_right_of_bar("--range", "0,1") > 0
+    x = np.ones((4, 4), np.float32)
+    assert marks_right_of_bar() > 0  # its one value
+
+
 def test_a_narrow_tensor_is_drawn_tall_enough(tmp_path):
     if not png_built(tmp_path):
         pytest.skip("built without libgd (its --png error was checked)")

@@ -287,9 +287,9 @@ int hm_bar_ticks(const hm_slice *s, double *ticks, int max)
 {
 	double lo = s->vlo, hi = s->vhi;
 	int n = 0;
-	if (!(hi > lo)) {
+	if (!(hi > lo)) { /* one value; none where the map holds none */
 		ticks[0] = lo;
-		return isfinite(lo) ? 1 : 0;
+		return isfinite(lo) && s->any_finite ? 1 : 0;
 	}
 	if (s->shade == HM_SHADE_LOG) {
 		double first = pow(10, ceil(log10(lo) - 1e-9));

@@ -101,7 +101,8 @@ int hm_slice_shade(hm_slice *s, hm_shade shade, const double *range,
 /* A value's place on the ramp, 0 to 1 (clipped). */
 double hm_level(const hm_slice *s, double v);
 /* Up to max values at which to tick the colour bar, in increasing order:
- * nice numbers on a linear or square-root scale, decades on a log one. */
+ * nice numbers on a linear or square-root scale, decades on a log one;
+ * none for a slice without a finite value and a range not given. */
 int hm_bar_ticks(const hm_slice *s, double *ticks, int max);
 /* "linear", "sqrt" or "log". */
 const char *hm_shade_name(hm_shade s);
