@@ -44,6 +44,6 @@ set title 'tiny (C 64, H 4, L 2) on the fortunes'; set xlabel 'step';
 set ylabel 'loss (nats per byte)'; set datafile missing '?';
 plot 'curve' using 1:2 with lines title 'training batch',
      '' using 1:3 with linespoints lw 2 pt 7 title 'held-out'"
-andrea-pack -a "attn:mask=causal" \
+andrea-pack -a "attn:mask=causal" -a attn:layer=0 -a attn:head=1 \
 	-a "attn:axes=row,checkpoint,query position i,key position j" attn=heads.npy |
 	andrea-show --png "$out/training-story-heads.png" --grid --select 0
