@@ -684,6 +684,18 @@ def test_grid_draws_every_head_on_one_scale(tmp_path):
             assert px == ramp_rgb((float(x[1, 0, i, j]) - lo) / (hi - lo))
 
 
+def bar_right(rows):
+    """The rows of the colour bar's frame and, of each, the pixels right of
+    it (its ticks and their labels)."""
+    # the bar: the frame whose top edge is 18 pixels long (16 inside)
+    y, x0 = next((y, i) for y, row in enumerate(rows)
+                 for i in range(1, len(row) - 18)
+                 if row[i - 1] != FRAME and row[i + 18] != FRAME and
+                 all(px == FRAME for px in row[i:i + 18]))
+    h = next(i for i in range(y, len(rows)) if rows[i][x0] != FRAME) - y
+    return [row[x0 + 18:] for row in rows[y:y + h]]
+
+
 def test_a_map_without_a_finite_value_has_no_ticks_on_its_bar(tmp_path):
     """An all-NaN map's colour bar is ticked with no value (it used to
     say 0, a value no entry holds); a range given still ticks it."""
@@ -692,20 +704,29 @@ def test_a_map_without_a_finite_value_has_no_ticks_on_its_bar(tmp_path):
     def marks_right_of_bar(*args):
         out = tmp_path / "b.png"
         show("--png", out, *args, input=pack(tmp_path, x=x))
-        _, _, rows = read_png(out)
-        # the bar: the frame whose top edge is 18 pixels long (16 inside)
-        y, x0 = next((y, i) for y, row in enumerate(rows)
-                     for i in range(1, len(row) - 18)
-                     if row[i - 1] != FRAME and row[i + 18] != FRAME and
-                     all(px == FRAME for px in row[i:i + 18]))
-        h = next(i for i in range(y, len(rows)) if rows[i][x0] != FRAME) - y
-        return sum(px == (0, 0, 0) for row in rows[y:y + h]
-                   for px in row[x0 + 18:])
+        return sum(px == (0, 0, 0) for row in bar_right(read_png(out)[2])
+                   for px in row)
     x = np.full((4, 4), np.nan, np.float32)
     assert marks_right_of_bar() == 0
     assert marks_right_of_bar("--range", "0,1") > 0
     x = np.ones((4, 4), np.float32)
     assert marks_right_of_bar() > 0  # its one value
+
+
+def test_log_ticks_over_many_decades_reach_the_top_and_stay_apart(tmp_path):
+    """--shade log --range 1e-30,1: every k-th decade is ticked, up to the
+    top one, two lines (26 pixels) apart at least; the first sixteen
+    decades used to be ticked 7 pixels apart over the bar's lower half."""
+    if not png_built(tmp_path):
+        pytest.skip("built without libgd (its --png error was checked)")
+    out = tmp_path / "l.png"
+    x = np.full((4, 4), 0.5, np.float32)
+    show("--png", out, "--shade", "log", "--range", "1e-30,1",
+         input=pack(tmp_path, x=x))
+    right = bar_right(read_png(out)[2])
+    ticks = [y for y, row in enumerate(right) if row[0] == (0, 0, 0)]
+    assert len(ticks) >= 4 and ticks[0] <= 1  # the top decade, 1
+    assert min(b - a for a, b in zip(ticks, ticks[1:])) >= 26
 
 
 def test_a_narrow_tensor_is_drawn_tall_enough(tmp_path):

@@ -183,8 +183,10 @@ static void bar_draw(canvas *c, const hm_slice *s, int x, int y, int h)
 		gdImageLine(c->im, x, y + i, x + BAR_W - 1, y + i, rgb(c, px));
 	}
 	gdImageRectangle(c->im, x - 1, y - 1, x + BAR_W, y + h, c->frame);
+	/* ticks two lines apart at least, so that their labels stay apart */
 	double ticks[18];
-	int n = hm_bar_ticks(s, ticks, 16);
+	int most = h / (2 * c->font->h);
+	int n = hm_bar_ticks(s, ticks, most < 2 ? 2 : most > 16 ? 16 : most);
 	/* an end the values pass (a range given, the log scale's floor) is
 	 * ticked and says so: every value beyond it has its colour */
 	int below = s->any_finite && s->lo < s->vlo,

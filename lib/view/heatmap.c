@@ -295,8 +295,13 @@ int hm_bar_ticks(const hm_slice *s, double *ticks, int max)
 		double first = pow(10, ceil(log10(lo) - 1e-9));
 		if (first > 2 * lo) /* the low end, where no decade is near */
 			ticks[n++] = lo;
-		for (double e = log10(first); e <= log10(hi) + 1e-9 && n < max;
-		     e++)
+		/* every k-th decade, counted down from the top one, so that
+		 * the ticks reach the top end */
+		double e0 = log10(first), top = floor(log10(hi) + 1e-9);
+		double k = ceil((top - e0 + 1) / (max - n > 1 ? max - n : 1));
+		k = k > 1 ? k : 1;
+		for (double e = top - k * floor((top - e0) / k); e <= top + 1e-9 &&
+		     n < max; e += k)
 			ticks[n++] = pow(10, e);
 		if (n < 2) { /* less than a decade and no low end: the ends */
 			ticks[0] = lo;
@@ -305,7 +310,7 @@ int hm_bar_ticks(const hm_slice *s, double *ticks, int max)
 		}
 		return n;
 	}
-	double step = nice_step(lo, hi, 5);
+	double step = nice_step(lo, hi, max - 1 < 5 ? (max > 2 ? max - 1 : 1) : 5);
 	for (double v = ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9 &&
 	     n < max; v += step)
 		ticks[n++] = fabs(v) < step * 1e-9 ? 0 : v;

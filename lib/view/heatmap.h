@@ -100,8 +100,9 @@ int hm_slice_shade(hm_slice *s, hm_shade shade, const double *range,
 		   char *err, size_t errlen);
 /* A value's place on the ramp, 0 to 1 (clipped). */
 double hm_level(const hm_slice *s, double v);
-/* Up to max values at which to tick the colour bar, in increasing order:
- * nice numbers on a linear or square-root scale, decades on a log one;
+/* Up to max values at which to tick the colour bar, in increasing order,
+ * from end to end: nice numbers on a linear or square-root scale, decades
+ * on a log one (every k-th where more than max would be needed);
  * none for a slice without a finite value and a range not given. */
 int hm_bar_ticks(const hm_slice *s, double *ticks, int max);
 /* "linear", "sqrt" or "log". */
