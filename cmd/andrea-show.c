@@ -250,6 +250,11 @@ static hm_figure figure_words(const show_opts *o, const at_tensor *t,
 		snprintf(axes[0], 32, qk ? "key position j" : "axis %d", x);
 	if (!hm_axis_name(t, y, axes[1], 32))
 		snprintf(axes[1], 32, qk ? "query position i" : "axis %d", y);
+	/* a 1-D record is one row, and a scalar one cell: no axis to name */
+	if (t->rank < 2)
+		axes[1][0] = '\0';
+	if (t->rank < 1)
+		axes[0][0] = '\0';
 	return (hm_figure){title, axes[0], axes[1], NULL};
 }
 

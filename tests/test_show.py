@@ -729,6 +729,22 @@ def test_log_ticks_over_many_decades_reach_the_top_and_stay_apart(tmp_path):
     assert min(b - a for a, b in zip(ticks, ticks[1:])) >= 26
 
 
+def test_a_one_axis_record_names_no_rows_axis(tmp_path):
+    """A 1-D record is one row: the figure names its one axis below the
+    map, and nothing up the left side (it said "axis 0" there too)."""
+    if not png_built(tmp_path):
+        pytest.skip("built without libgd (its --png error was checked)")
+    def left_side_ink(x):
+        out = tmp_path / "v.png"
+        show("--png", out, input=pack(tmp_path, x=x))
+        rows = read_png(out)[2]
+        _, y0, _, mh = map_box(rows)
+        return sum(px == (0, 0, 0) for row in rows[y0:y0 + mh]
+                   for px in row[10:10 + 13])  # the rows' axis name
+    assert left_side_ink(np.arange(10, dtype=np.float32)) == 0
+    assert left_side_ink(np.ones((2, 5), np.float32)) > 0  # "axis 0"
+
+
 def test_a_narrow_tensor_is_drawn_tall_enough(tmp_path):
     if not png_built(tmp_path):
         pytest.skip("built without libgd (its --png error was checked)")
