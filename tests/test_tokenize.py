@@ -571,7 +571,7 @@ def test_show_labels_a_png_with_the_tokens(tmp_path):
     the column labels' height; a map of up to 64 positions gets cells a
     line (13 pixels) high, so that each label has its own."""
     from stagekit import pipeline
-    from test_show import map_box, read_png
+    from test_show_png import map_box, read_png
     boxes = {}
     for text in (b"hi there", b"the cat sat on the mat"):
         for labels in ((), ("--labels",)):
