@@ -10,6 +10,7 @@
  * and its column ticks below; the colour bar right of the panels.
  */
 #include "view/heatmap.h"
+#include "view/labels.h"
 
 #include <errno.h>
 #include <math.h>
@@ -78,13 +79,6 @@ typedef struct {
 	int col_h;           /* room under the map for the column labels */
 } panel;
 
-/* Label s cut to n characters into buf (n + 1 bytes). */
-static const char *cut(const char *s, int n, char *buf)
-{
-	snprintf(buf, (size_t)n + 1, "%s", s);
-	return buf;
-}
-
 static void panel_plan(panel *p, const hm_slice *s, int grid,
 		       const hm_labels *lab, canvas *c)
 {
@@ -116,11 +110,13 @@ static void panel_plan(panel *p, const hm_slice *s, int grid,
 	p->row_lab = lab && lab->row && p->ch >= fh ? lab->row : NULL;
 	p->col_lab = lab && lab->col && p->cw >= fh ? lab->col : NULL;
 	for (uint64_t r = 0; p->row_lab && r < s->rows; r++) {
-		int w = text_w(c, cut(p->row_lab[r], HM_ROW_LABEL, buf)) + TICK + 3;
+		int w = text_w(c, hm_label_cut(p->row_lab[r], HM_ROW_LABEL,
+						  buf)) + TICK + 3;
 		p->label_w = w > p->label_w ? w : p->label_w;
 	}
 	for (uint64_t col = 0; p->col_lab && col < s->cols; col++) {
-		int h = text_w(c, cut(p->col_lab[col], HM_COL_LABEL, buf)) + 2;
+		int h = text_w(c, hm_label_cut(p->col_lab[col], HM_COL_LABEL,
+						  buf)) + 2;
 		p->col_h = h > p->col_h ? h : p->col_h;
 	}
 }
@@ -150,7 +146,7 @@ static void panel_draw(canvas *c, const panel *p, int x, int y)
 		int ty = y + (int)((double)(r + 0.5) / s->rows * p->map_h);
 		gdImageLine(c->im, x - 1 - TICK, ty, x - 2, ty, c->black);
 		if (p->row_lab)
-			cut(p->row_lab[r], HM_ROW_LABEL, lab);
+			hm_label_cut(p->row_lab[r], HM_ROW_LABEL, lab);
 		else
 			snprintf(lab, sizeof lab, "%llu",
 				 (unsigned long long)hm_query_of(s, r));
@@ -162,7 +158,7 @@ static void panel_draw(canvas *c, const panel *p, int x, int y)
 		gdImageLine(c->im, tx, y + p->map_h + 1, tx,
 			    y + p->map_h + TICK, c->black);
 		if (p->col_lab) { /* read upwards, under its column */
-			cut(p->col_lab[col], HM_COL_LABEL, lab);
+			hm_label_cut(p->col_lab[col], HM_COL_LABEL, lab);
 			gdImageStringUp(c->im, c->font, tx - c->font->h / 2,
 					y + p->map_h + TICK + 1 + text_w(c, lab),
 					(unsigned char *)lab, c->black);

@@ -20,6 +20,21 @@ static size_t ascii_piece(const unsigned char *p, size_t len, char *out)
 	return n;
 }
 
+const char *hm_label_cut(const char *label, int n, char *buf)
+{
+	size_t k = strnlen(label, (size_t)n);
+	/* where the label is cut, an escape begun in the last three kept
+	 * characters goes */
+	for (size_t i = k > 3 ? k - 3 : 0; label[k] && i < k; i++)
+		if (label[i] == '\\' && label[i + 1] == 'x') {
+			k = i;
+			break;
+		}
+	memcpy(buf, label, k);
+	buf[k] = '\0';
+	return buf;
+}
+
 int hm_token_labels(const at_tokenizer *tok, const at_tensor *tokens,
 		    uint64_t b, uint64_t T, int ascii, char ***out)
 {

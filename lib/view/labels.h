@@ -21,6 +21,11 @@
 int hm_token_labels(const at_tokenizer *tok, const at_tensor *tokens,
 		    uint64_t b, uint64_t T, int ascii, char ***out);
 
+/* label cut to at most n characters into buf (n + 1 bytes), never
+ * inside a \xHH escape of the ASCII spelling: a cut there ends before its
+ * backslash, so that no label shows half a byte.  Returns buf. */
+const char *hm_label_cut(const char *label, int n, char *buf);
+
 /* The name of t's axis a from its `axes` attribute (a name an axis,
  * comma separated, as andrea-heads, -lens and -patch write) into name
  * (len bytes); 0 where t has none for it. */
