@@ -43,7 +43,9 @@ static unsigned char *slurp(FILE *f, const char *head, size_t have,
 	return buf;
 }
 
-/* Finds the first `tokens` record of a stream and takes its ids. */
+/* Finds the first `tokens` record of a stream and takes its ids; the
+ * rest of the stream is checked to its end record, unused, as wherever a
+ * stream is read: one cut short is a stage that died writing it. */
 static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 		       char *err, size_t errlen)
 {
@@ -54,28 +56,33 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 		return -1;
 	}
 	int rc = at_find_record(&r, "tokens", &h);
-	if (rc == 1) {
-		if (h.dtype != AT_I32) {
-			snprintf(err, errlen, "%s: record %d 'tokens': %s, expected i32",
-				 path, h.index, at_dtype_name(h.dtype));
+	if (rc == 1 && h.dtype != AT_I32) {
+		snprintf(err, errlen, "%s: record %d 'tokens': %s, expected i32",
+			 path, h.index, at_dtype_name(h.dtype));
+		at_reader_close(&r);
+		return -1;
+	}
+	at_tensor t;
+	if (rc == 1 && at_read_payload(&r, &h, &t) == 0) {
+		d->n = (size_t)at_numel(&t);
+		d->tok = t.data; /* take the buffer over */
+		d->from_stream = 1;
+		while ((rc = at_read_header(&r, &h)) == 1 &&
+		       at_check_payload(&r, &h) == 0)
+			;
+		if (rc == 0) {
 			at_reader_close(&r);
-			return -1;
-		}
-		at_tensor t;
-		if (at_read_payload(&r, &h, &t) == 0) {
-			d->n = (size_t)at_numel(&t);
-			d->tok = t.data; /* take the buffer over */
-			at_reader_close(&r);
-			d->from_stream = 1;
 			return 0;
 		}
 		rc = -1;
-	}
+	} else if (rc == 1)
+		rc = -1;
 	if (rc == 0)
 		snprintf(err, errlen, "%s: no 'tokens' record in the stream", path);
 	else
 		snprintf(err, errlen, "%s", r.err);
 	at_reader_close(&r);
+	tr_data_free(d);
 	return -1;
 }
 
