@@ -38,3 +38,26 @@ def test_a_tokens_stream_cut_short_is_refused(tmp_path):
     p = train(tmp_path, cut, check=1)
     assert "record 2 'x'" in one_line_error(p, "train")
 
+
+def test_a_padded_batch_trains_on_its_rows_own_tokens(tmp_path):
+    """tokens [B,T] with lengths= (andrea-embed --lines): each row's own
+    tokens, in order, not its padding; the checkpoint's data_size and
+    data_crc are those of the tokens used (i32, little-endian)."""
+    rng = np.random.default_rng(5)
+    lengths = [40, 17, 60, 33]
+    rows = np.full((4, 60), 10, np.int32)  # 10: the padding
+    for b, n in enumerate(lengths):
+        rows[b, :n] = rng.integers(0, 10, n)
+    data = packed(tmp_path / "pad.ats", ("tokens", rows, {
+        "lengths": ",".join(map(str, lengths))}))
+    grads = tmp_path / "g.ats"
+    train(tmp_path, data, "--batch", 16, "--dump-grads", grads)
+    used = np.concatenate([rows[b, :n] for b, n in enumerate(lengths)])
+    st = records(f"{tmp_path / 'm.ats'}.ckpt")[0][1]
+    assert int(st["data_size"]) == used.size
+    assert int(st["data_crc"]) == zlib.crc32(used.astype("<i4").tobytes())
+    assert 10 not in records(grads)[0][2]
+    bad = packed(tmp_path / "bad.ats", ("tokens", rows, {"lengths": "40,17"}))
+    p = train(tmp_path, bad, check=1)
+    assert "record 1 'tokens': lengths=40,17" in one_line_error(p, "train")
+

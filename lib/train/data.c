@@ -43,6 +43,27 @@ static unsigned char *slurp(FILE *f, const char *head, size_t have,
 	return buf;
 }
 
+/* Keeps each row's own tokens of t [..,T] where its lengths attribute
+ * says a row is shorter (andrea-embed --lines pads them to one T): the
+ * padding is no text.  t->data keeps the rows' tokens, in order, and *n
+ * their count; -1 with why where the attribute is bad. */
+static int unpad(at_tensor *t, size_t *n, char *why, size_t len)
+{
+	uint64_t T = t->rank ? t->dims[t->rank - 1] : 1;
+	uint64_t B = T ? *n / T : 0, rows[AT_MAX_VALUE];
+	int rc = at_attr_lengths(&t->attrs, B, T, rows, why, len);
+	if (rc <= 0)
+		return rc;
+	int32_t *tok = t->data;
+	size_t kept = 0;
+	for (uint64_t b = 0; b < B; b++) {
+		memmove(tok + kept, tok + b * T, rows[b] * sizeof *tok);
+		kept += rows[b];
+	}
+	*n = kept;
+	return 0;
+}
+
 /* Finds the first `tokens` record of a stream and takes its ids; the
  * rest of the stream is checked to its end record, unused, as wherever a
  * stream is read: one cut short is a stage that died writing it. */
@@ -64,9 +85,17 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 	}
 	at_tensor t;
 	if (rc == 1 && at_read_payload(&r, &h, &t) == 0) {
+		char why[300];
 		d->n = (size_t)at_numel(&t);
 		d->tok = t.data; /* take the buffer over */
 		d->from_stream = 1;
+		if (unpad(&t, &d->n, why, sizeof why) < 0) {
+			snprintf(err, errlen, "%s: record %d 'tokens': %s", path,
+				 h.index, why);
+			at_reader_close(&r);
+			tr_data_free(d);
+			return -1;
+		}
 		while ((rc = at_read_header(&r, &h)) == 1 &&
 		       at_check_payload(&r, &h) == 0)
 			;

@@ -168,7 +168,8 @@ typedef struct {
 } tr_data;
 
 /* Reads path: an andrea stream holding a `tokens` record (i32, any
- * shape, flattened), or else text, encoded by tok (NULL: the byte
+ * shape, flattened; a padded batch's rows without their padding), or
+ * else text, encoded by tok (NULL: the byte
  * tokenizer, one token a byte).  Checks every id against vocab and that
  * both splits hold a window of T+1 tokens (the held-out split only when
  * val_fraction > 0).  Returns 0 or -1 with err. */
