@@ -61,3 +61,11 @@ def test_a_padded_batch_trains_on_its_rows_own_tokens(tmp_path):
     p = train(tmp_path, bad, check=1)
     assert "record 1 'tokens': lengths=40,17" in one_line_error(p, "train")
 
+
+def test_a_token_out_of_range_names_its_record(tmp_path):
+    data = tokens_file(tmp_path, [1, 2, 3] * 30 + [11])
+    p = train(tmp_path, data, check=1)
+    assert one_line_error(p, "train") == (
+        f"andrea-train: {data}: record 1 'tokens': token 11 at position 90 "
+        "is not in 0..10 (V=11)")
+

@@ -88,7 +88,7 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 		char why[300];
 		d->n = (size_t)at_numel(&t);
 		d->tok = t.data; /* take the buffer over */
-		d->from_stream = 1;
+		d->record = h.index;
 		if (unpad(&t, &d->n, why, sizeof why) < 0) {
 			snprintf(err, errlen, "%s: record %d 'tokens': %s", path,
 				 h.index, why);
@@ -183,11 +183,14 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 		}
 		d->n = (size_t)count;
 	}
+	char rec[48] = "";
+	if (d->record)
+		snprintf(rec, sizeof rec, "record %d 'tokens': ", d->record);
 	for (size_t i = 0; i < d->n; i++)
 		if (d->tok[i] < 0 || d->tok[i] >= vocab) {
-			snprintf(err, errlen, "%s: token %d at position %zu is not "
-				 "in 0..%d (V=%d)", path, d->tok[i], i, vocab - 1,
-				 vocab);
+			snprintf(err, errlen, "%s: %stoken %d at position %zu is "
+				 "not in 0..%d (V=%d)", path, rec, d->tok[i], i,
+				 vocab - 1, vocab);
 			tr_data_free(d);
 			return -1;
 		}

@@ -164,7 +164,8 @@ typedef struct {
 	size_t n, n_train;  /* all tokens; the first n_train are for training */
 	uint64_t size;      /* tokens, for the resume check */
 	uint32_t crc;       /* CRC-32 of the tokens as little-endian i32 */
-	int from_stream;    /* the tokens came from a `tokens` record */
+	int record;         /* the index of the `tokens` record they came
+			       from; 0: from text */
 } tr_data;
 
 /* Reads path: an andrea stream holding a `tokens` record (i32, any
