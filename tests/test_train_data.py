@@ -69,3 +69,29 @@ def test_a_token_out_of_range_names_its_record(tmp_path):
         f"andrea-train: {data}: record 1 'tokens': token 11 at position 90 "
         "is not in 0..10 (V=11)")
 
+
+@pytest.mark.parametrize("key,value", [
+    ("seq", 64), ("val_fraction", 5), ("val_fraction", -1),
+    ("val_fraction", "nan"), ("lr", -1), ("min_lr", 1), ("weight_decay", -1),
+    ("clip", "inf"), ("beta1", 1), ("beta2", 2), ("eps", 0)])
+def test_a_checkpoint_value_out_of_range_is_refused(tmp_path, key, value):
+    """A train_state the command line could not have given (a hand-edited
+    or damaged checkpoint) ends the run with one line naming the record
+    and the value, before any step: a --seq past the context read past
+    wpe, a --val-fraction past 1 crashed."""
+    data = tokens_file(tmp_path, np.arange(400) % 11)
+    train(tmp_path, data, "--steps", 4, "--stop-at", 2)
+    ck = tmp_path / "m.ats.ckpt"
+    recs = atsfmt.read(ck.read_bytes())
+    out = []
+    for r in recs:
+        attrs = dict(r.attrs)
+        if r.name == "train_state":
+            attrs[key] = value
+        out.append(atsfmt.record(r.name, r.dtype, r.dims, r.payload, attrs))
+    ck.write_bytes(atsfmt.stream(*out))
+    p = run("train", "--resume", "--data", data, "--threads", 1,
+            "-o", tmp_path / "m.ats", check=1)
+    line = one_line_error(p, "train")
+    assert line.startswith(f"andrea-train: {ck}: record 1: train_state: "
+                           f"{key}={value} "), line

@@ -3,6 +3,7 @@
 #include "train/train.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +140,34 @@ static int state_from_attrs(const at_attrs *a, tr_state *st, char *why,
 		snprintf(why, len, "train_state: a value is out of range");
 		return -1;
 	}
+	/* the ranges of the options they come from: a value past them (a
+	 * hand-edited checkpoint) would crash or poison the run */
+	const struct {
+		const char *key;
+		double v, lo, hi; /* lo <= v <= hi; lo_open: lo < v */
+		int lo_open, hi_open;
+	} range[] = {
+		{"val_fraction", st->val_fraction, 0, 1, 0, 1},
+		{"lr", st->h.lr, 0, HUGE_VAL, 0, 1},
+		{"min_lr", st->h.min_lr, 0, st->h.lr, 0, 0},
+		{"weight_decay", st->h.weight_decay, 0, HUGE_VAL, 0, 1},
+		{"clip", st->h.clip, 0, HUGE_VAL, 0, 1},
+		{"beta1", st->h.beta1, 0, 1, 0, 1},
+		{"beta2", st->h.beta2, 0, 1, 0, 1},
+		{"eps", st->h.eps, 0, HUGE_VAL, 1, 1},
+	};
+	for (size_t i = 0; i < sizeof range / sizeof *range; i++) {
+		double v = range[i].v;
+		if (range[i].lo_open ? v > range[i].lo : v >= range[i].lo) {
+			if (range[i].hi_open ? v < range[i].hi : v <= range[i].hi)
+				continue;
+		}
+		snprintf(why, len, "train_state: %s=%.17g is not in %s%g, %g%s",
+			 range[i].key, v,
+			 range[i].lo_open ? "(" : "[", range[i].lo, range[i].hi,
+			 range[i].hi_open ? ")" : "]");
+		return -1;
+	}
 	long form;
 	/* written by later versions only: absent, the command line's apply */
 	if (at_attr_long(a, "eval_every", &st->eval_every) != 0 || st->eval_every < 0)
@@ -182,6 +211,12 @@ int tr_checkpoint_read_head(at_reader *r, tr_state *st, at_config *cfg,
 		}
 		int bad = i == 0 ? state_from_attrs(&h.attrs, st, why, sizeof why)
 				 : at_config_from_attrs(&h.attrs, cfg, why, sizeof why);
+		if (!bad && i == 1 && st->seq > cfg->ctx) {
+			snprintf(err, errlen, "%s: record 1: train_state: seq=%d "
+				 "exceeds the context of %d (record %d 'config')",
+				 r->label, st->seq, cfg->ctx, h.index);
+			return -1;
+		}
 		if (bad) {
 			snprintf(err, errlen, "%s: record %d: %s", r->label, h.index,
 				 why);
