@@ -95,3 +95,32 @@ def test_a_checkpoint_value_out_of_range_is_refused(tmp_path, key, value):
     line = one_line_error(p, "train")
     assert line.startswith(f"andrea-train: {ck}: record 1: train_state: "
                            f"{key}={value} "), line
+
+
+def test_the_checkpoint_holds_what_the_page_lists(tmp_path):
+    """andrea-train(1)'s CHECKPOINT entry names every attribute of
+    train_state (the GPT-2 form's biases and tied among them), then the
+    config, the parameters and the moments in order."""
+    import os
+    import re
+    from conftest import ROOT
+    page = open(os.path.join(ROOT, "man/man1/andrea-train.1")).read()
+    entry = page[page.index(".I CHECKPOINT"):]
+    entry = entry[:entry.index(".PP")]
+    named = {re.split(r"[ =]", w)[0] for w in
+             re.findall(r"^\.BR? (\w+)", entry, re.M)}
+    data = tokens_file(tmp_path, np.arange(400) % 11)
+    for gpt2 in (False, True):
+        model, p = write_model(tmp_path, np.random.default_rng(4), SMALL, gpt2)
+        run("train", "-m", model, "--data", data, "--batch", 2, "--seq", 5,
+            "--steps", 1, "--min-lr", 0, "--threads", 1, "-f",
+            "-o", tmp_path / "m.ats", check=0)
+        recs = records(f"{tmp_path / 'm.ats'}.ckpt")
+        keys = set(recs[0][1])
+        assert keys <= named and {"biases", "tied"} & keys == (
+            {"biases", "tied"} if gpt2 else set()), (keys - named, keys)
+        order = [r[0] for r in records(tmp_path / "m.ats")][1:]
+        assert sorted(order) == sorted(p)
+        assert [r[0] for r in recs] == ["train_state", "config"] + order + \
+            ["adam.m." + k for k in order] + ["adam.v." + k for k in order]
+    assert named - keys <= {"train_state", "config", "andrea"}, named - keys
