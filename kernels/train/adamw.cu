@@ -55,8 +55,9 @@ int tr_sumsq(double *out, const float *g, size_t n, double *partial)
 __global__ static void adamw_kernel(float *p, bf16 *p16, const float *g,
 				    float *m1, float *m2, size_t mom_base,
 				    const tr_piece *pieces, float lr, float b1,
-				    float b2, float eps, float wd, float c1,
-				    float c2, double clip, const double *normsq)
+				    float b2, float nb1, float nb2, float eps,
+				    float wd, float c1, float c2, double clip,
+				    const double *normsq)
 {
 	tr_piece pc = pieces[blockIdx.x];
 	float wdj = pc.decay ? wd : 0.0f; // exactly wd or 0, as on the CPU
@@ -65,8 +66,8 @@ __global__ static void adamw_kernel(float *p, bf16 *p16, const float *g,
 	for (unsigned k = threadIdx.x; k < pc.len; k += blockDim.x) {
 		size_t j = pc.start + k, jm = j - mom_base;
 		float gj = g[j] * gs;
-		float a = b1 * m1[jm] + (1.0f - b1) * gj;
-		float b = b2 * m2[jm] + (1.0f - b2) * gj * gj;
+		float a = b1 * m1[jm] + nb1 * gj;
+		float b = b2 * m2[jm] + nb2 * gj * gj;
 		m1[jm] = a;
 		m2[jm] = b;
 		float mh = a / c1, vh = b / c2;
@@ -80,14 +81,16 @@ __global__ static void adamw_kernel(float *p, bf16 *p16, const float *g,
 
 int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 	     size_t mom_base, const tr_piece *pieces, int npieces, float lr,
-	     float b1, float b2, float eps, float wd, float c1, float c2,
-	     double clip, const double *normsq)
+	     double beta1, double beta2, float eps, float wd, float c1,
+	     float c2, double clip, const double *normsq)
 {
 	if (npieces == 0)
 		return 0;
+	// 1 - beta in double, then float, as the CPU's tr_adamw_update
 	adamw_kernel<<<npieces, 256, 0, at_cu_stream>>>(
-		p, p16, g, m1, m2, mom_base, pieces, lr, b1, b2, eps, wd, c1,
-		c2, clip, normsq);
+		p, p16, g, m1, m2, mom_base, pieces, lr, (float)beta1,
+		(float)beta2, (float)(1.0 - beta1), (float)(1.0 - beta2), eps,
+		wd, c1, c2, clip, normsq);
 	CU_LAUNCHED("AdamW kernel");
 	return 0;
 }

@@ -461,7 +461,7 @@ extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,
 	// sharded, the bf16 copies follow the gathered parameters
 	bf16 *p16 = d->shard ? NULL : d->p16;
 	TRY(tr_adamw(d->p, p16, d->g, d->m1, d->m2, d->base, d->pieces,
-		     d->npieces, (float)lr, (float)h->beta1, (float)h->beta2,
+		     d->npieces, (float)lr, h->beta1, h->beta2,
 		     (float)h->eps, (float)h->weight_decay, c1, c2, h->clip,
 		     d->res + RES_NORMSQ));
 	TRY(tr_ranks_params(d));

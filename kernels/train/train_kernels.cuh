@@ -128,8 +128,8 @@ int tr_sumsq(double *out, const float *g, size_t n, double *partial);
 // optimizer's shard), p and g the whole flat buffers.
 int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
 	     size_t mom_base, const tr_piece *pieces, int npieces, float lr,
-	     float b1, float b2, float eps, float wd, float c1, float c2,
-	     double clip, const double *normsq);
+	     double beta1, double beta2, float eps, float wd, float c1,
+	     float c2, double clip, const double *normsq);
 // dst (rows ld apart, float or bf16) = src, rows x cols packed: the
 // padded copy of a parameter whose rows are not 16-byte aligned.
 template <typename OUT>

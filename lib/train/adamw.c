@@ -55,6 +55,7 @@ typedef struct {
 	float *w, *m1, *m2;
 	const float *g;
 	float b1, b2, eps, c1, c2, lr, gs, wd;
+	float nb1, nb2; /* 1 - b1, 1 - b2, taken in double (see tr_adamw_update) */
 } adamw_job;
 
 static void adamw_range(void *ctx, size_t lo, size_t hi)
@@ -63,8 +64,8 @@ static void adamw_range(void *ctx, size_t lo, size_t hi)
 	float *w = a->w, *m1 = a->m1, *m2 = a->m2;
 	for (size_t j = lo; j < hi; j++) {
 		float gj = a->g[j] * a->gs;
-		m1[j] = a->b1 * m1[j] + (1.0f - a->b1) * gj;
-		m2[j] = a->b2 * m2[j] + (1.0f - a->b2) * gj * gj;
+		m1[j] = a->b1 * m1[j] + a->nb1 * gj;
+		m2[j] = a->b2 * m2[j] + a->nb2 * gj * gj;
 		float mh = m1[j] / a->c1, vh = m2[j] / a->c2;
 		w[j] -= a->lr * (mh / (sqrtf(vh) + a->eps) + a->wd * w[j]);
 	}
@@ -73,8 +74,11 @@ static void adamw_range(void *ctx, size_t lo, size_t hi)
 void tr_adamw_update(tr_model *m, float *mom1, float *mom2, const tr_hparams *h,
 		     double lr, long t, double gscale)
 {
+	/* 1 - beta in double, then float, as the bias corrections c1, c2
+	 * (and PyTorch): 1 - (float)0.999 is 0.00099998713, 1.3e-5 off */
 	adamw_job a = {.b1 = (float)h->beta1, .b2 = (float)h->beta2,
-		       .eps = (float)h->eps,
+		       .nb1 = (float)(1.0 - h->beta1),
+		       .nb2 = (float)(1.0 - h->beta2), .eps = (float)h->eps,
 		       .c1 = (float)(1.0 - pow(h->beta1, (double)t)),
 		       .c2 = (float)(1.0 - pow(h->beta2, (double)t)),
 		       .lr = (float)lr, .gs = (float)gscale};
