@@ -99,7 +99,7 @@ static int gemm_ex(const at_cu_gemm_mode *g, cublasOperation_t opa,
 
 // C_i *= s, rows of n elements ldc apart: the zero alpha of a product
 // formed at alpha 1 (at_cu_gemm_ld).
-__global__ void scale_k(float *C, int M, int N, int ldc, long long sC,
+__global__ static void scale_k(float *C, int M, int N, int ldc, long long sC,
 			int batch, float s)
 {
 	long long mn = (long long)M * N, n = mn * batch;
@@ -152,7 +152,9 @@ int at_cu_gemm_ld(const at_cu_gemm_mode *g, int ta, int tb, int M, int N,
 		return 0;
 	// cuBLAS forms no product for a zero alpha, and 0 x inf or NaN would
 	// be lost: it is formed, then scaled, as at_gemm does (NumPy's
-	// 0 * (A @ B); andrea-scores --scale 0 of a q holding inf)
+	// 0 * (A @ B); andrea-scores --scale 0 of a q holding inf).  A bf16
+	// result (the training engine's, whose alpha is never 0) keeps
+	// cuBLAS's zeros.
 	if (alpha == 0.0f && beta == 0.0f && K > 0 && !ld->c_bf16) {
 		TRY(at_cu_gemm_ld(g, ta, tb, M, N, K, 1.0f, A, sA, B, sB, 0.0f,
 				  C, sC, batch, ld, what));
