@@ -80,8 +80,10 @@ def options(text):
         else:  # a paragraph of the section that names options
             held = []
             continue
-        out.append((held + [tag],
-                    first_sentence(par.replace("<sqrt>", "sqrt "))))
+        # a paragraph past the rendering width comes justified: its
+        # spaces are one again
+        par = " ".join(par.replace("<sqrt>", "sqrt ").split())
+        out.append((held + [tag], first_sentence(par)))
         held = []
     return out
 
@@ -162,7 +164,8 @@ def help_text(page):
         if len(first) >= TAG - 1:
             text += first + "\n"
             first = ""
-        wrapped = textwrap.wrap(sentence, WIDTH - TAG) or [""]
+        wrapped = textwrap.wrap(sentence, WIDTH - TAG,
+                                break_on_hyphens=False) or [""]
         text += first.ljust(TAG) + wrapped[0] + "\n"
         text += "".join(" " * TAG + w + "\n" for w in wrapped[1:])
     return text
