@@ -8,13 +8,15 @@
 #include "core/attrs.h"
 #include "text/bytelevel.h"
 
-/* A token's bytes in ASCII into out (4 * len + 1 bytes); its length. */
+/* A token's bytes in ASCII into out (4 * len + 1 bytes); its length.  A
+ * backslash is an escape too, so that every \x in a label begins one. */
 static size_t ascii_piece(const unsigned char *p, size_t len, char *out)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < len; i++)
 		n += (size_t)(p[i] == ' ' ? sprintf(out + n, "_") :
-			      p[i] > ' ' && p[i] < 0x7f ? sprintf(out + n, "%c", p[i]) :
+			      p[i] > ' ' && p[i] < 0x7f && p[i] != '\\' ?
+			      sprintf(out + n, "%c", p[i]) :
 			      sprintf(out + n, "\\x%02x", p[i]));
 	out[n] = '\0';
 	return n;

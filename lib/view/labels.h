@@ -12,8 +12,8 @@
 
 /* The text of each token of batch row b of tokens ([B,T] i32), spelt in
  * GPT-2's byte-level alphabet (a space is U+0120, a newline U+010A) or,
- * with ascii, in ASCII for the PNG's font (a space '_', other bytes
- * outside '!'..'~' as \xHH); the byte tokenizer's BOS is <bos>; a
+ * with ascii, in ASCII for the PNG's font (a space '_', a backslash and
+ * the bytes outside '!'..'~' as \xHH); the byte tokenizer's BOS is <bos>; a
  * padded row's positions past its length (the `lengths` attribute) are
  * "", holding no token.  T
  * labels in one malloc'd block into *out.  Returns 1, 0 where tokens has
