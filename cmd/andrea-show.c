@@ -136,18 +136,24 @@ static int attr_is(const at_attrs *a, const char *key, long want)
 	return want < 0 || (at_attr_long(a, key, &v) == 0 && v == want);
 }
 
-/* With --labels, the tokens naming the rows (rows of them) and, where
- * they are keys, the columns (cols) of batch row b's map of t, in
- * *rows and *cols (NULL where none); ascii for the PNG's font. */
+/* With --labels, the tokens naming the rows and, where they are keys,
+ * the columns of batch row b's map s of t, in *rows and *cols (NULL where
+ * none), those past the positions the map draws (s's valid: its own
+ * `lengths`) unnamed, as those past the tokens' own; ascii for the PNG's
+ * font. */
 static hm_labels map_labels(const show_opts *o, const at_tensor *t,
-			    uint64_t b, uint64_t rows, uint64_t cols, int ascii)
+			    uint64_t b, const hm_slice *s, int ascii)
 {
 	char **r = NULL, **c = NULL;
 	if (o->labels &&
-	    (hm_token_labels(o->tok, &o->tokens, b, rows, ascii, &r) < 0 ||
+	    (hm_token_labels(o->tok, &o->tokens, b, s->rows, ascii, &r) < 0 ||
 	     (hm_has_keys(t) &&
-	      hm_token_labels(o->tok, &o->tokens, b, cols, ascii, &c) < 0)))
+	      hm_token_labels(o->tok, &o->tokens, b, s->cols, ascii, &c) < 0)))
 		cli_die("out of memory");
+	for (uint64_t i = s->valid; r && s->valid && i < s->rows; i++)
+		r[i] = "";
+	for (uint64_t i = s->valid; c && s->valid && i < s->cols; i++)
+		c[i] = "";
 	return (hm_labels){(const char *const *)r, (const char *const *)c};
 }
 
@@ -192,8 +198,8 @@ static void show_ascii(const show_opts *o, const at_tensor *t)
 	const uint64_t *sel = record_sel(o, t->rank, &n);
 	hm_slice s;
 	record_maps(o, t, &s);
-	hm_labels lab = map_labels(o, t, (uint64_t)batch_row(o, t, sel, n),
-				   s.rows, s.cols, 0);
+	hm_labels lab = map_labels(o, t, (uint64_t)batch_row(o, t, sel, n), &s,
+				   0);
 	uint64_t bh, bw;
 	hm_blocks(s.rows, s.cols, ASCII_MAX_ROWS, (uint64_t)o->columns, &bh,
 		  &bw);
@@ -301,7 +307,7 @@ static void write_png(const show_opts *o, const at_tensor *t)
 	hm_figure fig = figure_words(o, t, title, sizeof title, axes);
 	int64_t b = batch_row(o, t, sel, n);
 	hm_labels lab = b < 0 ? (hm_labels){NULL, NULL} :
-		       map_labels(o, t, (uint64_t)b, maps[0].rows, maps[0].cols, 1);
+		       map_labels(o, t, (uint64_t)b, &maps[0], 1);
 	fig.lab = &lab;
 	int to_stdout = strcmp(o->png, "-") == 0;
 	if (to_stdout && isatty(STDOUT_FILENO))
