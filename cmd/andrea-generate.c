@@ -65,6 +65,12 @@ typedef struct {
 	long steps, fed;
 } gen;
 
+/* The model's name in errors. */
+static const char *model_name(const gen *g)
+{
+	return g->model.seeded ? "default model" : g->model.path;
+}
+
 static void append(seq *q, int32_t tok)
 {
 	if (q->n == q->cap) {
@@ -276,8 +282,9 @@ static void run(gen *g)
 					    g->temperature, (int)g->top_k,
 					    g->top_p, u, g->scratch);
 			if (tok < 0)
-				cli_die("step %ld: the model's logits are not "
-					"finite", step);
+				cli_die("%s: step %ld, row %d: logits that are "
+					"not finite (a NaN, or no finite "
+					"maximum)", model_name(g), step, r);
 			size_t len;
 			const unsigned char *text = at_tok_piece(g->tok, tok, &len);
 			if (tok == at_tok_bos(g->tok) || !text) {
@@ -337,7 +344,7 @@ static void load(gen *g, const cli_common *c)
 			"unknown (no config, wte, wpe or layers)", g->model.path);
 	if (cfg->vocab < at_tok_size(g->tok))
 		cli_die("%s: V=%d, but its tokenizer (%s) has %d tokens",
-			g->model.seeded ? "default model" : g->model.path,
+			model_name(g),
 			cfg->vocab, at_tok_kind(g->tok), at_tok_size(g->tok));
 	g->ctx = cfg->ctx;
 	g->V = cfg->vocab;

@@ -232,16 +232,16 @@ def test_prompts_sample_with_their_row_of_the_counter(tmp_path, trained):
     assert len({bytes(x) for x in rows}) == len(rows)
 
 
-def constant_model(tmp, tok, name="const.ats"):
-    """A model whose logits are 1 for token tok and 0 elsewhere at every
-    position: LNf gives all ones (weight 0, bias 1) and lm_head is 1 in
-    column tok."""
+def constant_model(tmp, tok, name="const.ats", value=1):
+    """A model whose logits are value (1) for token tok and 0 elsewhere at
+    every position: LNf gives all ones (weight 0, bias 1) and lm_head is
+    value in column tok."""
     rng = np.random.default_rng(tok)
     path, p = full_model(tmp, rng, 1, 1, 4, 257, 8, name=name)
     p["lnf.weight"][:] = 0
     p["lnf.bias"][:] = 1
     p["lm_head"][:] = 0
-    p["lm_head"][:, tok] = 1
+    p["lm_head"][:, tok] = value
     cfg = dict(n_layer=1, n_head=1, d_model=4, ctx=8, vocab=257)
     with open(path, "wb") as f:
         f.write(pack(tmp, [("config", np.zeros(0, np.int32))] + list(p.items()),
@@ -352,6 +352,23 @@ def test_errors_of_the_new_options(tmp_path):
     lg = tmp_path / "lg.ats"
     run("generate", "-m", model, "--prompts", missing, "--logits", lg, check=1)
     assert not lg.exists()
+
+
+def test_logits_without_a_finite_maximum_or_with_a_nan_fail(tmp_path):
+    """A NaN logit (a broken model) fails the run, naming the model, step
+    and row, greedy or not; it was once skipped, so that its token was
+    quietly never drawn.  +inf fails too; -inf weighs 0."""
+    for value in (np.nan, np.inf):
+        model = constant_model(tmp_path, ord("x"), value=value)
+        for args in (["--temperature", "0"], ["--top-k", "5"], []):
+            p = run("generate", "-m", model, "--prompt", "a", "-n", 3, *args,
+                    env=ONE, check=1)
+            msg = one_line_error(p, "generate")
+            assert f"{model}: step 0, row 0: logits that are not finite" in msg
+            assert p.stdout == b"", (value, args)
+    model = constant_model(tmp_path, ord("x"), value=-np.inf)
+    out = generate("-m", model, "--prompt", "a", "-n", 200, "--seed", 4)
+    assert len(out) > 100 and b"x" not in out
 
 
 def test_andrea_zlevel_sets_the_files_compression(tmp_path):

@@ -53,17 +53,20 @@ static double weight(float l, double max, double temperature)
 int at_sample(const float *logits, int V, double temperature, int top_k,
 	      double top_p, double u, int *scratch)
 {
+	/* a NaN is a broken model, not a token never to draw */
+	for (int i = 0; i < V; i++)
+		if (isnan(logits[i]))
+			return -1;
 	int best = at_argmax(logits, V);
 	if (best < 0 || isinf(logits[best]))
 		return -1;
 	if (temperature == 0.0 || top_k == 1)
 		return best;
-	/* kept ids: every non-NaN one, or the top_k largest of those, or
-	 * the most probable of those up to top_p */
-	int n = 0;
+	/* kept ids: every one, or the top_k largest, or the most probable
+	 * of those up to top_p */
+	int n = V;
 	for (int i = 0; i < V; i++)
-		if (!isnan(logits[i]))
-			scratch[n++] = i;
+		scratch[i] = i;
 	double max = logits[best];
 	int cut_k = top_k > 0 && top_k < n, cut_p = top_p < 1.0;
 	if (cut_k || cut_p) {

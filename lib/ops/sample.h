@@ -27,8 +27,9 @@ int at_argmax(const float *logits, int V);
  * least one is kept).  temperature 0 or top_k 1 is at_argmax.  Otherwise
  * the weights exp((l - max) / temperature) are summed in double, and the
  * token is the first kept id, in increasing order, at which the running
- * sum exceeds u times the total.  scratch holds V ints.  Returns -1 when
- * no logit is usable (all NaN, or the maximum is infinite). */
+ * sum exceeds u times the total (a logit of -inf weighs 0).  scratch
+ * holds V ints.  Returns -1 when a logit is NaN or the largest is
+ * infinite (+inf, or every one -inf). */
 int at_sample(const float *logits, int V, double temperature, int top_k,
 	      double top_p, double u, int *scratch);
 
