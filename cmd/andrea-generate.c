@@ -415,10 +415,13 @@ int main(int argc, char **argv)
 		cli_usage_error("--prompt and --prompts exclude each other");
 	if (!g.cap.n_spec != !g.capture_path)
 		cli_usage_error("--capture and --capture-file go together");
-	if (g.capture_path && (strcmp(g.capture_path, "-") == 0 ||
-			       (g.logits_path && !strcmp(g.capture_path, g.logits_path))))
+	if (g.capture_path && strcmp(g.capture_path, "-") == 0)
 		cli_usage_error("--capture-file: give a file of its own (standard "
 				"output carries the text)");
+	/* ./c.ats and c.ats too: the renamed --logits would replace it */
+	if (cli_same_file(g.capture_path, g.logits_path))
+		cli_usage_error("--capture-file %s is the --logits file too: give "
+				"each a file of its own", g.capture_path);
 	cli_file_named("--logits", g.logits_path);
 	cli_file_named("--capture-file", g.capture_path);
 	cli_file_named("--prompts", g.prompts);

@@ -371,6 +371,29 @@ def test_logits_without_a_finite_maximum_or_with_a_nan_fail(tmp_path):
     assert len(out) > 100 and b"x" not in out
 
 
+def test_capture_file_and_logits_cannot_share_a_file(tmp_path):
+    """--capture-file and --logits naming one file under two spellings is
+    a usage error before anything is written; the renamed --logits once
+    replaced the captures, and the run exited 0."""
+    model, _ = gen_model(tmp_path, seed=45)
+    lg = tmp_path / "l.ats"
+    for cap in (lg, tmp_path / "." / "l.ats", f"{tmp_path}//l.ats"):
+        for exists in (False, True):
+            if exists:
+                lg.write_bytes(b"old")
+            elif lg.exists():
+                lg.unlink()
+            p = run("generate", "-m", model, "-n", 2, "--logits", lg,
+                    "--capture", "x", "--capture-file", cap, check=2)
+            assert "--logits file too" in one_line_error(p, "generate")
+            assert p.stdout == b""
+            assert (lg.read_bytes() == b"old") if exists else not lg.exists()
+    # two files are fine
+    run("generate", "-m", model, "-n", 2, "--logits", lg, "--capture", "x",
+        "--capture-file", tmp_path / "c.ats", check=0)
+    assert [r.name for r in atsfmt.read(lg.read_bytes())] == ["logits"] * 2
+
+
 def test_andrea_zlevel_sets_the_files_compression(tmp_path):
     """generate takes no -z, but ANDREA_ZLEVEL compresses its --logits and
     --capture-file records (level 0 stores them, 9 deflates them best),

@@ -397,6 +397,33 @@ void cli_file_named(const char *option, const char *path)
 		cli_usage_error("%s: expected a file name", option);
 }
 
+int cli_resolve_path(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%.*s",
+		 !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+		 !slash ? "." : path);
+	char *real = realpath(dir, NULL);
+	if (!real)
+		return -1;
+	snprintf(buf, len, "%s/%s", real, slash ? slash + 1 : path);
+	free(real);
+	return 0;
+}
+
+int cli_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	char ra[8200], rb[8200];
+	if (!a || !b)
+		return 0;
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	return cli_resolve_path(a, ra, sizeof ra) == 0 &&
+	       cli_resolve_path(b, rb, sizeof rb) == 0 && strcmp(ra, rb) == 0;
+}
+
 void cli_stdin_once(const char *const *paths, int n)
 {
 	int dashes = 0;

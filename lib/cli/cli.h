@@ -90,6 +90,12 @@ void cli_open_input(cli_common *c, at_reader *r, const char *path);
 /* A usage error where the file name an option was given is empty
  * (path NULL: the option was not given). */
 void cli_file_named(const char *option, const char *path);
+/* path's folder, resolved, and its last name into buf ("/a/b/NAME");
+ * -1 where the folder does not resolve (errno says why). */
+int cli_resolve_path(const char *path, char *buf, size_t len);
+/* Whether a and b name one file: one that exists, or one that would be
+ * made (./m.ats and m.ats); 0 where either is NULL. */
+int cli_same_file(const char *a, const char *b);
 /* A usage error where more than one of paths[0..n) is "-": standard
  * input can be read once. */
 void cli_stdin_once(const char *const *paths, int n);

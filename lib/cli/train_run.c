@@ -288,37 +288,6 @@ static void step(trainer *tr, tr_step_out *r)
 	tr->st.step++;
 }
 
-/* path's folder, resolved, and its last name into buf ("/a/b/NAME");
- * -1 where the folder does not resolve (errno says why). */
-static int resolved(const char *path, char *buf, size_t len)
-{
-	const char *slash = strrchr(path, '/');
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%.*s",
-		 !slash ? 1 : slash == path ? 1 : (int)(slash - path),
-		 !slash ? "." : path);
-	char *real = realpath(dir, NULL);
-	if (!real)
-		return -1;
-	snprintf(buf, len, "%s/%s", real, slash ? slash + 1 : path);
-	free(real);
-	return 0;
-}
-
-/* Whether a and b name one file: one that exists, or one that would be
- * made (./m.ats and m.ats). */
-static int same_file(const char *a, const char *b)
-{
-	struct stat sa, sb;
-	char ra[8200], rb[8200];
-	if (!a || !b)
-		return 0;
-	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-	return resolved(a, ra, sizeof ra) == 0 &&
-	       resolved(b, rb, sizeof rb) == 0 && strcmp(ra, rb) == 0;
-}
-
 /* Refuses an output that cannot hold what is written to it before any
  * work: a directory, a name in a folder that does not exist or cannot
  * be written, a terminal, the training data itself. */
@@ -331,7 +300,7 @@ static void check_output(const train_options *o, const char *path,
 		cli_usage_error("%s %s is a directory", what, path);
 	if (!exists || S_ISREG(sb.st_mode)) { /* made in its folder */
 		char where[8200];
-		if (resolved(path, where, sizeof where) < 0)
+		if (cli_resolve_path(path, where, sizeof where) < 0)
 			cli_die("%s %s: its folder: %s", what, path,
 				strerror(errno));
 		*strrchr(where, '/') = 0;
@@ -339,7 +308,7 @@ static void check_output(const train_options *o, const char *path,
 			cli_die("%s %s: its folder %s: %s", what, path,
 				where[0] ? where : "/", strerror(errno));
 	}
-	if (same_file(path, o->data))
+	if (cli_same_file(path, o->data))
 		cli_usage_error("%s %s is the training data (--data)", what,
 				path);
 	cli_refuse_terminal(&o->c, path);
@@ -367,7 +336,7 @@ void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 		check_output(o, ckpt, "the checkpoint");
 	if (o->dump_grads)
 		check_output(o, o->dump_grads, "--dump-grads");
-	if (o->log && same_file(o->log, o->data))
+	if (o->log && cli_same_file(o->log, o->data))
 		cli_usage_error("--log %s is the training data (--data)", o->log);
 	/* no file written twice over: one name for each */
 	const char *path[] = {o->c.output, o->data ? ckpt : NULL, o->log,
@@ -377,7 +346,7 @@ void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 	for (int i = 1; i < 4; i++)
 		for (int j = 0; j < i; j++)
 			if (path[i] && path[j] && (strcmp(path[i], path[j]) == 0 ||
-						   same_file(path[i], path[j])))
+						   cli_same_file(path[i], path[j])))
 				cli_usage_error("%s %s is %s too", what[i],
 						path[i], what[j]);
 	if (!o->resume && o->data && !o->c.force && stat(ckpt, &sb) == 0 &&
