@@ -111,6 +111,8 @@ static void read_prompts(gen *g, const char *path)
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	if (!f)
 		cli_die("%s: cannot open: %s", path, strerror(errno));
+	if (f == stdin) /* named as the other tools name it */
+		path = "<stdin>";
 	if (!(g->s = calloc(MAX_PROMPTS, sizeof *g->s)))
 		cli_die("out of memory");
 	char *line = NULL;

@@ -348,6 +348,12 @@ def test_errors_of_the_new_options(tmp_path):
     empty.write_bytes(b"")
     p = run("generate", "-m", model, "--prompts", empty, check=1)
     assert "no prompts" in one_line_error(p, "generate") and p.stdout == b""
+    # standard input is named <stdin>, as the other tools name it
+    for data, what in ((b"", "<stdin>: no prompts"),
+                       (b"x\n" * 4097, "<stdin>: more than 4096 prompts")):
+        p = run("generate", "-m", model, "--prompts", "-", input=data, check=1)
+        assert one_line_error(p, "generate").startswith(
+            f"andrea-generate: {what}") and p.stdout == b""
     # nothing is written to --logits when the run fails before its first step
     lg = tmp_path / "lg.ats"
     run("generate", "-m", model, "--prompts", missing, "--logits", lg, check=1)
