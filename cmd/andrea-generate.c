@@ -202,6 +202,9 @@ static void next_logits(gen *g)
 		for (int r = 0; r < g->rows; r++) {
 			seq *q = &g->s[r];
 			int T = (int)(q->n - q->w0);
+			char row[16]; /* a pass per row: say whose */
+			snprintf(row, sizeof row, "%d", r);
+			capture_tag(&g->cap, "row", row);
 			check(g, at_fwd_logits(g->engine, g->window, q->tok + q->w0, 1,
 					    T, err, sizeof err), err);
 			memcpy(g->logits + (size_t)r * g->V,

@@ -400,6 +400,23 @@ def test_capture_file_and_logits_cannot_share_a_file(tmp_path):
     assert [r.name for r in atsfmt.read(lg.read_bytes())] == ["logits"] * 2
 
 
+def test_no_cache_captures_name_their_row(tmp_path):
+    """With --no-cache a step runs each row's window in its own pass, and
+    each pass's records say whose (row=r), as the prompt passes of the
+    cache do; they once said only the step."""
+    model, _ = gen_model(tmp_path, seed=46, ctx=16)
+    prompts = tmp_path / "p.txt"
+    prompts.write_bytes(b"ab\nxyz\n")
+    cap = tmp_path / "c.ats"
+    run("generate", "-m", model, "--prompts", prompts, "-n", 2, "--no-cache",
+        "--temperature", 0, "--capture", "logits", "--capture-file", cap,
+        check=0)
+    got = [(dict(r.attrs)["step"], dict(r.attrs).get("row"), r.dims)
+           for r in atsfmt.read(cap.read_bytes())]
+    assert got == [("0", "0", (1, 3, 257)), ("0", "1", (1, 4, 257)),
+                   ("1", "0", (1, 4, 257)), ("1", "1", (1, 5, 257))], got
+
+
 def test_andrea_zlevel_sets_the_files_compression(tmp_path):
     """generate takes no -z, but ANDREA_ZLEVEL compresses its --logits and
     --capture-file records (level 0 stores them, 9 deflates them best),
