@@ -82,7 +82,9 @@ static void append(seq *q, int32_t tok)
 }
 
 /* Row r starts as BOS (where the tokenizer has one) and the tokens of
- * text[0, len); `where` names the prompt in errors. */
+ * text[0, len), of which it keeps the last ctx (the window never sees
+ * the others, so a long prompt holds no memory); `where` names the
+ * prompt in errors. */
 static void start_row(gen *g, int r, const char *text, size_t len,
 		      const char *where)
 {
@@ -96,7 +98,11 @@ static void start_row(gen *g, int r, const char *text, size_t len,
 				     ids, err, sizeof err) : -1;
 	if (n < 0)
 		cli_die("%s: %s", where, ids ? err : "out of memory");
-	for (long i = 0; i < n; i++)
+	long ctx = g->model.cfg.ctx > 0 ? g->model.cfg.ctx : LONG_MAX;
+	long from = (long)q->n + n > ctx ? (long)q->n + n - ctx : 0;
+	if (from > 0 && q->n) /* BOS is out of view */
+		q->n = 0, from--;
+	for (long i = from; i < n; i++)
 		append(q, ids[i]);
 	free(ids);
 	if (q->n == 0)
@@ -264,13 +270,8 @@ static void emit(gen *g, int r, const unsigned char *text, size_t len)
 
 static void run(gen *g)
 {
-	for (int r = 0; r < g->rows; r++) {
-		seq *q = &g->s[r];
-		if (q->n > (size_t)g->ctx) /* a long prompt: its last ctx */
-			q->w0 = q->n - g->ctx;
-		if (!g->no_cache)
-			refill(g, r);
-	}
+	for (int r = 0; r < g->rows && !g->no_cache; r++)
+		refill(g, r);
 	int live = g->rows;
 	for (long step = 0; step < g->n_new && live > 0; step++) {
 		next_logits(g);
