@@ -88,14 +88,14 @@ int at_gpt2_config_parse(const char *json, size_t len, const char *label,
 		fail(err, errlen, "%s: not a JSON object", label);
 	} else if (size_key(root, "n_layer", NULL, AT_MAX_LAYERS,
 			    &cfg->n_layer, label, err, errlen) == 0 &&
-		   size_key(root, "n_head", NULL, 1 << 24, &cfg->n_head, label,
-			    err, errlen) == 0 &&
-		   size_key(root, "n_embd", NULL, 1 << 24, &cfg->d_model, label,
-			    err, errlen) == 0 &&
-		   size_key(root, "n_positions", "n_ctx", 1 << 24, &cfg->ctx,
+		   size_key(root, "n_head", NULL, AT_MAX_CONFIG, &cfg->n_head,
 			    label, err, errlen) == 0 &&
-		   size_key(root, "vocab_size", NULL, 1 << 24, &cfg->vocab, label,
-			    err, errlen) == 0) {
+		   size_key(root, "n_embd", NULL, AT_MAX_CONFIG, &cfg->d_model,
+			    label, err, errlen) == 0 &&
+		   size_key(root, "n_positions", "n_ctx", AT_MAX_CONFIG,
+			    &cfg->ctx, label, err, errlen) == 0 &&
+		   size_key(root, "vocab_size", NULL, AT_MAX_CONFIG,
+			    &cfg->vocab, label, err, errlen) == 0) {
 		if (cfg->d_model % cfg->n_head)
 			fail(err, errlen, "%s: n_embd %d is not a multiple of "
 			     "n_head %d", label, cfg->d_model, cfg->n_head);
@@ -376,7 +376,7 @@ static int llmc_header_read(FILE *f, const char *path, llmc_header *h,
 			    h->version);
 	int *sizes[] = {&h->ctx, &h->V, &h->L, &h->H, &h->C};
 	for (int i = 0; i < 5; i++) {
-		int max = sizes[i] == &h->L ? AT_MAX_LAYERS : 1 << 24;
+		int max = sizes[i] == &h->L ? AT_MAX_LAYERS : AT_MAX_CONFIG;
 		if (*sizes[i] < 1 || *sizes[i] > max)
 			return fail(err, errlen, "%s: header field %d is %d, not in "
 				    "1..%d", path, i + 2, *sizes[i], max);
@@ -386,7 +386,7 @@ static int llmc_header_read(FILE *f, const char *path, llmc_header *h,
 			    "heads", path, h->C, h->H);
 	if (h->version != 1 && h->Vp == 0) /* the padded V from the file's size */
 		h->Vp = -1;
-	else if (h->Vp < h->V || h->Vp > (1 << 24))
+	else if (h->Vp < h->V || h->Vp > AT_MAX_CONFIG)
 		return fail(err, errlen, "%s: padded vocabulary %d, less than V %d "
 			    "or too large", path, h->Vp, h->V);
 	return 0;

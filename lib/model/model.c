@@ -7,7 +7,6 @@
 #include "core/philox.h"
 #include "stream/stream.h"
 
-#define CONFIG_MAX (1 << 24) /* the largest value of a config field */
 
 static const struct {
 	const char *name;
@@ -53,7 +52,7 @@ int at_config_from_attrs(const at_attrs *a, at_config *c, char *err,
 	static const char *keys[] = {"n_layer", "n_head", "d_model", "ctx", "vocab"};
 	int *fields[] = {&c->n_layer, &c->n_head, &c->d_model, &c->ctx, &c->vocab};
 	for (int i = 0; i < 5; i++) {
-		long v, max = i == 0 ? AT_MAX_LAYERS : CONFIG_MAX;
+		long v, max = i == 0 ? AT_MAX_LAYERS : AT_MAX_CONFIG;
 		if (at_attr_long(a, keys[i], &v) != 0 || v < 1 || v > max) {
 			snprintf(err, errlen, "config: %s missing or not in 1..%ld",
 				 keys[i], max);
@@ -69,14 +68,14 @@ int at_config_from_attrs(const at_attrs *a, at_config *c, char *err,
 	return 0;
 }
 
-/* A dimension as a config field: 0 (unknown) when beyond CONFIG_MAX. */
+/* A dimension as a config field: 0 (unknown) when beyond AT_MAX_CONFIG. */
 static int field(uint64_t d)
 {
-	return d <= CONFIG_MAX ? (int)d : 0;
+	return d <= AT_MAX_CONFIG ? (int)d : 0;
 }
 
 /* Fills unknown config fields from a parameter's shape (config-less files).
- * A layer number is taken only when it is all digits and below CONFIG_MAX,
+ * A layer number is taken only when it is all digits and below AT_MAX_CONFIG,
  * so "layers.2147483647.x" cannot overflow the count. */
 static void infer_from(at_config *c, const at_header *h)
 {
@@ -93,9 +92,9 @@ static void infer_from(at_config *c, const at_header *h)
 	} else if (strncmp(n, "layers.", 7) == 0 && h->rank >= 1) {
 		long layer = 0;
 		const char *p = n + 7;
-		while (*p >= '0' && *p <= '9' && layer < CONFIG_MAX)
+		while (*p >= '0' && *p <= '9' && layer < AT_MAX_CONFIG)
 			layer = layer * 10 + (*p++ - '0');
-		if (p > n + 7 && *p == '.' && layer < CONFIG_MAX &&
+		if (p > n + 7 && *p == '.' && layer < AT_MAX_CONFIG &&
 		    layer + 1 > c->n_layer)
 			c->n_layer = (int)layer + 1;
 		if (strstr(n, ".attn.w") && h->rank == 2 && !c->d_model)

@@ -93,9 +93,11 @@ void at_tokens_as_batch(at_tensor *t);
 int at_tokens_check(const at_config *cfg, const int32_t *id, uint64_t B,
 		    uint64_t T, char *err, size_t errlen);
 
-/* The most layers a config may have (andrea-block's -l too); the other
- * fields go to 16777216. */
+/* The most layers a config may have (andrea-block's -l too), and the
+ * largest value of its other fields (n_head, d_model, ctx, vocab), for a
+ * model file and every importer alike. */
 #define AT_MAX_LAYERS 4096
+#define AT_MAX_CONFIG (1 << 24)
 
 /* The config as attributes of a `config` record, and back. */
 void at_config_to_attrs(const at_config *c, at_attrs *a);
