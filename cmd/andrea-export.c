@@ -34,10 +34,16 @@ int main(int argc, char **argv)
 			m.path);
 	char err[1200];
 	at_tokenizer *tok = cli_tokenizer(&m);
-	if (at_gpt2_export(&m, dir, err, sizeof err) < 0 ||
-	    (at_tok_is_bpe(tok) &&
-	     at_gpt2_tokenizer_export(tok, dir, err, sizeof err) < 0))
+	/* the tokenizer's files are made and checked before anything is
+	 * written */
+	at_gpt2_tok_files *files = NULL;
+	if (at_tok_is_bpe(tok) &&
+	    !(files = at_gpt2_tok_files_make(tok, m.path, err, sizeof err)))
 		cli_die("%s", err);
+	if (at_gpt2_export(&m, dir, err, sizeof err) < 0 ||
+	    (files && at_gpt2_tok_files_write(files, dir, err, sizeof err) < 0))
+		cli_die("%s", err);
+	at_gpt2_tok_files_free(files);
 	at_tok_free(tok);
 	at_model_close(&m);
 	return 0;

@@ -250,22 +250,26 @@ static int write_merges(const at_bpe *b, const char *path, char *err,
 }
 
 /* Moves the added token id of b in the vocabulary v from its spelling to
- * its text as it is, as the added tokens are found in text; 0, or -1
- * where that text is not UTF-8 without NUL or is another token's
- * spelling. */
+ * its text as it is, as the added tokens are found in text: 0; -1 where
+ * that text is not UTF-8 without NUL or is another token's spelling; -2
+ * when out of memory. */
 static int added_as_text(const at_bpe *b, int id, json_t *v, char **buf,
 			 size_t *cap)
 {
 	size_t len;
 	const unsigned char *p = at_bpe_token(b, id, &len);
+	/* NULL: not UTF-8 (or no memory, which jansson does not tell apart) */
 	json_t *text = memchr(p, 0, len) ? NULL
 					 : json_stringn((const char *)p, len);
-	const char *s = text ? json_string_value(text) : NULL;
-	int rc = s && spelt(b, id, buf, cap) ? 0 : -1;
+	if (!text)
+		return -1;
+	const char *s = json_string_value(text);
+	int rc = spelt(b, id, buf, cap) ? 0 : -2;
 	if (rc == 0 && strcmp(s, *buf) != 0) /* <|endoftext|> is spelt as it is */
-		rc = json_object_get(v, s) || json_object_del(v, *buf) ||
-			     json_object_set_new(v, s, json_integer(id))
-		     ? -1 : 0;
+		rc = json_object_get(v, s) ? -1 :
+		     json_object_del(v, *buf) ||
+				     json_object_set_new(v, s, json_integer(id))
+			     ? -2 : 0;
 	json_decref(text);
 	return rc;
 }
@@ -273,9 +277,9 @@ static int added_as_text(const at_bpe *b, int id, json_t *v, char **buf,
 /* Hugging Face's tokenizer.json of t, whose vocab.json is vocab: GPT-2's
  * pipeline and the added tokens, which vocab.json and merges.txt cannot
  * carry (but <|endoftext|>, by convention), the one that starts a
- * sequence special; path names it in errors.  NULL with err. */
+ * sequence special; label names the model in errors.  NULL with err. */
 static json_t *tokenizer_doc(const at_tokenizer *t, const json_t *vocab,
-			     const char *path, char *err, size_t errlen)
+			     const char *label, char *err, size_t errlen)
 {
 	const at_bpe *b = at_tok_bpe(t);
 	const int32_t *added;
@@ -287,10 +291,11 @@ static json_t *tokenizer_doc(const at_tokenizer *t, const json_t *vocab,
 	int oom = !v || !list || !merges;
 	for (int i = 0; !oom && bad < 0 && i < n_added; i++) {
 		const char *p = (const char *)at_bpe_token(b, added[i], &len);
-		if (added_as_text(b, added[i], v, &buf, &cap) < 0)
+		int rc = added_as_text(b, added[i], v, &buf, &cap);
+		if (rc == -1)
 			bad = added[i];
 		else
-			oom = json_array_append_new(list, json_pack(
+			oom = rc < 0 || json_array_append_new(list, json_pack(
 				"{s:i, s:s%, s:b, s:b, s:b, s:b, s:b}", "id",
 				added[i], "content", p, len, "single_word", 0,
 				"lstrip", 0, "rstrip", 0, "normalized", 0, "special",
@@ -327,51 +332,93 @@ static json_t *tokenizer_doc(const at_tokenizer *t, const json_t *vocab,
 	json_decref(list);
 	json_decref(merges);
 	if (bad >= 0)
-		fail(err, errlen, "%s: added token %d is not UTF-8 text "
-		     "without NUL, or its text is another token's spelling",
-		     path, bad);
+		fail(err, errlen, "%s: record 'tokenizer.added': added token %d "
+		     "is not UTF-8 text without NUL, or its text is another "
+		     "token's spelling", label, bad);
 	else if (!doc)
 		fail(err, errlen, "out of memory");
 	return doc;
 }
-#endif
 
-int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
-			     char *err, size_t errlen)
+struct at_gpt2_tok_files {
+	const at_tokenizer *t;
+	json_t *vocab, *doc; /* vocab.json and tokenizer.json */
+};
+
+void at_gpt2_tok_files_free(at_gpt2_tok_files *f)
 {
-#ifndef ANDREA_JSON
-	return fail(err, errlen, "%s: this build has no JSON writer (jansson: "
-		    "Debian's libjansson-dev, then make again)", dir);
-#else
+	if (!f)
+		return;
+	json_decref(f->vocab);
+	json_decref(f->doc);
+	free(f);
+}
+
+at_gpt2_tok_files *at_gpt2_tok_files_make(const at_tokenizer *t,
+					  const char *label, char *err,
+					  size_t errlen)
+{
 	const at_bpe *b = at_tok_bpe(t);
-	char path[4200], *buf = NULL;
+	at_gpt2_tok_files *f = calloc(1, sizeof *f);
+	char *buf = NULL;
 	size_t cap = 0;
-	json_t *vocab = json_object(), *doc = NULL;
-	int rc = vocab ? 0 : -1;
+	int rc = f && (f->vocab = json_object()) ? 0 : -1;
 	/* every token spelt in the alphabet */
 	for (int i = 0; rc == 0 && i < at_bpe_size(b); i++)
 		rc = spelt(b, i, &buf, &cap)
-			     ? json_object_set_new(vocab, buf, json_integer(i))
+			     ? json_object_set_new(f->vocab, buf, json_integer(i))
 			     : -1;
 	free(buf);
-	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-	if (rc < 0)
+	if (rc < 0) {
 		fail(err, errlen, "out of memory");
-	else if (!(doc = tokenizer_doc(t, vocab, path, err, errlen)))
-		rc = -1;
-	/* all checked before the first is written */
-	if (rc == 0)
-		rc = write_json(doc, JSON_COMPACT | JSON_ENSURE_ASCII, path, err,
-				errlen);
+	} else if ((f->doc = tokenizer_doc(t, f->vocab, label, err, errlen))) {
+		f->t = t;
+		return f;
+	}
+	at_gpt2_tok_files_free(f);
+	return NULL;
+}
+
+int at_gpt2_tok_files_write(const at_gpt2_tok_files *f, const char *dir,
+			    char *err, size_t errlen)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	int rc = write_json(f->doc, JSON_COMPACT | JSON_ENSURE_ASCII, path, err,
+			    errlen);
 	snprintf(path, sizeof path, "%s/vocab.json", dir);
 	if (rc == 0)
-		rc = write_json(vocab, JSON_COMPACT | JSON_ENSURE_ASCII, path, err,
-				errlen);
+		rc = write_json(f->vocab, JSON_COMPACT | JSON_ENSURE_ASCII, path,
+				err, errlen);
 	snprintf(path, sizeof path, "%s/merges.txt", dir);
-	if (rc == 0)
-		rc = write_merges(b, path, err, errlen);
-	json_decref(vocab);
-	json_decref(doc);
-	return rc;
-#endif
+	return rc == 0 ? write_merges(at_tok_bpe(f->t), path, err, errlen) : rc;
 }
+
+#else /* no JSON writer: nothing of a tokenizer can be written */
+
+struct at_gpt2_tok_files {
+	int none;
+};
+
+void at_gpt2_tok_files_free(at_gpt2_tok_files *f)
+{
+	(void)f;
+}
+
+at_gpt2_tok_files *at_gpt2_tok_files_make(const at_tokenizer *t,
+					  const char *label, char *err,
+					  size_t errlen)
+{
+	(void)t;
+	fail(err, errlen, "%s: this build has no JSON writer (jansson: "
+	     "Debian's libjansson-dev, then make again)", label);
+	return NULL;
+}
+
+int at_gpt2_tok_files_write(const at_gpt2_tok_files *f, const char *dir,
+			    char *err, size_t errlen)
+{
+	(void)f;
+	return fail(err, errlen, "%s: this build has no JSON writer", dir);
+}
+#endif

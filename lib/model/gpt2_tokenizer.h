@@ -38,11 +38,18 @@ at_tokenizer *at_gpt2_tokenizer_json_parse(const char *json, size_t len,
 					   const char *label, char *err,
 					   size_t errlen);
 
-/* Writes t (a BPE tokenizer) into dir as tokenizer.json, with its added
- * tokens, and as vocab.json and merges.txt, which transformers'
- * GPT2TokenizerFast loads (without added tokens but <|endoftext|>).  0, or
- * -1 with err. */
-int at_gpt2_tokenizer_export(const at_tokenizer *t, const char *dir,
-			     char *err, size_t errlen);
+/* t (a BPE tokenizer) as Hugging Face's files: tokenizer.json, with its
+ * added tokens, and vocab.json and merges.txt, which transformers'
+ * GPT2TokenizerFast loads (without added tokens but <|endoftext|>).
+ * at_gpt2_tok_files_make makes and checks them in memory, before anything
+ * is written (label, the model, names it in errors; NULL with err);
+ * at_gpt2_tok_files_write writes them into dir (0, or -1 with err). */
+typedef struct at_gpt2_tok_files at_gpt2_tok_files;
+at_gpt2_tok_files *at_gpt2_tok_files_make(const at_tokenizer *t,
+					  const char *label, char *err,
+					  size_t errlen);
+int at_gpt2_tok_files_write(const at_gpt2_tok_files *f, const char *dir,
+			    char *err, size_t errlen);
+void at_gpt2_tok_files_free(at_gpt2_tok_files *f);
 
 #endif
