@@ -283,6 +283,28 @@ def test_export_keeps_the_added_tokens(tmp_path):
     assert bos == b"257\n"
 
 
+@needs_json
+def test_export_checks_the_tokenizer_before_writing_anything(tmp_path):
+    """An added token that is not UTF-8 text (tokenizer.added naming the
+    byte 0xff, which tokenizer.json cannot hold) is refused, naming the
+    model and its record, before any file of DIR is written."""
+    import atsfmt
+    assert import_with(tmp_path, GOOD_VOCAB, GOOD_MERGES).returncode == 0
+    recs = []
+    for r in atsfmt.read((tmp_path / "m.ats").read_bytes()):
+        recs.append(atsfmt.record(r.name, r.dtype, r.dims, r.payload, r.attrs))
+        if r.name == "tokenizer.merges":
+            recs.append(atsfmt.record("tokenizer.added", "i32", (1,),
+                                      np.array([255], "<i4").tobytes()))
+    bad = tmp_path / "bad.ats"
+    bad.write_bytes(atsfmt.stream(*recs))
+    hf = tmp_path / "hf"
+    p = run("export", "-m", bad, hf, check=1)
+    assert f"{bad}: record 'tokenizer.added': added token 255 is not UTF-8" \
+        in one_line_error(p, "export")
+    assert not hf.exists()
+
+
 @needs_tokenizers
 def test_a_run_longer_than_a_piece_may_be_is_one_line(trained):
     _, _, model = trained
@@ -420,7 +442,8 @@ def tokenizer_json(**over):
     (tokenizer_json(model_ignore_merges=True), "ignore_merges"),
     (tokenizer_json(model_ignore_merges=False), None),
     *[(tokenizer_json(added_tokens=[{"id": 256, "content": "Ġt", flag: True}]),
-       "lstrip, rstrip, single_word") for flag in ("lstrip", "rstrip", "single_word")],
+       "added token 0 ('Ġt') strips spaces or is a single word (lstrip, "
+       "rstrip, single_word)") for flag in ("lstrip", "rstrip", "single_word")],
     (tokenizer_json(added_tokens=[{"id": 97, "content": "a", "lstrip": False,
                                    "rstrip": False, "single_word": False}]), None),
 ])

@@ -248,8 +248,9 @@ static int unset(const json_t *o, const char *key)
 }
 
 /* What tokenizer.json must say for andrea to encode as it does; NULL, or
- * what it says otherwise. */
-static const char *not_gpt2(const json_t *root, const json_t *model)
+ * what it says otherwise (in buf, of len bytes, where it names a token). */
+static const char *not_gpt2(const json_t *root, const json_t *model,
+			    char *buf, size_t len)
 {
 	const json_t *pre = json_object_get(root, "pre_tokenizer");
 	const json_t *type = json_object_get(model, "type");
@@ -269,9 +270,14 @@ static const char *not_gpt2(const json_t *root, const json_t *model)
 	/* each changes where an added token is found, or what it takes */
 	json_array_foreach(json_object_get(root, "added_tokens"), i, a)
 		if (!unset(a, "lstrip") || !unset(a, "rstrip") ||
-		    !unset(a, "single_word"))
-			return "an added token strips spaces or is a single word "
-			       "(lstrip, rstrip, single_word)";
+		    !unset(a, "single_word")) {
+			const json_t *c = json_object_get(a, "content");
+			snprintf(buf, len, "added token %zu ('%.80s') strips "
+				 "spaces or is a single word (lstrip, rstrip, "
+				 "single_word)", i,
+				 json_is_string(c) ? json_string_value(c) : "?");
+			return buf;
+		}
 	if (!unset(root, "normalizer"))
 		return "it has a normalizer";
 	const json_t *pt = json_object_get(pre, "type");
@@ -305,10 +311,11 @@ at_tokenizer *at_gpt2_tokenizer_json_parse(const char *json, size_t len,
 	const json_t *model = json_object_get(root, "model");
 	const json_t *added = json_object_get(root, "added_tokens");
 	const json_t *merges = json_object_get(model, "merges");
+	char named[200];
 	const char *why = json_is_object(root) && json_is_object(model) &&
 				  json_is_array(merges) &&
 				  (!added || json_is_array(added))
-			  ? not_gpt2(root, model)
+			  ? not_gpt2(root, model, named, sizeof named)
 			  : "it has no model object with vocab and merges";
 	int rc = why ? fail(err, errlen, "%s: not GPT-2's tokenizer: %s", label, why)
 		     : vocab_read(&v, json_object_get(model, "vocab"), added, label,
