@@ -72,16 +72,17 @@ static void decode_main(cli_common *c, const at_tokenizer *tok,
 		if (at_read_payload(&r, &h, &t) < 0)
 			break;
 		uint64_t B = t.rank == 2 ? t.dims[0] : 1, T = t.dims[t.rank - 1],
-			 len[AT_MAX_VALUE];
+			 row_len[AT_MAX_VALUE];
 		char why[300];
 		/* a padded batch (andrea-embed --lines): its padding is no text */
-		int padded = at_attr_lengths(&t.attrs, B, T, len, why, sizeof why);
+		int padded = at_attr_lengths(&t.attrs, B, T, row_len, why,
+					     sizeof why);
 		if (padded < 0)
 			cli_die("%s: record %d 'tokens': %s", r.label, h.index, why);
 		for (uint64_t b = 0; b < B; b++) {
 			if (rows++)
 				putchar('\n');
-			uint64_t end = b * T + (padded ? len[b] : T);
+			uint64_t end = b * T + (padded ? row_len[b] : T);
 			for (uint64_t i = b * T; i < end; i++) {
 				size_t len;
 				const unsigned char *p = piece_of(tok, r.label, h.index,

@@ -45,11 +45,11 @@ int hm_token_labels(const at_tokenizer *tok, const at_tensor *tokens,
 	    b >= tokens->dims[0])
 		return 0;
 	/* a padded row's positions past its length hold no token */
-	uint64_t len[AT_MAX_VALUE], n = T;
+	uint64_t row_len[AT_MAX_VALUE], n = T;
 	char err[200];
-	if (at_attr_lengths(&tokens->attrs, tokens->dims[0], T, len, err,
+	if (at_attr_lengths(&tokens->attrs, tokens->dims[0], T, row_len, err,
 			    sizeof err) == 1)
-		n = len[b];
+		n = row_len[b];
 	size_t bytes = T * sizeof(char *);
 	const int32_t *id = (const int32_t *)tokens->data + b * T;
 	for (uint64_t i = 0; i < T; i++) {
