@@ -195,6 +195,10 @@ bench-gpu: all
 	@test "$(CUDA)" = 1 || { echo "bench-gpu: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	PYTHON=$(GPU_PYTHON) sh bench/run-gpu.sh
 
+bench-mask: all
+	@test "$(CUDA)" = 1 || { echo "bench-mask: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	sh bench/run-mask.sh
+
 bench-train-ranks: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-ranks: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	$(GPU_PYTHON) bench/train-ranks.py
