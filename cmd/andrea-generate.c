@@ -424,13 +424,13 @@ int main(int argc, char **argv)
 	if (g.capture_path && strcmp(g.capture_path, "-") == 0)
 		cli_usage_error("--capture-file: give a file of its own (standard "
 				"output carries the text)");
+	cli_file_named("--logits", g.logits_path);
+	cli_file_named("--capture-file", g.capture_path);
+	cli_file_named("--prompts", g.prompts);
 	/* ./c.ats and c.ats too: the renamed --logits would replace it */
 	if (cli_same_file(g.capture_path, g.logits_path))
 		cli_usage_error("--capture-file %s is the --logits file too: give "
 				"each a file of its own", g.capture_path);
-	cli_file_named("--logits", g.logits_path);
-	cli_file_named("--capture-file", g.capture_path);
-	cli_file_named("--prompts", g.prompts);
 	if (g.logits_path && strcmp(g.logits_path, "-") == 0)
 		cli_usage_error("--logits -: standard output carries the text; "
 				"give --logits a file");
@@ -439,6 +439,11 @@ int main(int argc, char **argv)
 				"and a model file (-m or ANDREA_MODEL) is in use");
 	stage_check_device(&c, g.precision);
 	stage_open_model(&c, &g.model);
+	/* the model and the prompts are read; the outputs replace files */
+	const char *in_what[] = {"model", "--prompts"};
+	const char *in[] = {g.model.seeded ? NULL : g.model.path, g.prompts};
+	cli_output_not_input("--logits", g.logits_path, 2, in_what, in);
+	cli_output_not_input("--capture-file", g.capture_path, 2, in_what, in);
 	g.tok = cli_tokenizer(&g.model);
 	if (g.prompts) {
 		read_prompts(&g, g.prompts);

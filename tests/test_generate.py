@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -377,6 +378,27 @@ def test_logits_without_a_finite_maximum_or_with_a_nan_fail(tmp_path):
     model = constant_model(tmp_path, ord("x"), value=-np.inf)
     out = generate("-m", model, "--prompt", "a", "-n", 200, "--seed", 4)
     assert len(out) > 100 and b"x" not in out
+
+
+def test_outputs_may_not_replace_the_model_or_the_prompts(tmp_path):
+    """--logits or --capture-file naming the model or the --prompts file
+    (under any spelling) is a usage error before anything is written: the
+    renamed output once replaced the model, and the run exited 0."""
+    model, _ = gen_model(tmp_path, seed=45)
+    model, prompts = Path(model), tmp_path / "p.txt"
+    prompts.write_bytes(b"ab\n")
+    before = {f: f.read_bytes() for f in (model, prompts)}
+    for opt, out, what in (("--logits", model, "model"),
+                           ("--logits", tmp_path / "." / "p.txt", "--prompts"),
+                           ("--capture-file", f"{tmp_path}//p.txt",
+                            "--prompts")):
+        extra = ["--capture", "x"] if opt == "--capture-file" else []
+        p = run("generate", "-m", model, "--prompts", prompts, "-n", 2, opt,
+                out, *extra, check=2)
+        assert f"{opt} {out} is the {what} file" in \
+            one_line_error(p, "generate")
+        assert p.stdout == b""
+    assert before == {f: f.read_bytes() for f in (model, prompts)}
 
 
 def test_capture_file_and_logits_cannot_share_a_file(tmp_path):

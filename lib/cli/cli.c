@@ -412,6 +412,16 @@ int cli_resolve_path(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+void cli_output_not_input(const char *what, const char *out, int n,
+			  const char *const *in_what, const char *const *in)
+{
+	for (int i = 0; i < n; i++)
+		if (cli_same_file(out, in[i]))
+			cli_usage_error("%s %s is the %s file: the run would "
+					"replace what it reads", what, out,
+					in_what[i]);
+}
+
 int cli_same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;

@@ -96,6 +96,12 @@ int cli_resolve_path(const char *path, char *buf, size_t len);
 /* Whether a and b name one file: one that exists, or one that would be
  * made (./m.ats and m.ats); 0 where either is NULL. */
 int cli_same_file(const char *a, const char *b);
+/* A usage error where the output file out (given by option what; NULL:
+ * none) is one of the n inputs in[i] (given by in_what[i]; NULL: none),
+ * which the run reads and the output, renamed into place at its end,
+ * would replace. */
+void cli_output_not_input(const char *what, const char *out, int n,
+			  const char *const *in_what, const char *const *in);
 /* A usage error where more than one of paths[0..n) is "-": standard
  * input can be read once. */
 void cli_stdin_once(const char *const *paths, int n);
