@@ -258,11 +258,15 @@ static int added_as_text(const at_bpe *b, int id, json_t *v, char **buf,
 {
 	size_t len;
 	const unsigned char *p = at_bpe_token(b, id, &len);
-	/* NULL: not UTF-8 (or no memory, which jansson does not tell apart) */
-	json_t *text = memchr(p, 0, len) ? NULL
-					 : json_stringn((const char *)p, len);
-	if (!text)
+	if (memchr(p, 0, len))
 		return -1;
+	json_t *text = json_stringn((const char *)p, len);
+	if (!text) { /* not UTF-8, unless the unchecked string fails too */
+		json_t *raw = json_stringn_nocheck((const char *)p, len);
+		int oom = !raw;
+		json_decref(raw);
+		return oom ? -2 : -1;
+	}
 	const char *s = json_string_value(text);
 	int rc = spelt(b, id, buf, cap) ? 0 : -2;
 	if (rc == 0 && strcmp(s, *buf) != 0) /* <|endoftext|> is spelt as it is */
