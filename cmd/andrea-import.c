@@ -92,7 +92,7 @@ static at_tokenizer *read_tokenizer(const tokenizer_opts *o, const char *dir,
  * -m and andrea-train --tokenizer take. */
 static void tokenizer_only(cli_common *c, const tokenizer_opts *o)
 {
-	at_config any = {.vocab = 1 << 24};
+	at_config any = {.vocab = AT_MAX_CONFIG}; /* any a model may have */
 	at_tokenizer *t = read_tokenizer(o, ".", &any);
 	at_writer w;
 	cli_open_output(c, &w);

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 		CLI_INT("heads", 0, &o.over.n_head, 1, 4096),
 		CLI_INT("d-model", 0, &o.over.d_model, 1, 1 << 16),
 		CLI_INT("ctx", 0, &o.over.ctx, 1, 1 << 20),
-		CLI_INT("vocab", 0, &o.over.vocab, 1, 1 << 24),
+		CLI_INT("vocab", 0, &o.over.vocab, 1, AT_MAX_CONFIG),
 		CLI_STRING("tokenizer", 0, &o.tokenizer),
 		CLI_STRING("data", 0, &o.data),
 		CLI_LONG("steps", 0, &o.steps, 0, LONG_MAX / 2),

@@ -437,6 +437,9 @@ def tokenizer_json(**over):
     (tokenizer_json(model_merges="Ġ t"), "no model object"),
     (tokenizer_json(added_tokens=[{"id": 97, "content": "<pad>", "special": True}]),
      "added token 0 ('<pad>') is not the vocabulary's token of that id"),
+    # a control byte is escaped, and the message stays one line
+    (tokenizer_json(added_tokens=[{"id": 97, "content": "a\nb"}]),
+     "added token 0 ('a\\x0ab') is not the vocabulary's token of that id"),
     ('{"model": 3}', "no model object"),
     # each makes tokenizers' ids other than andrea's
     (tokenizer_json(model_ignore_merges=True), "ignore_merges"),

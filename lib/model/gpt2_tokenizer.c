@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "model/safetensors.h"
 #include "text/bytelevel.h"
 
 #define fail at_import_fail
 #define MAX_FILE (64u << 20) /* GPT-2's vocab.json is 1 MB, merges.txt 0.5 MB */
-#define MAX_TOKENS (1 << 24)
+#define MAX_TOKENS AT_MAX_CONFIG /* a model's vocab */
 
 #ifdef ANDREA_JSON
 /* A vocabulary being read: token i's bytes are bytes[off[i], off[i]+len[i]). */
@@ -29,6 +30,25 @@ typedef struct {
 	int first_special; /* the first special added token, or -1 */
 } vocab_in;
 
+/* s in a one-line message: at most 80 bytes, cut where a character
+ * begins, a control byte as \xHH; into buf (SHOWN bytes). */
+#define SHOWN (4 * 80 + 1)
+static const char *shown(const char *s, char *buf)
+{
+	size_t cut = strnlen(s, 80), n = 0;
+	while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80)
+		cut--;
+	for (size_t i = 0; i < cut; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f)
+			n += (size_t)sprintf(buf + n, "\\x%02x", c);
+		else
+			buf[n++] = (char)c;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
 static void vocab_free(vocab_in *v)
 {
 	free(v->bytes);
@@ -43,6 +63,7 @@ static void vocab_free(vocab_in *v)
 static int vocab_read(vocab_in *v, const json_t *o, const json_t *added,
 		      const char *label, char *err, size_t errlen)
 {
+	char sh[SHOWN];
 	memset(v, 0, sizeof *v);
 	v->bos = v->first_special = -1;
 	if (!json_is_object(o))
@@ -69,11 +90,13 @@ static int vocab_read(vocab_in *v, const json_t *o, const json_t *added,
 	json_object_foreach((json_t *)o, key, val) {
 		json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
 		if (id < 0 || id >= (json_int_t)n)
-			return fail(err, errlen, "%s: token '%.80s': its id is not "
-				    "an integer in 0..%zu", label, key, n - 1);
+			return fail(err, errlen, "%s: token '%s': its id is not "
+				    "an integer in 0..%zu", label, shown(key, sh),
+				    n - 1);
 		if (v->off[id] != UINT64_MAX)
-			return fail(err, errlen, "%s: token '%.80s': id %lld is "
-				    "given twice", label, key, (long long)id);
+			return fail(err, errlen, "%s: token '%s': id %lld is "
+				    "given twice", label, shown(key, sh),
+				    (long long)id);
 		size_t klen = strlen(key);
 		long blen = at_bytelevel_decode(key, klen, v->bytes + at);
 		v->off[id] = at;
@@ -90,9 +113,10 @@ static int vocab_read(vocab_in *v, const json_t *o, const json_t *added,
 		const json_t *said = json_object_get(a, "id");
 		if (!json_is_integer(id) || (said && (!json_is_integer(said) ||
 				json_integer_value(said) != json_integer_value(id))))
-			return fail(err, errlen, "%s: added token %zu ('%.80s') is not "
+			return fail(err, errlen, "%s: added token %zu ('%s') is not "
 				    "the vocabulary's token of that id", label, i,
-				    json_is_string(c) ? json_string_value(c) : "?");
+				    json_is_string(c) ? shown(json_string_value(c), sh)
+						      : "?");
 		if (v->n_added == AT_TOK_MAX_ADDED)
 			return fail(err, errlen, "%s: more than %d added tokens", label,
 				    AT_TOK_MAX_ADDED);
@@ -111,9 +135,10 @@ static int vocab_read(vocab_in *v, const json_t *o, const json_t *added,
 		v->added[v->n_added++] = v->bos;
 	json_object_foreach((json_t *)o, key, val)
 		if (v->len[json_integer_value(val)] == 0)
-			return fail(err, errlen, "%s: token '%.80s' (id %lld) is not "
+			return fail(err, errlen, "%s: token '%s' (id %lld) is not "
 				    "spelt in GPT-2's byte-level alphabet", label,
-				    key, (long long)json_integer_value(val));
+				    shown(key, sh),
+				    (long long)json_integer_value(val));
 	/* the vocabulary in id order for at_bpe_new */
 	unsigned char *ordered = malloc(at + 1);
 	if (!ordered)
@@ -272,10 +297,12 @@ static const char *not_gpt2(const json_t *root, const json_t *model,
 		if (!unset(a, "lstrip") || !unset(a, "rstrip") ||
 		    !unset(a, "single_word")) {
 			const json_t *c = json_object_get(a, "content");
-			snprintf(buf, len, "added token %zu ('%.80s') strips "
+			char sh[SHOWN];
+			snprintf(buf, len, "added token %zu ('%s') strips "
 				 "spaces or is a single word (lstrip, rstrip, "
 				 "single_word)", i,
-				 json_is_string(c) ? json_string_value(c) : "?");
+				 json_is_string(c) ? shown(json_string_value(c), sh)
+						   : "?");
 			return buf;
 		}
 	if (!unset(root, "normalizer"))
