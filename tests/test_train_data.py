@@ -63,11 +63,17 @@ def test_a_padded_batch_trains_on_its_rows_own_tokens(tmp_path):
 
 
 def test_a_token_out_of_range_names_its_record(tmp_path):
+    """...and its place there: row and position, of a padded batch's too
+    (not its place among the rows' tokens laid end to end)."""
     data = tokens_file(tmp_path, [1, 2, 3] * 30 + [11])
     p = train(tmp_path, data, check=1)
     assert one_line_error(p, "train") == (
-        f"andrea-train: {data}: record 1 'tokens': token 11 at position 90 "
+        f"andrea-train: {data}: record 1 'tokens': token 11 at [0,90] "
         "is not in 0..10 (V=11)")
+    rows = np.array([[1, 2] * 20, [3] * 5 + [11] + [0] * 34], np.int32)
+    bad = packed(tmp_path / "pad.ats", ("tokens", rows, {"lengths": "40,6"}))
+    assert "record 1 'tokens': token 11 at [1,5] is not in 0..10" in \
+        one_line_error(train(tmp_path, bad, check=1), "train")
 
 
 @pytest.mark.parametrize("key,value", [

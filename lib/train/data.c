@@ -64,11 +64,12 @@ static int unpad(at_tensor *t, size_t *n, char *why, size_t len)
 	return 0;
 }
 
-/* Finds the first `tokens` record of a stream and takes its ids; the
- * rest of the stream is checked to its end record, unused, as wherever a
- * stream is read: one cut short is a stage that died writing it. */
-static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
-		       char *err, size_t errlen)
+/* Finds the first `tokens` record of a stream and takes its ids, each
+ * below vocab (named by its place in the record); the rest of the stream
+ * is checked to its end record, unused, as wherever a stream is read: one
+ * cut short is a stage that died writing it. */
+static int load_stream(tr_data *d, const char *path, int vocab,
+		       const at_read_opts *ro, char *err, size_t errlen)
 {
 	at_reader r;
 	at_header h;
@@ -89,7 +90,11 @@ static int load_stream(tr_data *d, const char *path, const at_read_opts *ro,
 		d->n = (size_t)at_numel(&t);
 		d->tok = t.data; /* take the buffer over */
 		d->record = h.index;
-		if (unpad(&t, &d->n, why, sizeof why) < 0) {
+		at_config ids = {.vocab = vocab};
+		uint64_t T = t.rank ? t.dims[t.rank - 1] : 1;
+		if (at_tokens_check(&ids, t.data, T ? d->n / T : 0, T, why,
+				    sizeof why) < 0 ||
+		    unpad(&t, &d->n, why, sizeof why) < 0) {
 			snprintf(err, errlen, "%s: record %d 'tokens': %s", path,
 				 h.index, why);
 			at_reader_close(&r);
@@ -143,7 +148,7 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 				 "not a pipe (write it to a file first)", path);
 			return -1;
 		}
-		if (load_stream(d, path, ro, err, errlen) < 0)
+		if (load_stream(d, path, vocab, ro, err, errlen) < 0)
 			return -1;
 	} else {
 		/* the bytes read are kept, not read again: a pipe has no rewind */
@@ -183,13 +188,11 @@ int tr_data_load(tr_data *d, const char *path, at_tokenizer *tok, int vocab,
 		}
 		d->n = (size_t)count;
 	}
-	char rec[48] = "";
-	if (d->record)
-		snprintf(rec, sizeof rec, "record %d 'tokens': ", d->record);
-	for (size_t i = 0; i < d->n; i++)
+	/* a stream's were checked where they lie in its record */
+	for (size_t i = 0; !d->record && i < d->n; i++)
 		if (d->tok[i] < 0 || d->tok[i] >= vocab) {
-			snprintf(err, errlen, "%s: %stoken %d at position %zu is "
-				 "not in 0..%d (V=%d)", path, rec, d->tok[i], i,
+			snprintf(err, errlen, "%s: token %d at position %zu is "
+				 "not in 0..%d (V=%d)", path, d->tok[i], i,
 				 vocab - 1, vocab);
 			tr_data_free(d);
 			return -1;
