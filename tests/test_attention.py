@@ -98,6 +98,36 @@ def test_nan_and_inf_spread_as_in_numpy(tmp_path):
         assert oracle.rel_err(got[~bad], out[~bad]) <= TOL
 
 
+@pytest.mark.parametrize("opts", [[], ["--no-mask"]])
+def test_a_block_of_keys_scored_minus_inf_weighs_nothing(tmp_path, opts):
+    """Keys a row scores -inf (q . k of -inf) get weight 0, as in NumPy,
+    also where they fill a whole block of keys (256 on the CPU, 64 on the
+    GPU): -inf - -inf made NaN of every row that saw that block.  A row
+    that sees no other key is NaN in out (0/0) and -inf in lse (log 0)."""
+    rng = np.random.default_rng(12)
+    T, D = 600, 8
+    q, k, v = (rand(rng, 1, 1, T, D) for _ in range(3))
+    q[..., 0] = np.abs(q[..., 0]) + 0.1
+    k[0, 0, :256, 0] = -np.inf
+    s = pack(tmp_path, [("q", q), ("k", k), ("v", v)])
+    fused = unpack(tmp_path, run("attention", "--lse", *opts, input=s,
+                                 check=0).stdout)
+    stages = [("scores",), ("softmax",), ("attend",)]
+    if not opts:
+        stages.insert(1, ("mask",))
+    staged = unpack(tmp_path, pipeline(stages, input=s), "st")["out"]
+    with np.errstate(invalid="ignore"):
+        out, lse = reference(q, k, v, 1 / np.sqrt(D), not opts)
+    bad = np.isnan(out)
+    assert bad.sum() == (0 if opts else 256 * D)
+    for got in (fused["out"], staged):
+        assert (np.isnan(got) == bad).all()
+        assert oracle.rel_err(got[~bad], out[~bad]) <= TOL
+    seen = ~bad[..., 0]
+    assert oracle.rel_err(fused["lse"][seen], lse[seen]) <= TOL
+    assert (fused["lse"][~seen] == -np.inf).all()
+
+
 def test_in_a_pipeline_with_attributes_and_passthrough(tmp_path):
     """embed | qkv | attention: out carries q's attributes and the scale;
     the tokens pass through; --keep writes q, k, v where they were."""

@@ -30,17 +30,21 @@ typedef struct {
 } fused_job;
 
 /* Row i of s (n keys, those past `seen` masked) into the running state:
- * s becomes exp(s - m_new), acc's row is scaled to the new maximum. */
+ * s becomes exp(s - m_new), acc's row is scaled to the new maximum.  A row
+ * whose scores so far are all -inf keeps zeros (as attention.cu's does):
+ * -inf - -inf would be NaN, and a block of keys it cannot see (q . k of
+ * -inf) made NaN of a row whose later keys NumPy weighs as usual. */
 static void online_row(float *s, int n, int seen, float *m, float *l,
 		       float *acc, int D)
 {
 	float mx = *m;
 	for (int j = 0; j < seen; j++)
 		mx = s[j] > mx ? s[j] : mx;
-	float alpha = fast_exp(*m - mx), sum = 0.0f;
+	float base = mx == -INFINITY ? 0.0f : mx; /* exp(-inf - 0) = 0 */
+	float alpha = mx == -INFINITY ? 1.0f : fast_exp(*m - mx), sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
 	for (int j = 0; j < n; j++) {
-		float p = j < seen ? fast_exp(s[j] - mx) : 0.0f;
+		float p = j < seen ? fast_exp(s[j] - base) : 0.0f;
 		s[j] = p;
 		sum += p;
 	}
