@@ -138,19 +138,22 @@ def test_a_head_or_layer_past_the_model_is_status_1():
         assert says in one_line_error(p, "qkv")
 
 
-def test_the_fused_attention_keeps_a_nan_to_the_blocks_that_see_it(tmp_path):
-    """andrea-attention's rows before the block of keys holding a NaN in v
-    never multiply it (its page: the rows that see it, and those before it
-    in its block of keys, of at most 256); the last row, which sees it,
-    is NaN."""
+@pytest.mark.parametrize("j", [100, 300, 599])
+def test_the_fused_attention_keeps_a_nan_to_the_blocks_that_see_it(tmp_path, j):
+    """andrea-attention's rows before the tile of 64 queries that holds a
+    NaN in v never multiply it (its page: the rows that see it, and those
+    before it from row 64 x floor(j/64) on; the page said those of its
+    block of keys, 256 on the CPU, whose first rows stay finite)."""
     T = 600
     rng = np.random.default_rng(6)
     q = rng.standard_normal((1, 1, T, 8)).astype(np.float32)
     v = q.copy()
-    v[0, 0, -1, 0] = np.nan
+    v[0, 0, j, 0] = np.nan
     out = unpack(tmp_path, run("attention", check=0, input=pack(
         tmp_path, [("q", q), ("k", q), ("v", v)])).stdout)["out"][0, 0]
-    assert np.isfinite(out[:T - 256]).all() and np.isnan(out[-1, 0])
+    assert np.isfinite(out[:j // 64 * 64]).all()
+    assert np.isnan(out[j // 64 * 64:, 0]).all()
+    assert np.isfinite(out[:, 1:]).all()
 
 
 def test_a_lengths_attribute_of_more_rows_than_it_can_list_is_refused(tmp_path):
