@@ -7,6 +7,8 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
+#include <limits.h>
+
 #include "help/andrea-attention.h" /* usage: the --help text */
 
 typedef struct {
@@ -24,6 +26,13 @@ static void attention_run(at_filter *f, at_tensor *in, at_writer *w)
 		at_filter_expect_like(f, i, &in[i], &in[0]);
 	at_filter_expect_same_head(f, 2, &in[2], &in[1]); /* q may have none */
 	const at_tensor *q = &in[0];
+	/* heads of no values pass the byte cap at any B, H and T, yet their
+	 * lse holds B*H*T floats and the op counts heads in int */
+	if (q->dims[0] * q->dims[1] > INT_MAX)
+		at_filter_die(f, 0, "B*H=%llu heads is more than this tool handles",
+			      (unsigned long long)(q->dims[0] * q->dims[1]));
+	if (a->lse)
+		at_filter_expect_fits(f, 0, "lse", 3, q->dims);
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
 	double scale = stage_scale_of(f, &a->scale, D);

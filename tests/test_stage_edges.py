@@ -95,6 +95,22 @@ def test_attention_of_heads_of_no_values_is_immediate(tmp_path):
     run("attention", "--no-scale", input=big, check=0, timeout=10)
 
 
+@pytest.mark.parametrize("dims,env,says", [
+    ((1, 1, 2048, 0), {"ANDREA_MAX_BYTES": "4096"},
+     "record 1 'q': its lse [1,1,2048] would pass the cap of 4096 bytes"),
+    ((65536, 65536, 1, 0), {"ANDREA_MAX_BYTES": str(1 << 40)},
+     "record 1 'q': B*H=4294967296 heads is more than this tool handles"),
+])
+def test_attention_refuses_an_lse_it_cannot_make(dims, env, says):
+    """Heads of no values pass the byte cap at any size, but their lse of
+    B*H*T floats need not: one past the cap was made anyway (16 GiB, 'out
+    of memory', or a record the next reader refuses), and B*H past int
+    wrapped (an lse of zeros where log T belongs)."""
+    p = run("attention", "--no-scale", "--lse", check=1, timeout=20,
+            env=env, input=header_only(*((n, dims) for n in "qkv")))
+    assert says in one_line_error(p, "attention")
+
+
 def test_a_zero_scale_keeps_the_nan_of_an_infinity(tmp_path):
     """--scale 0 times a dot product of inf is NaN, as NumPy has it (BLAS
     forms no product for a zero alpha, which gave 0)."""
