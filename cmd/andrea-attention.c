@@ -8,6 +8,7 @@
 #include "cli/stage.h"
 
 #include <limits.h>
+#include <math.h>
 
 #include "help/andrea-attention.h" /* usage: the --help text */
 
@@ -42,8 +43,12 @@ static void attention_run(at_filter *f, at_tensor *in, at_writer *w)
 		cli_die("out of memory");
 	out.attrs = q->attrs;
 	at_attr_setf(&out.attrs, "scale", "%.9g", (float)scale);
-	if (a->no_mask)
+	if (a->no_mask) {
 		at_attr_set(&out.attrs, "mask", "none");
+	} else { /* what andrea-mask sets, so that out says it as theirs */
+		at_attr_set(&out.attrs, "mask", "causal");
+		at_attr_setf(&out.attrs, "fill", "%.9g", -INFINITY);
+	}
 	lse.attrs = out.attrs;
 	stage_check(at_stage_attention(&a->exec, out.data, a->lse ? lse.data : NULL,
 				       in[0].data, in[1].data, in[2].data, BH,

@@ -142,6 +142,9 @@ def test_in_a_pipeline_with_attributes_and_passthrough(tmp_path):
     assert [n for n, _, _ in recs] == ["tokens", "out"]
     attrs = recs[1][1]
     assert attrs["layer"] == "1" and attrs["scale"] == "0.125"
+    (tmp_path / "s.ats").write_bytes(staged)  # the mask said as theirs
+    assert attrs == records(tmp_path / "s.ats")[1][1]
+    assert attrs["mask"] == "causal" and attrs["fill"] == "-inf"
     want = unpack(tmp_path, staged, "st")["out"]
     assert oracle.rel_err(recs[1][2], want) <= TOL
     (tmp_path / "k.ats").write_bytes(run("attention", "--keep", input=qkv_s,
