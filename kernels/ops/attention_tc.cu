@@ -92,10 +92,14 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 			for (int d = 0; d < DP / 8; d++)
 				for (int e = 0; e < 4; e++)
 					o[d][e] *= alpha[e >> 1];
+		// a row whose scores so far are all -inf (a block of keys
+		// scored -inf, not only the mask's) keeps zeros, as attention.cu
+		// and the CPU's online_row
+		bool dead[2] = {m[0] == -INFINITY, m[1] == -INFINITY};
 		for (int n = 0; n < TC_KEYS / 8; n++)
 			for (int e = 0; e < 4; e++) {
 				// exp2(-inf) is 0, but -inf - -inf is not -inf
-				float p = edge && s[n][e] == -INFINITY
+				float p = dead[e >> 1] || (edge && s[n][e] == -INFINITY)
 						  ? 0.0f
 						  : exp2f(s[n][e] - m[e >> 1]);
 				s[n][e] = p;
