@@ -91,10 +91,16 @@ int at_sample(const float *logits, int V, double temperature, int top_k,
 	for (int i = 0; i < n; i++)
 		total += weight(logits[scratch[i]], max, temperature);
 	double target = u * total, run = 0.0;
+	int last = best; /* the last id of weight above 0 */
 	for (int i = 0; i < n; i++) {
-		run += weight(logits[scratch[i]], max, temperature);
+		double w = weight(logits[scratch[i]], max, temperature);
+		run += w;
 		if (run > target)
 			return scratch[i];
+		if (w > 0.0)
+			last = scratch[i];
 	}
-	return scratch[n - 1]; /* rounding left run just short of the total */
+	/* rounding left run just short of the total: never an id of weight
+	 * 0 (a logit of -inf, which is never drawn) */
+	return last;
 }
