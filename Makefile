@@ -197,7 +197,7 @@ bench-gpu: all
 
 bench-mask: all
 	@test "$(CUDA)" = 1 || { echo "bench-mask: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
-	sh bench/run-mask.sh
+	build/bench/mask-layouts
 
 bench-train-ranks: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-ranks: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
@@ -270,7 +270,7 @@ clean:
 # make fuzz: the libFuzzer targets (fuzz/README)
 include fuzz/fuzz.mk
 
-.PHONY: all setup test test-gpu bench-gpu bench-train-gpu bench-train-ab bench-train-ranks bench-train-profile bench-generate \
+.PHONY: all setup test test-gpu bench-gpu bench-mask bench-train-gpu bench-train-ab bench-train-ranks bench-train-profile bench-generate \
 	bench-forward bench-tokenize bench-attention bench-analysis experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
