@@ -61,6 +61,7 @@ typedef struct {
 	capture cap;    /* --capture */
 	at_writer cw;   /* --capture-file */
 	int tty;
+	int mid_line;      /* a single prompt's text so far ends inside a line */
 	double t_prefill, t_decode;
 	long steps, fed;
 } gen;
@@ -255,6 +256,8 @@ static void emit(gen *g, int r, const unsigned char *text, size_t len)
 	seq *q = &g->s[r];
 	if (!g->prompts) {
 		fwrite(text, 1, len, stdout);
+		if (len)
+			g->mid_line = text[len - 1] != '\n';
 		if (g->tty || memchr(text, '\n', len))
 			cli_finish_text();
 		return;
@@ -478,8 +481,14 @@ int main(int argc, char **argv)
 		cli_fail(g.cw.err);
 	if (g.logits_path)
 		cli_finish_output(&g.lw);
-	if (g.stats)
+	if (g.stats) {
+		/* on a terminal the line goes below the text, not onto it */
+		if (g.tty && g.mid_line) {
+			putchar('\n');
+			cli_finish_text();
+		}
 		report(&g);
+	}
 	for (int r = 0; r < g.rows; r++) {
 		free(g.s[r].tok);
 		free(g.s[r].out);

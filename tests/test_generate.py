@@ -380,6 +380,28 @@ def test_logits_without_a_finite_maximum_or_with_a_nan_fail(tmp_path):
     assert len(out) > 100 and b"x" not in out
 
 
+def test_stats_on_a_terminal_start_a_line_of_their_own(tmp_path):
+    """On a terminal the --stats line goes below a text that does not end
+    a line, not onto it; into a pipe the text is left as drawn."""
+    import pty
+    model = constant_model(tmp_path, ord("x"))
+    args = [tool("generate"), "-m", model, "--prompt", "ab", "-n", 3,
+            "--temperature", 0, "--stats"]
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([str(a) for a in args], stdout=slave,
+                           stderr=subprocess.PIPE, timeout=60)
+        shown = os.read(master, 4096)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert p.returncode == 0
+    assert shown.replace(b"\r\n", b"\n") == b"xxx\n"
+    assert p.stderr.startswith(b"andrea-generate: 1 row, ")
+    assert generate("-m", model, "--prompt", "ab", "-n", 3, "--temperature",
+                    0, "--stats") == b"xxx"
+
+
 def test_outputs_may_not_replace_the_model_or_the_prompts(tmp_path):
     """--logits or --capture-file naming the model or the --prompts file
     (under any spelling) is a usage error before anything is written: the
