@@ -443,7 +443,7 @@ int main(int argc, char **argv)
 	stage_check_device(&c, g.precision);
 	stage_open_model(&c, &g.model);
 	/* the model and the prompts are read; the outputs replace files */
-	const char *in_what[] = {"model", "--prompts"};
+	const char *in_what[] = {"the model file", "the --prompts file"};
 	const char *in[] = {g.model.seeded ? NULL : g.model.path, g.prompts};
 	cli_output_not_input("--logits", g.logits_path, 2, in_what, in);
 	cli_output_not_input("--capture-file", g.capture_path, 2, in_what, in);

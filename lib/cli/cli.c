@@ -417,9 +417,8 @@ void cli_output_not_input(const char *what, const char *out, int n,
 {
 	for (int i = 0; i < n; i++)
 		if (cli_same_file(out, in[i]))
-			cli_usage_error("%s %s is the %s file: the run would "
-					"replace what it reads", what, out,
-					in_what[i]);
+			cli_usage_error("%s %s is %s, which the run reads",
+					what, out, in_what[i]);
 }
 
 int cli_same_file(const char *a, const char *b)

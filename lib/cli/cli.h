@@ -97,9 +97,9 @@ int cli_resolve_path(const char *path, char *buf, size_t len);
  * made (./m.ats and m.ats); 0 where either is NULL. */
 int cli_same_file(const char *a, const char *b);
 /* A usage error where the output file out (given by option what; NULL:
- * none) is one of the n inputs in[i] (given by in_what[i]; NULL: none),
- * which the run reads and the output, renamed into place at its end,
- * would replace. */
+ * none) is one of the n inputs in[i] (NULL: none; in_what[i] says what
+ * it is, "the model file"), which the run reads and the output, renamed
+ * into place at its end, would replace. */
 void cli_output_not_input(const char *what, const char *out, int n,
 			  const char *const *in_what, const char *const *in);
 /* A usage error where more than one of paths[0..n) is "-": standard

@@ -288,6 +288,9 @@ static void step(trainer *tr, tr_step_out *r)
 	tr->st.step++;
 }
 
+/* What the training data is, in the refusal of an output over it. */
+static const char *const data_what[] = {"the training data (--data)"};
+
 /* Refuses an output that cannot hold what is written to it before any
  * work: a directory, a name in a folder that does not exist or cannot
  * be written, a terminal, the training data itself. */
@@ -308,9 +311,7 @@ static void check_output(const train_options *o, const char *path,
 			cli_die("%s %s: its folder %s: %s", what, path,
 				where[0] ? where : "/", strerror(errno));
 	}
-	if (cli_same_file(path, o->data))
-		cli_usage_error("%s %s is the training data (--data)", what,
-				path);
+	cli_output_not_input(what, path, 1, data_what, &o->data);
 	cli_refuse_terminal(&o->c, path);
 }
 
@@ -336,8 +337,7 @@ void train_checkpoint_path(const train_options *o, char *ckpt, size_t len)
 		check_output(o, ckpt, "the checkpoint");
 	if (o->dump_grads)
 		check_output(o, o->dump_grads, "--dump-grads");
-	if (o->log && cli_same_file(o->log, o->data))
-		cli_usage_error("--log %s is the training data (--data)", o->log);
+	cli_output_not_input("--log", o->log, 1, data_what, &o->data);
 	/* no file written twice over: one name for each */
 	const char *path[] = {o->c.output, o->data ? ckpt : NULL, o->log,
 			      o->dump_grads};
