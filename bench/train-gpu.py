@@ -326,6 +326,12 @@ def main():
         if runs < 1:
             sys.exit("bench-train-gpu: --runs wants a count of 1 or more")
         del args[i:i + 2]
+    brief = "--brief" in args  # andrea and the compiled model alone
+    if brief:
+        args.remove("--brief")
+    precompile = "--precompile" in args  # only fill Inductor's cache
+    if precompile:
+        args.remove("--precompile")
     env, cudnn = {}, "the system's cuDNN (the loader's path)"
     if "--same-cudnn" in args:  # andrea on the compiled model's cuDNN
         args.remove("--same-cudnn")
@@ -334,12 +340,26 @@ def main():
     known = set(CONFIGS) | {"257", "8449"} | set(PEAK)
     if only - known:
         sys.exit(f"bench-train-gpu: {' '.join(sorted(only - known))}: not a "
-                 f"configuration, vocabulary or precision, nor --runs N or "
-                 f"--same-cudnn")
+                 f"configuration, vocabulary or precision, nor --runs N, "
+                 f"--same-cudnn, --brief or --precompile")
 
     def keep(*dims):  # each (value, all values): filtered where named
         return all(str(v) in only or not only & set(map(str, vals))
                    for v, vals in dims)
+    selected = [(name, V, prec) for name in CONFIGS for V in (257, 8449)
+                for prec in ("fp32", "tf32", "bf16")
+                if keep((name, CONFIGS), (V, (257, 8449)), (prec, PEAK))]
+    if precompile:
+        for name, V, prec in selected:
+            t0 = time.perf_counter()
+            one = reference_step(name, V, prec, "compiled")
+            for _ in range(WARM):
+                one()
+            del one
+            torch.cuda.empty_cache()
+            print(f"bench-train-gpu: compiled {name} V {V} {prec} in "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
+        return
     context = context_bytes()
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  "
           f"B={B} T={T}, {WARM} warm-up + {TIMED} timed steps"
@@ -353,50 +373,57 @@ def main():
           f"{'torch GiB tensors/process':>26}")
     rows, gains, lighter = [], {}, []
     with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm")
-                                     else None) as tmp:
-        for name in CONFIGS:
-            for V in (257, 8449):
-                data = data_file(tmp, V)
-                for prec in ("fp32", "tf32", "bf16"):
-                    if not keep((name, CONFIGS), (V, (257, 8449)),
-                                (prec, PEAK)):
-                        continue
-                    L, H, C = CONFIGS[name]
-                    fpt = flops_per_token(L, C, V)
-                    # as andrea-train chooses, alternating with the
-                    # reference `runs` times; then the other GELU path
-                    a, msg, t, spread = paired(tmp, name, V, prec, data,
-                                               context, runs, env)
-                    o, omsg = (ours(tmp, name, V, prec, data, not a["fused"],
-                                    env=env) if a else (None, ""))
-                    e, emsg = (ours(tmp, name, V, prec, data, graphs=False,
-                                    env=env) if o else (None, omsg))
-                    ts = {w: theirs(name, V, prec, w, context)
-                          for w in WAYS if w != "compiled"}
-                    ts["compiled"] = t
-                    if a is None or e is None:
-                        print(f"{name:<12}{V:>5} {prec:<5} andrea failed: "
-                              f"{msg if a is None else emsg}")
-                        continue
-                    f, u = (a, o) if a["fused"] else (o, a)
-                    r = a["tps"] / t["tps"]
-                    rows.append(r)
-                    lighter.append(a["peak"] <= t["process"])
-                    gain = f"{f['tps'] / u['tps']:>5.2f}x" if f["fused"] else "  n/a"
-                    if f["fused"]:
-                        gains.setdefault(prec, []).append(f["tps"] / u["tps"])
-                    gib = 1 << 30
-                    print(f"{name:<12}{V:>5} {prec:<5}{a['tps']:>13.0f}"
-                          f"{fpt * a['tps'] / PEAK[prec]:>6.1%}"
-                          f"{gain:>6}{a['tps'] / e['tps']:>5.2f}x"
-                          f"{ts['eager']['tps']:>9.0f}"
-                          f"{ts['sdpa']['tps']:>9.0f}{t['tps']:>10.0f}"
-                          f"{fpt * t['tps'] / PEAK[prec]:>6.1%}{r:>6.2f}x  "
-                          f"{a['buf'] / gib:>12.2f}/{a['peak'] / gib:<9.2f}"
-                          f"{t['peak'] / gib:>17.2f}/"
-                          f"{t['process'] / gib:<8.2f}", flush=True)
-                    if runs > 1:
-                        print(spread, flush=True)
+                             else None) as tmp:
+        data = {V: data_file(tmp, V) for V in {V for _, V, _ in selected}}
+        for name, V, prec in selected:
+            L, H, C = CONFIGS[name]
+            fpt = flops_per_token(L, C, V)
+            # as andrea-train chooses, alternating with the
+            # reference `runs` times; then the other GELU path
+            a, msg, t, spread = paired(tmp, name, V, prec, data[V],
+                                       context, runs, env)
+            if brief:
+                o = e = a
+                omsg = ""
+                ts = {}
+            else:
+                o, omsg = (ours(tmp, name, V, prec, data[V],
+                                not a["fused"], env=env)
+                           if a else (None, ""))
+                e, emsg = (ours(tmp, name, V, prec, data[V],
+                                graphs=False, env=env)
+                           if o else (None, omsg))
+                ts = {w: theirs(name, V, prec, w, context)
+                      for w in WAYS if w != "compiled"}
+            ts["compiled"] = t
+            if a is None or e is None:
+                print(f"{name:<12}{V:>5} {prec:<5} andrea failed: "
+                      f"{msg if a is None else emsg}")
+                continue
+            f, u = (a, o) if a["fused"] else (o, a)
+            r = a["tps"] / t["tps"]
+            rows.append(r)
+            lighter.append(a["peak"] <= t["process"])
+            gain = (" -" if brief else
+                    f"{f['tps'] / u['tps']:>5.2f}x" if f["fused"]
+                    else "  n/a")
+            if f["fused"] and not brief:
+                gains.setdefault(prec, []).append(f["tps"] / u["tps"])
+            gib = 1 << 30
+            graph = "-" if brief else f"{a['tps'] / e['tps']:.2f}x"
+            column = lambda w: (f"{ts[w]['tps']:.0f}" if w in ts
+                                else "-")
+            print(f"{name:<12}{V:>5} {prec:<5}{a['tps']:>13.0f}"
+                  f"{fpt * a['tps'] / PEAK[prec]:>6.1%}"
+                  f"{gain:>6}{graph:>6}"
+                  f"{column('eager'):>9}{column('sdpa'):>9}"
+                  f"{t['tps']:>10.0f}"
+                  f"{fpt * t['tps'] / PEAK[prec]:>6.1%}{r:>6.2f}x  "
+                  f"{a['buf'] / gib:>12.2f}/{a['peak'] / gib:<9.2f}"
+                  f"{t['peak'] / gib:>17.2f}/"
+                  f"{t['process'] / gib:<8.2f}", flush=True)
+            if runs > 1:
+                print(spread, flush=True)
     if rows:
         print(f"bench-train-gpu: {sum(r >= 1.0 for r in rows)}/{len(rows)} "
               f"configurations >= 1.0x torch.compile + SDPA; geometric mean "
