@@ -42,15 +42,20 @@ def rel(a, b):
 
 def gradient_errors(got, want, tol):
     """Each tensor's relative error against want, the worst one's name, and
-    the tensors whose error is not within tol."""
-    errs = {k: rel(got[k], want[k]) for k in want}
+    the tensors whose error is not within tol.  A bias bk's true gradient
+    is 0 (q.bk is the same for every key of a row, which the softmax
+    cancels): both sides hold rounding, measured against bq's."""
+    errs = {k: rel(got[k], want[k]) if ".bk" not in k else
+            rel(got[k] - want[k], 0) / np.linalg.norm(want[k.replace(".bk", ".bq")])
+            for k in want}
     worst = max(errs, key=errs.get)
     return errs, worst, {k: v for k, v in errs.items() if not v <= tol}
 
 
-def grads(tmp, model, data, device, precision="fp32", tag="", env=None):
+def grads(tmp, model, data, device, precision="fp32", tag="", env=None,
+          batch=3):
     out = os.path.join(tmp, f"g-{device}-{precision}{tag}.ats")
-    p = run("train", "-m", model, "--data", data, "--steps", 1, "--batch", 3,
+    p = run("train", "-m", model, "--data", data, "--steps", 1, "--batch", batch,
         "--seq", 32, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
         "--threads", 2, "--device", device, "--precision", precision,
         "--dump-grads", out, "-o", os.path.join(tmp, f"m-{device}.ats"),
@@ -363,14 +368,52 @@ def test_gpt2s_form_trains_on_the_gpu_as_on_the_cpu(tmp_path, precision):
     gc.pop("tokens"), gg.pop("tokens")
     assert set(gc) == set(gg) and "layers.1.mlp.bfc" in gc
     assert "lm_head" not in gc
-    # bk's true gradient is 0 (q.bk is the same for every key of a row, which
-    # the softmax cancels): both sides hold rounding, measured against bq's
-    errs = {k: rel(gg[k], gc[k]) if ".bk" not in k else
-            rel(gg[k] - gc[k], 0) / np.linalg.norm(gc[k.replace(".bk", ".bq")])
-            for k in gc}
-    worst = max(errs, key=errs.get)
+    errs, worst, bad = gradient_errors(gg, gc, GRAD_TOL[precision])
     print(f"gpt2 {precision}: loss rel {abs(lg - lc) / lc:.2e}, worst "
           f"gradient {worst} {errs[worst]:.2e}")
     assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
-    bad = {k: v for k, v in errs.items() if not v <= GRAD_TOL[precision]}
     assert not bad, bad
+
+
+@pytest.mark.parametrize("form", ["untied", "tied"])
+@pytest.mark.parametrize("vocab", [67, 64])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_head_by_parts_matches_the_cpu(tmp_path, precision, vocab, form):
+    """The head's product and the loss a part of the rows at a time
+    (head.cu): ANDREA_TRAIN_HEAD_ROWS=1 takes parts of 128 rows, so 5 rows
+    of 32 positions run as 128 + 32, the head's gradient the sum of the
+    parts'.  V = 67 goes by way of the padded head (72 columns), V = 64
+    not; tied (GPT-2's form, biases too) and untied.  The loss and every
+    gradient equal the CPU's as in one part."""
+    rng = np.random.default_rng(37)
+    model, _ = write_model(tmp_path, rng, dict(CFG, vocab=vocab),
+                           gpt2=form == "tied")
+    data = tokens_file(tmp_path, rng.integers(0, vocab, 2000))
+    lc, gc, _ = grads(tmp_path, model, data, "cpu", batch=5)
+    lg, gg, err = grads(tmp_path, model, data, "cuda", precision, batch=5,
+                        env={"ANDREA_TRAIN_HEAD_ROWS": "1"})
+    assert "head in 2 parts" in err, err
+    assert np.array_equal(gc.pop("tokens"), gg.pop("tokens"))
+    assert set(gc) == set(gg) and ("lm_head" in gc) == (form == "untied")
+    errs, worst, bad = gradient_errors(gg, gc, GRAD_TOL[precision])
+    print(f"parts {precision} V {vocab} {form}: loss rel "
+          f"{abs(lg - lc) / lc:.2e}, worst gradient {worst} {errs[worst]:.2e}")
+    assert abs(lg - lc) <= LOSS_TOL[precision] * abs(lc)
+    assert not bad, bad
+    # in one part the line says none
+    _, _, err = grads(tmp_path, model, data, "cuda", precision, batch=5,
+                      env={"ANDREA_TRAIN_HEAD_ROWS": "0"}, tag="one")
+    assert "head in" not in err, err
+
+
+def test_a_part_that_is_no_count_is_refused(tmp_path):
+    rng = np.random.default_rng(41)
+    model, _ = write_model(tmp_path, rng, CFG)
+    data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
+    p = run("train", "-m", model, "--data", data, "--steps", 1,
+            "--device", "cuda", "-o", str(tmp_path / "m.ats"),
+            "--seq", 32, env={"ANDREA_TRAIN_HEAD_ROWS": "12x"})
+    assert p.returncode != 0
+    msg = one_line_error(p, "train")
+    assert "ANDREA_TRAIN_HEAD_ROWS=12x: not a count of rows" in msg, msg
+    assert not (tmp_path / "m.ats").exists()

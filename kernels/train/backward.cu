@@ -258,44 +258,7 @@ int tr_backward(tr_cuda *d)
 	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
-	const at_cu_gemm_mode *bl = &d->blas;
 	float *g = d->g;
-	// over the padded vocabulary (engine.cuh's head_weight): the
-	// gradient by way of head_g where padded
-	const void *dl = d->logits; // the gradient over the logits (mm)
-	int Vp = d->Vp;
-	at_cu_gemm_layout ldl = {Vp, 0, 0, 0};
-	at_cu_gemm_layout to_ln = {Vp, 0, 0, ln_grad_bf16(d)};
-	float *hg = d->head_g ? d->head_g : g + (d->tied ? d->wte : d->lm_head);
-	if (d->tied) { // logits = lnf . wte^T: wte's gradient starts here
-		TRY(at_cu_gemm_ld(bl, 1, 0, Vp, C, BT, 1.0f, dl, 0, d->lnf, 0,
-				  0.0f, hg, 0, 1, &ldl,
-				  "the head product, backward"));
-		if (d->head_g)
-			CU_CHECK(cudaMemcpyAsync(g + d->wte, hg,
-						 (size_t)V * C * sizeof(float),
-						 cudaMemcpyDeviceToDevice,
-						 at_cu_stream),
-				 "packing the head's gradient");
-		TRY(at_cu_gemm_ld(bl, 0, 0, BT, C, Vp, 1.0f, dl, 0,
-				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &to_ln,
-				  "the head product, backward"));
-	} else {
-		at_cu_gemm_layout ldb = {0, Vp, 0, 0};
-		TRY(at_cu_gemm_ld(bl, 1, 0, C, Vp, BT, 1.0f, d->lnf, 0, dl, 0,
-				  0.0f, hg, 0, 1, &ldb,
-				  "the head product, backward"));
-		if (d->head_g)
-			CU_CHECK(cudaMemcpy2DAsync(g + d->lm_head, V * sizeof(float),
-						   hg, Vp * sizeof(float),
-						   V * sizeof(float), C,
-						   cudaMemcpyDeviceToDevice,
-						   at_cu_stream),
-				 "packing the head's gradient");
-		TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, Vp, 1.0f, dl, 0,
-				  head_weight(d), 0, 0.0f, d->d_ln, 0, 1, &to_ln,
-				  "the head product, backward"));
-	}
 	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float),
 				 at_cu_stream),
 		 "zeroing the residual gradient");

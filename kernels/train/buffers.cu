@@ -73,7 +73,8 @@ int tr_alloc_all(tr_cuda *d)
 	TRY(dalloc(d, &d->lnf, BTC, mm, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_mean, BT, f, "the final LayerNorm"));
 	TRY(dalloc(d, &d->lnf_rstd, BT, f, "the final LayerNorm"));
-	TRY(dalloc(d, &d->logits, BT * d->Vp, mm, "the logits"));
+	TRY(dalloc(d, &d->logits, (size_t)d->head_rows * d->Vp, mm,
+		   "the logits"));
 	if (qkv_side_by_side(d))
 		TRY(dalloc(d, &d->side3, 3 * C * C, f, "the layout's scratch"));
 	if ((size_t)d->Vp != V) {

@@ -242,17 +242,25 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		tr_cuda_free(d);
 		return NULL;
 	}
+	d->head_rows = tr_head_rows(B * T, d->Vp, precision);
+	if (d->head_rows < 0) {
+		tr_cuda_free(d);
+		return NULL;
+	}
 	// Recomputing a layer's GELU(fc) is a pass of its own where the
 	// product's epilogue does the GELU: there the last layer, a third of
 	// the others and two more keep theirs, one of them in the memory of
 	// the pre-activations' gradient, which goes over them (backward.cu's
-	// dfc_at): at andrea-120m, B 16, T 1024, 7 of 12 layers, 576 MiB
-	// more than the last layer's alone, saving 6 of the 11 passes (the
-	// process's peak 7.56 GiB, the compiled model's 7.62; a sixth pass
-	// saved was worth 0.4%).  Apart, the GELU's backward pass recomputes
-	// it on the way, and only the last layer keeps its.
-	int L = m->cfg.n_layer, kept = d->gelu_mm ? L / 3 + 3 : 1;
-	d->gelu_kept = kept < L ? kept : L;
+	// dfc_at), and as many more as the logits' memory that the head's
+	// parts save holds (head.cu).  At andrea-120m, B 16, T 1024, V 8449
+	// in bf16: 9 of 12 layers, the head in 4 parts of 4096 rows, saving 8
+	// of the 11 passes.  Apart, the GELU's backward pass recomputes it on
+	// the way, and only the last layer keeps its.
+	size_t saved = (size_t)(B * T - d->head_rows) * d->Vp;
+	int L = m->cfg.n_layer, more = (int)(saved / ((size_t)B * T * 4 *
+						       m->cfg.d_model));
+	int keep = d->gelu_mm ? L / 3 + 3 + more : 1;
+	d->gelu_kept = keep < L ? keep : L;
 	tr_ranks_plan(d, m, ranks);
 	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0 ||
 	    streams_setup(d) < 0) {
@@ -380,7 +388,7 @@ static int block_forward(tr_cuda *d, int l)
 // the loss and, with backward_too, the backward pass.
 static int step_launches(tr_cuda *d, int backward_too)
 {
-	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
+	int B = d->B, T = d->T, C = d->cfg.d_model;
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
 	TRY(at_cuda_embed_forward(d->resid, d->in, d->p + d->wte, d->p + d->wpe,
@@ -397,15 +405,7 @@ static int step_launches(tr_cuda *d, int backward_too)
 		TRY(MM_CALL(d, at_cu_layernorm_fwd, d->lnf, d->lnf_mean,
 			    d->lnf_rstd, d->resid + L * BTC, d->p + d->lnfw,
 			    d->p + d->lnfb, BT, C, AT_LN_EPS));
-	// Vp logits a row, the pads zero (head_weight), in the mm type
-	at_cu_gemm_layout in_mm = {0, 0, 0, d->prec == AT_PREC_BF16};
-	TRY(at_cu_gemm_ld(&d->blas, 0, d->tied, BT, d->Vp, C, 1.0f, d->lnf, 0,
-			  head_weight(d), 0, 0.0f, d->logits, 0, 1, &in_mm,
-			  "the head product"));
-	float inv = 1.0f / (float)(BT * d->world); // the global batch's mean
-	TRY(MM_CALL(d, tr_crossentropy, d->logits, d->Vp, d->losses, d->tg, BT,
-		    V, d->Vp, inv, backward_too));
-	TRY(tr_mean(d->res + RES_LOSS, d->losses, BT));
+	TRY(tr_head_loss(d, backward_too));
 	return backward_too ? tr_backward(d) : 0;
 }
 

@@ -1,6 +1,7 @@
 // engine.cuh - the GPU training engine's state, shared by engine.cu (the
-// buffers, the forward pass, the update) and backward.cu (the backward
-// pass), and the helpers both use to address it.
+// buffers, the forward pass, the update), head.cu (the head and the loss)
+// and backward.cu (the backward pass), and the helpers they use to
+// address it.
 #ifndef ANDREA_TRAIN_ENGINE_CUH
 #define ANDREA_TRAIN_ENGINE_CUH
 
@@ -70,8 +71,11 @@ struct tr_cuda {
 					 // the backward pass reads as kept
 	void *lnf;                       // [BT,C] mm
 	float *lnf_mean, *lnf_rstd;      // [BT]
-	void *logits;                    // [BT,Vp] mm; the loss writes their
-					 // gradient over them
+	int head_rows;                   // the head's and the loss's part
+					 // (head.cu's tr_head_rows)
+	void *logits;                    // [head_rows,Vp] mm: one part's;
+					 // the loss writes their gradient
+					 // over them
 	void *head_w;                    // mm: the padded head, or NULL
 	float *side3;                    // [C,3C]: scratch of the changes
 					 // of layout (qkv_side_by_side)
@@ -244,8 +248,23 @@ int tr_alloc_all(tr_cuda *d);
 // d->ones = B*T ones in the products' type.
 int tr_fill_ones(tr_cuda *d);
 
-// The backward pass of the step whose forward just ran, and the gradient's
-// squared norm into d->res[RES_NORMSQ] (backward.cu).
+// ---- head.cu
+
+// The rows of a part of the head and the loss for BT rows of Vp logits in
+// precision prec: the batch where its logits fit 80 MiB, else the fewest
+// equal parts that do, a multiple of 128 rows; ANDREA_TRAIN_HEAD_ROWS
+// chooses (rounded up alike; 0: one part).  -1 with the reason where the
+// variable is no count.
+int tr_head_rows(int BT, int Vp, int prec);
+// After the final LayerNorm: the logits, the losses and their mean in
+// res[RES_LOSS], a part at a time; with backward_too, each part's
+// gradient over its logits, its share of the head's gradient and its
+// rows of d_ln, where tr_backward begins.
+int tr_head_loss(tr_cuda *d, int backward_too);
+
+// The backward pass from d_ln (tr_head_loss's) of the step whose forward
+// just ran, and the gradient's squared norm into d->res[RES_NORMSQ]
+// (backward.cu).
 int tr_backward(tr_cuda *d);
 
 // ---- ranks.cu: data-parallel training; alone, each is (nearly) a no-op

@@ -305,9 +305,13 @@ void tr_engine_describe(const tr_engine *e, char *buf, size_t len)
 		snprintf(buf, len, "CPU (%s)", at_precision_name(e->precision));
 		return;
 	}
-	snprintf(buf, len, "%s (%s%s%s%s)", at_cuda_device_name(),
+	char parts[40] = "";
+	int n = tr_cuda_head_parts(e->gpu);
+	if (n > 1)
+		snprintf(parts, sizeof parts, ", head in %d parts", n);
+	snprintf(buf, len, "%s (%s%s%s%s%s)", at_cuda_device_name(),
 		 at_precision_name(e->precision),
 		 tr_cuda_gelu_fused(e->gpu) ? ", GELU fused" : "",
 		 tr_cuda_attention_fused(e->gpu) ? ", attention fused" : "",
-		 tr_cuda_graphed(e->gpu) ? ", CUDA graph" : "");
+		 parts, tr_cuda_graphed(e->gpu) ? ", CUDA graph" : "");
 }

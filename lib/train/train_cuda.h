@@ -112,6 +112,10 @@ void tr_cuda_memory(const tr_cuda *d, size_t *buffers, size_t *peak_in_use);
  * (cuBLASLt), forward and backward; 0 when a kernel apart does. */
 int tr_cuda_gelu_fused(const tr_cuda *d);
 
+/* How many parts of rows the head and the loss take a step (head.cu):
+ * 1 where the batch's logits fit 80 MiB. */
+int tr_cuda_head_parts(const tr_cuda *d);
+
 /* 1 when the attention is fused (train.h's TR_ATTN_*: no T x T weights;
  * cuDNN's in bf16, andrea's fp32 kernels otherwise); 0 when explicit. */
 int tr_cuda_attention_fused(const tr_cuda *d);

@@ -79,6 +79,11 @@ int tr_cuda_gelu_fused(const tr_cuda *d)
 	return 0;
 }
 
+int tr_cuda_head_parts(const tr_cuda *d)
+{
+	return 1;
+}
+
 int tr_cuda_attention_fused(const tr_cuda *d)
 {
 	return 0;
