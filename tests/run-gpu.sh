@@ -42,7 +42,36 @@ fi
 
 # (a) the stage suites on the GPU
 SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_train_ranks_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py tests/test_stage_edges.py"
-if "$PYTHON" -c 'import pytest' 2>/dev/null; then
+# GPU_TEST_JOBS=N (with pytest): each suite its own pytest, N at once,
+# each one's output in LOG/SUITE.log, printed as it ends
+suite() {
+	local name
+	name=$(basename "$1" .py)
+	env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q -p no:cacheprovider \
+		"$1" >"$LOG/$name.log" 2>&1
+	echo $? >"$LOG/$name.rc"
+	echo "== $name: $(tail -n 1 "$LOG/$name.log")"
+}
+JOBS=${GPU_TEST_JOBS:-1}
+if [ "$JOBS" -gt 1 ] && "$PYTHON" -c 'import pytest' 2>/dev/null; then
+	for s in $SUITES; do
+		while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
+			sleep 1
+		done
+		suite "$s" &
+	done
+	wait
+	for s in $SUITES; do
+		name=$(basename "$s" .py)
+		if [ "$(cat "$LOG/$name.rc" 2>/dev/null)" = 0 ]; then
+			passed=$((passed + 1))
+		else
+			failed=$((failed + 1))
+			failures="$failures $name"
+			grep -E "^(FAILED|ERROR)" "$LOG/$name.log"
+		fi
+	done
+elif "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	step pytest env ANDREA_TEST_DEVICE=cuda "$PYTHON" -m pytest -q \
 		-p no:cacheprovider $SUITES
 else
