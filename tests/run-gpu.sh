@@ -43,7 +43,10 @@ fi
 # (a) the stage suites on the GPU
 SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_train_ranks_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py tests/test_stage_edges.py"
 # GPU_TEST_JOBS=N (with pytest): each suite its own pytest, N at once,
-# each one's output in LOG/SUITE.log, printed as it ends
+# each one's output in LOG/SUITE.log, printed as it ends; ALONE's suites
+# compare the device memory a run held (total - free), which another
+# process would add to, and run after the others, one at a time
+ALONE="tests/test_train_ranks_gpu.py"
 suite() {
 	local name
 	name=$(basename "$1" .py)
@@ -55,12 +58,16 @@ suite() {
 JOBS=${GPU_TEST_JOBS:-1}
 if [ "$JOBS" -gt 1 ] && "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	for s in $SUITES; do
+		case " $ALONE " in *" $s "*) continue ;; esac
 		while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
 			sleep 1
 		done
 		suite "$s" &
 	done
 	wait
+	for s in $ALONE; do
+		suite "$s"
+	done
 	for s in $SUITES; do
 		name=$(basename "$s" .py)
 		if [ "$(cat "$LOG/$name.rc" 2>/dev/null)" = 0 ]; then

@@ -108,7 +108,7 @@ def test_auto_takes_the_gpu_only_for_large_work(tmp_path):
     logs = str(tmp_path / "big")
     auto = run("scores", input=big, check=0,
                env={"ANDREA_DEVICE": "auto", "ANDREA_AUTO_MIN_WORK": "0",
-                    "OMP_NUM_THREADS": "1", **loader_env(logs)}).stdout
+                    "ANDREA_THREADS": "1", **loader_env(logs)}).stdout
     assert loaded_by(logs, "libcuda.so") == {"scores": True}
     assert auto == gpu
 

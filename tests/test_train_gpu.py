@@ -58,7 +58,7 @@ def grads(tmp, model, data, device, precision="fp32", tag="", env=None,
     p = run("train", "-m", model, "--data", data, "--steps", 1, "--batch", batch,
         "--seq", 32, "--lr", 0, "--warmup", 0, "--val-fraction", 0,
         "--threads", 2, "--device", device, "--precision", precision,
-        "--dump-grads", out, "-o", os.path.join(tmp, f"m-{device}.ats"),
+        "--dump-grads", out, "-o", os.path.join(tmp, f"m-{device}{tag}.ats"),
         env=env, check=0)
     loss = float(records(out)[0][1]["loss"])
     g = read_params(tmp, out, f"g{device}{precision}{tag}")
