@@ -248,18 +248,20 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		return NULL;
 	}
 	// Recomputing a layer's GELU(fc) is a pass of its own where the
-	// product's epilogue does the GELU: there the last layer, a third of
-	// the others and two more keep theirs, one of them in the memory of
-	// the pre-activations' gradient, which goes over them (backward.cu's
+	// product's epilogue does the GELU: there the top seven layers in
+	// twelve (rounded up) keep theirs, one of them in the memory of the
+	// pre-activations' gradient, which goes over them (backward.cu's
 	// dfc_at), and as many more as the logits' memory that the head's
 	// parts save holds (head.cu).  At andrea-120m, B 16, T 1024, V 8449
 	// in bf16: 9 of 12 layers, the head in 4 parts of 4096 rows, saving 8
-	// of the 11 passes.  Apart, the GELU's backward pass recomputes it on
-	// the way, and only the last layer keeps its.
+	// of the 11 passes (a pass saved is worth about 0.4%).  At andrea-12m,
+	// V 257, 4 of 6: a fifth took the process 0.01 GiB past the compiled
+	// model's (bench/README.md).  Apart, the GELU's backward pass
+	// recomputes it on the way, and only the last layer keeps its.
 	size_t saved = (size_t)(B * T - d->head_rows) * d->Vp;
 	int L = m->cfg.n_layer, more = (int)(saved / ((size_t)B * T * 4 *
 						       m->cfg.d_model));
-	int keep = d->gelu_mm ? L / 3 + 3 + more : 1;
+	int keep = d->gelu_mm ? (7 * L + 11) / 12 + more : 1;
 	d->gelu_kept = keep < L ? keep : L;
 	tr_ranks_plan(d, m, ranks);
 	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0 ||
