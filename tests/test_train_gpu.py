@@ -122,9 +122,10 @@ def test_a_wide_vocabulary_matches_the_cpu(tmp_path, precision):
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_kept_and_recomputed_gelus_match_the_cpu(tmp_path, precision):
     """Seven layers, the GELU in the product's epilogue: the top five keep
-    their GELU(fc) from the forward pass (engine.cu: 7 L / 12 rounded up), the lower
-    two compute it again in the lowest kept layer's buffer (engine.cuh,
-    gelu_at); every layer's gradients equal the CPU's alike."""
+    their GELU(fc) from the forward pass (engine.cu: 7 L / 12 rounded
+    up), the lower two compute it again in the lowest kept layer's buffer
+    (engine.cuh, gelu_at); every layer's gradients equal the CPU's
+    alike."""
     err = matches_the_cpu(tmp_path, dict(CFG, n_layer=7), 23, 2000,
                           precision, env=FUSION["fused"])
     assert "GELU fused" in err, err

@@ -7,7 +7,6 @@
 // and the memory saved keeps more of the MLP's activations (engine.cu's
 // gelu_kept).
 #include <cstdlib>
-#include <cstring>
 
 #include "train/engine.cuh"
 
