@@ -106,19 +106,10 @@ tc_forward_kernel(float *out, float *lse, const float *q, const float *k,
 				l[e >> 1] += p;
 			}
 		if constexpr (SPLIT) {
-			// fp32: the tile's P.V in an accumulator of its own, added
-			// to o (rescaled in the same fma) in IEEE arithmetic
-			// (mma.sync's accumulation, chained over every key of a
-			// row, is not: up to 6.2e-5 against float64 at T = 8192,
-			// where the diffuse weights cancel ~180-fold)
-			float pv[DP / 8][4];
-			for (int d = 0; d < DP / 8; d++)
-				pv[d][0] = pv[d][1] = pv[d][2] = pv[d][3] = 0.0f;
-			tc_acc_times_rows<DP, TC_KEYS / 8, SPLIT>(pv, s, vs, lane);
-			for (int d = 0; d < DP / 8; d++)
-				for (int e = 0; e < 4; e++)
-					o[d][e] = fmaf(o[d][e], alpha[e >> 1],
-						       pv[d][e]);
+			// fp32: the tile's P.V added to o, rescaled in the same
+			// fma, in IEEE arithmetic (up to 6.2e-5 off float64 at
+			// T = 8192 chained in mma.sync's accumulator)
+			tc_add_times_rows<DP, TC_KEYS / 8>(o, s, vs, lane, alpha);
 		} else {
 			tc_acc_times_rows<DP, TC_KEYS / 8, SPLIT>(o, s, vs, lane);
 		}

@@ -60,22 +60,6 @@ __device__ __forceinline__ void rows_out(float *dst, size_t ld,
 	}
 }
 
-// sum += the tile's products (tc_acc_times_rows, fp32 split) formed
-// apart and added in IEEE arithmetic.
-template <int DP, int BQ>
-__device__ __forceinline__ void add_tile(float (&sum)[DP / 8][4],
-					 const float (&x)[BQ / 8][4], const float *Y,
-					 int lane)
-{
-	float tile[DP / 8][4];
-	for (int d = 0; d < DP / 8; d++)
-		tile[d][0] = tile[d][1] = tile[d][2] = tile[d][3] = 0.0f;
-	tc_acc_times_rows<DP, BQ / 8, true>(tile, x, Y, lane);
-	for (int d = 0; d < DP / 8; d++)
-		for (int e = 0; e < 4; e++)
-			sum[d][e] += tile[d][e];
-}
-
 // dk, dv of the keys k0 .. k0 + 63 of head blockIdx.y over query tiles of
 // BQ rows, and each tile's share of dq added to dq (zeroed before).
 template <int DP, int BQ, bool SPLIT>
@@ -134,13 +118,12 @@ tc_bwd_kernel(float *dq, float *dk, float *dv, const float *q, const float *k,
 					ds[n][e] * scale;
 			}
 		if constexpr (SPLIT) {
-			// fp32: each tile's sums in an accumulator of their own,
-			// added to sv and sk in IEEE arithmetic (mma.sync's
-			// accumulation, chained over every query tile that sees
-			// a key, is not: up to 9.7e-5 against float64 at
-			// T = 8192; the forward's P.V alike, attention_tc.cu)
-			add_tile<DP, BQ>(sv, p, dos, lane);
-			add_tile<DP, BQ>(sk, ds, qs, lane);
+			// fp32: each tile's sums added to sv and sk in IEEE
+			// arithmetic (up to 9.7e-5 off float64 at T = 8192
+			// chained in mma.sync's accumulator)
+			const float one[2] = {1.0f, 1.0f};
+			tc_add_times_rows<DP, BQ / 8>(sv, p, dos, lane, one);
+			tc_add_times_rows<DP, BQ / 8>(sk, ds, qs, lane, one);
 		} else {
 			tc_acc_times_rows<DP, BQ / 8, SPLIT>(sv, p, dos, lane);
 			tc_acc_times_rows<DP, BQ / 8, SPLIT>(sk, ds, qs, lane);

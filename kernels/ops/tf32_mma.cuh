@@ -175,4 +175,25 @@ __device__ __forceinline__ void tc_acc_times_rows(float (&sum)[DP / 8][4],
 	}
 }
 
+// The fp32 (split) product of tc_acc_times_rows formed in an accumulator
+// of its own and added in IEEE arithmetic: sum = sum * alpha[row] + A . Y
+// (alpha {1, 1}: sum += A . Y).  mma.sync's accumulation, chained over
+// thousands of tiles, is not IEEE: chained, a row of 8192 was 6e-5 to
+// 1e-4 off float64 (the fused attention's P.V forward and its dk, dv
+// backward, where the diffuse weights cancel).
+template <int DP, int N>
+__device__ __forceinline__ void tc_add_times_rows(float (&sum)[DP / 8][4],
+						  const float (&acc)[N][4],
+						  const float *Y, int lane,
+						  const float (&alpha)[2])
+{
+	float tile[DP / 8][4];
+	for (int d = 0; d < DP / 8; d++)
+		tile[d][0] = tile[d][1] = tile[d][2] = tile[d][3] = 0.0f;
+	tc_acc_times_rows<DP, N, true>(tile, acc, Y, lane);
+	for (int d = 0; d < DP / 8; d++)
+		for (int e = 0; e < 4; e++)
+			sum[d][e] = fmaf(sum[d][e], alpha[e >> 1], tile[d][e]);
+}
+
 #endif
