@@ -7,7 +7,9 @@
 # (b) every kernel harness, (c) compute-sanitizer memcheck and racecheck
 # over the harnesses, memcheck over one stage pipeline and over the
 # forward engine's tools.  Ends with one summary line; exits 1
-# when anything failed.  Logs go to build/gpu-test/.
+# when anything failed.  Logs go to build/gpu-test/.  GPU_TEST_SKIP
+# names parts not to run: any of suites, harnesses, sanitizer (to run a
+# part again, or the rest of a run that was stopped).
 cd "$(dirname "$0")/.." || exit 1
 PYTHON=${PYTHON:-python3}
 LOG=build/gpu-test
@@ -40,6 +42,9 @@ if ! printf x | bin/andrea-embed --text --device cuda >/dev/null; then
 	finish "no usable GPU: see the message above"
 fi
 
+# skipped PART: is PART named in GPU_TEST_SKIP?
+skipped() { case " ${GPU_TEST_SKIP:-} " in *" $1 "*) true ;; *) false ;; esac; }
+
 # (a) the stage suites on the GPU
 SUITES="tests/test_stages.py tests/test_attention.py tests/test_filters.py tests/test_model_filters.py tests/test_gpu.py tests/test_train_gpu.py tests/test_train_ranks_gpu.py tests/test_attention_train_gpu.py tests/test_forward_gpu.py tests/test_interventions_gpu.py tests/test_hf_gpt2.py tests/test_stage_edges.py"
 # GPU_TEST_JOBS=N (with pytest): each suite its own pytest, N at once,
@@ -56,7 +61,9 @@ suite() {
 	echo "== $name: $(tail -n 1 "$LOG/$name.log")"
 }
 JOBS=${GPU_TEST_JOBS:-1}
-if [ "$JOBS" -gt 1 ] && "$PYTHON" -c 'import pytest' 2>/dev/null; then
+if skipped suites; then
+	echo "== suites skipped (GPU_TEST_SKIP)"
+elif [ "$JOBS" -gt 1 ] && "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	for s in $SUITES; do
 		case " $ALONE " in *" $s "*) continue ;; esac
 		while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
@@ -88,9 +95,10 @@ fi
 
 # (b) the kernel harnesses, full size with timings
 HARNESSES=$(ls build/kernels/*-check)
-for h in $HARNESSES; do
+skipped harnesses || for h in $HARNESSES; do
 	step "$(basename "$h")" "$h"
 done
+skipped sanitizer && finish "sanitizer skipped (GPU_TEST_SKIP)"
 
 # (c) compute-sanitizer
 CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)}

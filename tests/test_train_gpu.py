@@ -336,20 +336,30 @@ def test_memcheck_is_clean(tmp_path):
     rng = np.random.default_rng(16)
     data = tokens_file(tmp_path, rng.integers(0, 67, 3000))
     model, _ = write_model(tmp_path, rng, CFG)
-    # bf16 fuses the attention (cuDNN); fp32's fused kernels when asked
-    for precision, how in (("fp32", "auto"), ("bf16", "auto"),
-                           ("fp32", "fused")):
-        logf = tmp_path / f"memcheck-{precision}-{how}.txt"
+    # bf16 fuses the attention (cuDNN); fp32's fused kernels when asked;
+    # 5 x 32 rows with ANDREA_TRAIN_HEAD_ROWS=1 put the head in two parts
+    # of 128 and 32 rows (head.cu)
+    for precision, how, batch, head_rows in (
+            ("fp32", "auto", 2, None), ("bf16", "auto", 2, None),
+            ("fp32", "fused", 2, None), ("fp32", "auto", 5, "1"),
+            ("bf16", "auto", 5, "1")):
+        env = tool_env()
+        if head_rows:
+            env["ANDREA_TRAIN_HEAD_ROWS"] = head_rows
+        tag = f"{precision}-{how}-b{batch}"
+        logf = tmp_path / f"memcheck-{tag}.txt"
         p = subprocess.run(
             [cs, "--tool", "memcheck", "--error-exitcode", "99",
              "--log-file", str(logf), tool("train"), "-m", model,
-             "--data", str(data), "--steps", "3", "--batch", "2", "--seq",
-             "32", "--eval-every", "2", "--eval-batches", "1", "--device",
-             "cuda", "--precision", precision, "--attention", how,
-             "-o", str(tmp_path / "m.ats"), "-f"],
-            capture_output=True, env=tool_env(), timeout=600)
+             "--data", str(data), "--steps", "3", "--batch", str(batch),
+             "--seq", "32", "--eval-every", "2", "--eval-batches", "1",
+             "--device", "cuda", "--precision", precision, "--attention",
+             how, "-o", str(tmp_path / "m.ats"), "-f"],
+            capture_output=True, env=env, timeout=600)
         text = logf.read_text()
-        print(precision, text.strip().splitlines()[-1] if text.strip() else "")
+        print(tag, text.strip().splitlines()[-1] if text.strip() else "")
+        if head_rows:
+            assert b"head in 2 parts" in p.stderr, p.stderr[-2000:]
         assert p.returncode == 0, text[-3000:]
         assert "ERROR SUMMARY: 0 errors" in text, text[-3000:]
 
