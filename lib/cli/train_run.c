@@ -253,6 +253,13 @@ static void dump_grads(trainer *tr, double loss)
 	}
 }
 
+/* A loss as the error messages print it: printf writes a NaN's sign
+ * ("-nan", as some BLAS builds' sums make it), which means nothing. */
+static double shown(double loss)
+{
+	return isnan(loss) ? fabs(loss) : loss;
+}
+
 /* Whether the held-out loss is measured once `steps` steps are done. */
 static int eval_due(const trainer *tr, long steps)
 {
@@ -424,7 +431,7 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 		rep->steps_run++;
 		if (!isfinite(r.loss))
 			cli_die("step %ld: the loss is %g: training diverged "
-				"(lower --lr?)", st->step, r.loss);
+				"(lower --lr?)", st->step, shown(r.loss));
 		double val = NAN;
 		if (eval_due(&tr, st->step)) {
 			t = at_now();
@@ -432,7 +439,7 @@ int train_run(train_options *o, at_device device, const tr_ranks *ranks)
 			rep->eval_time += at_now() - t;
 			if (!isfinite(val))
 				cli_die("step %ld: the held-out loss is %g: training "
-					"diverged (lower --lr?)", st->step, val);
+					"diverged (lower --lr?)", st->step, shown(val));
 		}
 		if (tr.lead) {
 			sigaction(SIGPIPE, &ign, &pipe_was);
