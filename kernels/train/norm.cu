@@ -29,15 +29,21 @@ __global__ static void ln_bwd_dx_kernel(float *dx, bf16 *dx16,
 		float *o = dx + n * C;
 		float mu = mean[n], rs = rstd[n];
 		float s1 = 0.0f, s2 = 0.0f;
+		// dxhat rounded as a product apart (__fmul_rn), never fused
+		// into the sums or the difference below: at C = 1, where
+		// dxhat - mean(dxhat) is 0, a fused one left its rounding
+		// times rstd (1/sqrt(eps), 316) in dx, 1.3e-5 of it
+		// (embed-check); the CPU's op rounds the product apart too
 		for (int c = lane; c < C; c += 32) {
-			float dxh = as_float(d[c]) * w[c];
+			float dxh = __fmul_rn(as_float(d[c]), w[c]);
 			s1 += dxh;
 			s2 += dxh * ((x[c] - mu) * rs);
 		}
 		float m1 = warp_sum(s1) / C, m2 = warp_sum(s2) / C;
 		for (int c = lane; c < C; c += 32) {
 			float xh = (x[c] - mu) * rs;
-			float v = o[c] + rs * (as_float(d[c]) * w[c] - m1 - xh * m2);
+			float v = o[c] + rs * (__fmul_rn(as_float(d[c]), w[c]) - m1 -
+					       xh * m2);
 			o[c] = v;
 			if (dx16)
 				dx16[n * C + c] = __float2bfloat16(v);
