@@ -8,8 +8,10 @@
 # over the harnesses, memcheck over one stage pipeline and over the
 # forward engine's tools.  Ends with one summary line; exits 1
 # when anything failed.  Logs go to build/gpu-test/.  GPU_TEST_SKIP
-# names parts not to run: any of suites, harnesses, sanitizer (to run a
-# part again, or the rest of a run that was stopped).
+# names parts not to run: any of suites, harnesses, sanitizer (all that
+# follows the harnesses), memcheck and racecheck (the sanitizer's two
+# passes over the harnesses), to run a part again, or the rest of a run
+# that was stopped.
 cd "$(dirname "$0")/.." || exit 1
 PYTHON=${PYTHON:-python3}
 LOG=build/gpu-test
@@ -108,6 +110,7 @@ if [ -z "$CS" ] || [ ! -x "$CS" ]; then
 	finish
 fi
 for tool in memcheck racecheck; do
+	skipped $tool && continue
 	for h in $HARNESSES; do
 		# device-check runs out of memory on purpose: not an API error
 		api=explicit
