@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.." || exit 1
 PYTHON=${PYTHON:-python3}
 LOG=build/gpu-test
 mkdir -p "$LOG"
-passed=0 failed=0 failures=""
+passed=0 failed=0 failures="" skipped_suites=""
 
 # step NAME COMMAND...: runs it, output to the terminal and LOG/NAME.log
 step() {
@@ -33,7 +33,7 @@ step() {
 }
 
 finish() {
-	echo "test-gpu: $passed passed, $failed failed${failures:+ (failed:$failures)}${1:+; $1}"
+	echo "test-gpu: $passed passed, $failed failed${failures:+ (failed:$failures)}${skipped_suites:+; skipped whole:$skipped_suites (its log says why)}${1:+; $1}"
 	[ "$failed" = 0 ]
 	exit
 }
@@ -79,8 +79,11 @@ elif [ "$JOBS" -gt 1 ] && "$PYTHON" -c 'import pytest' 2>/dev/null; then
 	done
 	for s in $SUITES; do
 		name=$(basename "$s" .py)
-		if [ "$(cat "$LOG/$name.rc" 2>/dev/null)" = 0 ]; then
+		rc=$(cat "$LOG/$name.rc" 2>/dev/null)
+		if [ "$rc" = 0 ]; then
 			passed=$((passed + 1))
+		elif [ "$rc" = 5 ]; then # pytest's "no tests ran": skipped whole
+			skipped_suites="$skipped_suites $name"
 		else
 			failed=$((failed + 1))
 			failures="$failures $name"
