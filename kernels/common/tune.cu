@@ -6,7 +6,6 @@
 #include "common/tune.cuh"
 
 #define TUNE_REPS 3
-#define TUNE_ROUNDS 5
 
 static const char *tune_env(void)
 {
@@ -36,11 +35,13 @@ int at_cu_tune_now(int *tuned, double flop)
 	return when == AT_TUNE_NOW;
 }
 
-// Milliseconds for TUNE_REPS runs of candidate i, or a negative number
-// where it cannot run.
+// Milliseconds for TUNE_REPS runs of candidate i after one warm-up, or a
+// negative number where it cannot run.
 static float time_one(int i, int (*run)(int, void *), void *ctx,
 		      cudaEvent_t t0, cudaEvent_t t1)
 {
+	if (run(i, ctx))
+		return -1;
 	cudaEventRecord(t0, at_cu_stream);
 	for (int r = 0; r < TUNE_REPS; r++)
 		if (run(i, ctx))
@@ -56,8 +57,6 @@ static float time_one(int i, int (*run)(int, void *), void *ctx,
 int at_cu_fastest(int n, int (*run)(int i, void *ctx), void *ctx,
 		  const char *what, const char *kind)
 {
-	if (n > AT_TUNE_MAX)
-		n = AT_TUNE_MAX;
 	cudaEvent_t t0, t1;
 	if (cudaEventCreate(&t0) != cudaSuccess) {
 		cudaGetLastError();
@@ -68,26 +67,17 @@ int at_cu_fastest(int n, int (*run)(int i, void *ctx), void *ctx,
 		cudaGetLastError();
 		return -1;
 	}
-	// Each candidate's best of TUNE_ROUNDS timings, taken round by
-	// round, so that the clock's rise after an idle start and other
-	// drift fall on every candidate alike rather than on the first.
-	float ms[AT_TUNE_MAX];
-	for (int i = 0; i < n; i++)
-		ms[i] = run(i, ctx) ? -1 : 0; // the warm-up; -1: cannot run
-	for (int r = 0; r < TUNE_ROUNDS; r++)
-		for (int i = 0; i < n; i++) {
-			if (ms[i] < 0)
-				continue;
-			float t = time_one(i, run, ctx, t0, t1);
-			ms[i] = t < 0 ? -1 : r == 0 || t < ms[i] ? t : ms[i];
-		}
 	int verbose = strcmp(tune_env(), "v") == 0, best = -1;
+	float best_ms = -1;
 	for (int i = 0; i < n; i++) {
+		float ms = time_one(i, run, ctx, t0, t1);
 		if (verbose)
 			fprintf(stderr, "andrea: %s: %s %d: %.4f ms\n", what, kind,
-				i, ms[i] / TUNE_REPS);
-		if (ms[i] >= 0 && (best < 0 || ms[i] < ms[best] * 0.97f))
+				i, ms / TUNE_REPS);
+		if (ms >= 0 && (best < 0 || ms < best_ms * 0.97f)) {
 			best = i;
+			best_ms = ms;
+		}
 	}
 	cudaEventDestroy(t0);
 	cudaEventDestroy(t1);

@@ -25,15 +25,11 @@ int at_cu_tune_when(double flop);
 // once, and *tuned then set, unless it is later.
 int at_cu_tune_now(int *tuned, double flop);
 
-// The most candidates at_cu_fastest times (the first ones).
-#define AT_TUNE_MAX 16
-
 // The index of the fastest of n candidates, run(i, ctx) launching
 // candidate i once on at_cu_stream (0, or nonzero where it cannot run
-// these operands): each runs once to warm up, then in five rounds, each
-// candidate three times timed a round, its best round kept; a later
-// candidate must beat the best so far by 3% (ties go to the heuristic's
-// earlier pick).  -1 where none ran.  The operation must be
+// these operands): each runs once to warm up, then three times timed; a
+// later candidate must beat the best so far by 3% (ties go to the
+// heuristic's earlier pick).  -1 where none ran.  The operation must be
 // safe to repeat (no output among its inputs).  ANDREA_TUNE=v prints
 // each candidate's time on stderr, as `what`'s `kind` i.
 int at_cu_fastest(int n, int (*run)(int i, void *ctx), void *ctx,
