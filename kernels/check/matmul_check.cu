@@ -313,23 +313,23 @@ int main(int argc, char **argv)
 	// products large enough to have their algorithm timed (the training
 	// engine's way): odd sizes of 4.4 GFLOP, beta 0 (timed), beta with
 	// C as its addend (not timed: C is read) and an addend apart (timed);
-	// left out with ANDREA_TUNE=0, as under racecheck (run-gpu.sh), which
-	// takes many minutes over the timing of each candidate, cuBLAS's own
-	// kernels
+	// left out with ANDREA_TUNE=0, as run-gpu.sh's racecheck runs it: the
+	// timing of cuBLAS's candidates (its own kernels) takes many minutes
+	// there
 	if (at_cu_tune_when(4.4e9) == AT_TUNE_NEVER)
 		printf("skip the timed products (ANDREA_TUNE=0)\n");
 	else
 		for (int prec : {AT_PREC_BF16, AT_PREC_TF32, AT_PREC_FP32}) {
 			int bf = prec == AT_PREC_BF16;
-			check_gemm(own, prec, 0, 1, 1031, 1029, 2053, 1.0f, 0.0f, 1, 0,
-				   0, bf, 0, 1);
-			check_gemm(own, prec, 1, 0, 1031, 1029, 2053, 0.5f, 1.0f, 1, 0,
-				   0, 0, 2, 1);
-			check_gemm(own, prec, 0, 0, 1031, 1029, 2053, 1.0f, 1.0f, 1, 0,
-				   0, 0, 1, 1);
+			check_gemm(own, prec, 0, 1, 1031, 1029, 2053, 1.0f,
+				   0.0f, 1, 0, 0, bf, 0, 1);
+			check_gemm(own, prec, 1, 0, 1031, 1029, 2053, 0.5f,
+				   1.0f, 1, 0, 0, 0, 2, 1);
+			check_gemm(own, prec, 0, 0, 1031, 1029, 2053, 1.0f,
+				   1.0f, 1, 0, 0, 0, 1, 1);
 			if (h_full)
-				check_gemm(own, prec, 1, 1, 1031, 1029, 2053, 1.0f,
-					   0.0f, 1, 0, 3, 0, 0, 1);
+				check_gemm(own, prec, 1, 1, 1031, 1029, 2053,
+					   1.0f, 0.0f, 1, 0, 3, 0, 0, 1);
 		}
 	if (h_full) // andrea-120m's two, B = 16, T = 1024
 		for (int prec : {AT_PREC_BF16, AT_PREC_TF32, AT_PREC_FP32}) {
