@@ -316,7 +316,7 @@ int main(int argc, char **argv)
 	// left out with ANDREA_TUNE=0, as run-gpu.sh's racecheck runs it: the
 	// timing of cuBLAS's candidates (its own kernels) takes many minutes
 	// there
-	if (at_cu_tune_when(4.4e9) == AT_TUNE_NEVER)
+	if (at_cu_tune_when(AT_TUNE_FLOP) == AT_TUNE_NEVER)
 		printf("skip the timed products (ANDREA_TUNE=0)\n");
 	else
 		for (int prec : {AT_PREC_BF16, AT_PREC_TF32, AT_PREC_FP32}) {
