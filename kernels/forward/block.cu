@@ -172,7 +172,8 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
 }
 
-// The fused attention (training without the T x T weights: a->lse set),
+// The fused attention (no T x T weights: a->lse set, by training and by
+// the forward engine's passes without a hook or a cache),
 // from q, k, v's rows straight into merged's: cuDNN's in bf16, andrea's
 // kernels in fp32 and tf32.
 static int attend_fused(int prec, const at_cu_block_acts *a,

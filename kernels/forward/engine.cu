@@ -19,6 +19,7 @@
 #include "common/cublas_lazy.cuh"
 #include "common/graph.cuh"
 #include "model/arch.h"
+#include "ops/attention_tc.cuh"
 
 using namespace fwd_engine;
 
@@ -274,6 +275,20 @@ extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
 
 // ---- passes ----
 
+// Whether a pass of B rows of T positions with no hook and no cache
+// (nothing wants the T x T weights) takes the fused attention, as
+// training does: cuDNN's in bf16 where it plans the shape, andrea's
+// tensor-core kernels in fp32 and tf32 where they take the heads; the
+// scores, softmax and product apart otherwise.
+static int fused_attention(const at_cuda_fwd *g, int B, int T)
+{
+	int D = g->C / g->H;
+	if (g->prec != AT_PREC_BF16)
+		return at_cu_attention_tc_takes(D, at_heads{g->H, g->C}, NULL, 0);
+	at_sdpa_shape s = at_sdpa_block(B, g->H, T, D, g->C);
+	return at_cudnn_sdpa_supported(&s, 0);
+}
+
 // Layer l over x [B,T,C] (device) in place; k, v: the layer's cache, or
 // NULL for q's neighbours in b.
 int fwd_engine::block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
@@ -285,8 +300,12 @@ int fwd_engine::block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
 	a.q = b->q;
 	a.k = k ? k : (char *)b->q + BTC * g->mm;
 	a.v = v ? v : (char *)b->q + 2 * BTC * g->mm;
-	a.att = b->att;
-	a.att16 = b->att16;
+	if (!h && !kv && fused_attention(g, B, T)) {
+		a.lse = b->att; // the rows' log-sum-exp, in the weights' room
+	} else {
+		a.att = b->att;
+		a.att16 = b->att16;
+	}
 	a.merged = b->merged;
 	a.xmid = b->xmid;
 	a.fc = b->fc;
