@@ -289,6 +289,13 @@ static int fused_attention(const at_cuda_fwd *g, int B, int T)
 	return at_cudnn_sdpa_supported(&s, 0);
 }
 
+size_t fwd_engine::scores_room(const at_cuda_fwd *g, const at_cu_hook *h,
+			       int B, int T)
+{
+	size_t rows = (size_t)B * g->H * T;
+	return !h && fused_attention(g, B, T) ? rows : rows * T;
+}
+
 // Layer l over x [B,T,C] (device) in place; k, v: the layer's cache, or
 // NULL for q's neighbours in b.
 int fwd_engine::block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,
@@ -359,7 +366,7 @@ static int warm_up(at_cuda_fwd *g)
 		l++;
 	if (T < 1 || (l == g->L && !g->lnfw))
 		return 0;
-	TRY(make_bufs(g, &g->big, T, (size_t)T * g->H * T));
+	TRY(make_bufs(g, &g->big, T, scores_room(g, NULL, 1, T)));
 	pass_bufs *b = &g->big;
 	CU_CHECK(cudaMemset(b->x, 0, (size_t)T * g->C * 4), "warming up");
 	if (l < g->L)
@@ -374,9 +381,9 @@ extern "C" int at_cuda_fwd_blocks(at_cuda_fwd *g, float *x, int B, int T,
 				  const int *layers, int n, const at_hook *hook)
 {
 	size_t N = (size_t)B * T, bytes = N * g->C * 4;
-	TRY(make_bufs(g, &g->big, N, N * g->H * T));
 	at_cu_hook hd;
 	const at_cu_hook *h = device_hook(g, hook, &hd);
+	TRY(make_bufs(g, &g->big, N, scores_room(g, h, B, T)));
 	pass_bufs *b = &g->big;
 	CU_CHECK(cudaMemcpy(b->x, x, bytes, cudaMemcpyHostToDevice),
 		 "copying x to the GPU");
@@ -487,9 +494,9 @@ extern "C" int at_cuda_fwd_logits(at_cuda_fwd *g, float *logits,
 				  const at_hook *hook)
 {
 	size_t N = (size_t)B * T;
-	TRY(make_bufs(g, &g->big, N, N * g->H * T));
 	at_cu_hook hd;
 	const at_cu_hook *h = device_hook(g, hook, &hd);
+	TRY(make_bufs(g, &g->big, N, scores_room(g, h, B, T)));
 	TRY(whole(g, h, tokens, B, T, NULL, 0));
 	TRY(head(g, &g->big, h, g->big.x, (int)N, T));
 	CU_CHECK(cudaMemcpy(logits, g->big.logits, N * g->V * 4,

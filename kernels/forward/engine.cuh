@@ -92,6 +92,10 @@ namespace fwd_engine {
 int dalloc(void *pp, size_t bytes, const char *what);
 // makes b for N positions and S score elements (kept if big enough)
 int make_bufs(at_cuda_fwd *g, pass_bufs *b, size_t N, size_t S);
+// the score elements a pass of B rows of T positions with hook h and no
+// KV cache needs: each head's T x T weights, or with the fused attention
+// (no hook) each row's log-sum-exp alone
+size_t scores_room(const at_cuda_fwd *g, const at_cu_hook *h, int B, int T);
 // layer l over x [B,T,C] (device) in place; k, v: the layer's cache, or
 // NULL for q's neighbours in b
 int block(at_cuda_fwd *g, pass_bufs *b, const at_cu_hook *h, int l,

@@ -29,7 +29,7 @@ static int slot_room(blocks_slot *sl, size_t bytes)
 static int run_slot(at_cuda_fwd *g, blocks_slot *sl)
 {
 	size_t N = (size_t)sl->B * sl->T, bytes = N * g->C * 4;
-	TRY(make_bufs(g, &g->big, N, N * g->H * sl->T));
+	TRY(make_bufs(g, &g->big, N, scores_room(g, NULL, sl->B, sl->T)));
 	CU_CHECK(cudaMemcpyAsync(sl->dx, sl->h_in, bytes, cudaMemcpyHostToDevice,
 				 at_cu_stream), "copying x to the GPU");
 	for (int i = 0; i < sl->n; i++)
