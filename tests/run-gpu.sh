@@ -126,9 +126,10 @@ for tool in memcheck racecheck; do
 		[ "$(basename "$h")" = nccl-check ] && continue
 		# racecheck takes many minutes over cuBLASLt's candidates
 		# timed at 4.4 GFLOP (cuBLAS's kernels): without the timing
-		tune=${ANDREA_TUNE-}
-		[ "$tool-$(basename "$h")" = racecheck-matmul-check ] && tune=0
-		step "$tool-$(basename "$h")" env ANDREA_TUNE=$tune "$CS" --tool "$tool" \
+		untuned=
+		[ "$tool-$(basename "$h")" = racecheck-matmul-check ] &&
+			untuned=ANDREA_TUNE=0
+		step "$tool-$(basename "$h")" env $untuned "$CS" --tool "$tool" \
 			--report-api-errors "$api" --error-exitcode 99 \
 			--print-limit 20 "$h" --quick
 	done

@@ -14,6 +14,7 @@
 
 #include "forward/forward_kernels.cuh"
 #include "model/arch.h"
+#include "ops/attention_tc.cuh"
 
 // ---- the causal softmax: one warp per row ----
 //
@@ -170,6 +171,16 @@ static int attend_prefill(const at_cu_gemm_mode *g, const at_cu_block_acts *a,
 		       bf ? (void *)a->att16 : (void *)a->att, Tn, a->v, cD,
 		       0.0f, a->buf3, TD, BH, "the attention product"));
 	return report(a, "out", a->buf3, 0, 4, B, H, T, D);
+}
+
+int at_cu_fused_attention_takes(int prec, int B, int T, int H, int D,
+				int qkv_ld, int backward)
+{
+	if (prec != AT_PREC_BF16)
+		return at_cu_attention_tc_takes(D, at_heads{H, H * D}, NULL, 0);
+	at_sdpa_shape s = at_sdpa_block(B, H, T, D, qkv_ld);
+	return at_cudnn_sdpa_supported(&s, 0) &&
+	       (!backward || at_cudnn_sdpa_supported(&s, 1));
 }
 
 // The fused attention (no T x T weights: a->lse set, by training and by

@@ -19,7 +19,6 @@
 #include "common/cublas_lazy.cuh"
 #include "common/graph.cuh"
 #include "model/arch.h"
-#include "ops/attention_tc.cuh"
 
 using namespace fwd_engine;
 
@@ -277,16 +276,11 @@ extern "C" at_cuda_fwd *at_cuda_fwd_new(const at_weights *w, int precision,
 
 // Whether a pass of B rows of T positions with no hook and no cache
 // (nothing wants the T x T weights) takes the fused attention, as
-// training does: cuDNN's in bf16 where it plans the shape, andrea's
-// tensor-core kernels in fp32 and tf32 where they take the heads; the
-// scores, softmax and product apart otherwise.
+// training does; the scores, softmax and product apart otherwise.
 static int fused_attention(const at_cuda_fwd *g, int B, int T)
 {
-	int D = g->C / g->H;
-	if (g->prec != AT_PREC_BF16)
-		return at_cu_attention_tc_takes(D, at_heads{g->H, g->C}, NULL, 0);
-	at_sdpa_shape s = at_sdpa_block(B, g->H, T, D, g->C);
-	return at_cudnn_sdpa_supported(&s, 0);
+	return at_cu_fused_attention_takes(g->prec, B, T, g->H, g->C / g->H,
+					   g->C, 0);
 }
 
 size_t fwd_engine::scores_room(const at_cuda_fwd *g, const at_cu_hook *h,

@@ -147,6 +147,14 @@ int at_cu_decode_attn(void *out, const float *q, const void *k,
 		      const void *v, float *s, const int *pos, int B, int H,
 		      int D, int cap, float scale);
 
+// Whether the block's fused attention (a->lse set) takes B rows of T
+// positions in H heads of D, q, k and v rows qkv_ld elements apart, in
+// precision prec (and its backward too, where backward): cuDNN's where it
+// plans the shape in bf16, andrea's tensor-core kernels where they take
+// the heads in fp32 and tf32.
+int at_cu_fused_attention_takes(int prec, int B, int T, int H, int D,
+				int qkv_ld, int backward);
+
 // x_out = x_mid + GELU(LN2(x_mid) . fc) . proj, x_mid = x_in +
 // Attn(LN1(x_in)), for x_in, x_out [B,T,C] (the same buffer or apart),
 // in g's precision; kv NULL: no cache.  (With a->y16, see above.)

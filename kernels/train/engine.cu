@@ -25,7 +25,6 @@
 
 #include "common/cublas_lazy.cuh"
 #include "common/graph.cuh"
-#include "ops/attention_tc.cuh"
 #include "model/arch.h"
 #include "train/engine.cuh"
 
@@ -160,11 +159,11 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 {
 	if (attention == TR_ATTN_EXPLICIT)
 		return 0;
+	int takes = at_cu_fused_attention_takes(precision, B, T, H, D,
+						3 * H * D, 1);
 	if (precision != AT_PREC_BF16)
-		return attention == TR_ATTN_FUSED ||
-		       at_cu_attention_tc_takes(D, at_heads{H, H * D}, NULL, 0);
-	at_sdpa_shape s = at_sdpa_block(B, H, T, D, 3 * H * D);
-	if (at_cudnn_sdpa_supported(&s, 0) && at_cudnn_sdpa_supported(&s, 1))
+		return attention == TR_ATTN_FUSED || takes;
+	if (takes)
 		return 1;
 	if (attention == TR_ATTN_FUSED) { // the reason, less its "CUDA: "
 		char why[200];
