@@ -15,8 +15,16 @@ int at_cu_graphs_wanted(void);
 // recording fails, *exec is NULL and the error is dropped: the caller
 // runs the launches eagerly, where a real failure then reports itself.
 // Everything launch(ctx) allocates or plans must exist already (run it
-// once eagerly first), and it must not synchronize.
+// once eagerly first), and it must not synchronize.  The graph's small
+// memsets become fill kernels (at_cu_graph_fills).
 void at_cu_record(cudaStream_t stream, int (*launch)(void *), void *ctx,
 		  cudaGraphExec_t *exec);
+
+// Replaces each memset node of g of one row of at most AT_GRAPH_FILL_MAX
+// bytes (the 4-byte flags that cuBLASLt, before its cooperative Hopper
+// kernels, and cuDNN zero before a call) by a kernel node that writes the
+// same bytes, with the same edges: replayed, it idles the device less.
+#define AT_GRAPH_FILL_MAX 256
+cudaError_t at_cu_graph_fills(cudaGraph_t g);
 
 #endif
