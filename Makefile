@@ -28,6 +28,10 @@
 #   make bench-train-profile  on a GPU machine: one step's kernels, andrea's
 #                      (ncu) beside the compiled model's (torch.profiler);
 #                      BENCH_ARGS='andrea-120m 8449 fp32'
+#   make bench-train-timeline  on a GPU machine: one step's wall time on the
+#                      device's clock, busy and idle, the gaps between
+#                      kernels (CUPTI) beside the compiled model's
+#                      (torch.profiler); BENCH_ARGS as bench-train-profile
 #   make bench-generate   andrea-generate's decode tokens/s vs NumPy (CPU) and,
 #                      where PyTorch sees a GPU, PyTorch eager and HF generate
 #   make bench-forward    embed | block -l all | logits vs NumPy / PyTorch
@@ -215,6 +219,10 @@ bench-train-profile: all
 	@test "$(CUDA)" = 1 || { echo "bench-train-profile: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
 	$(GPU_PYTHON) bench/train-profile.py $(BENCH_ARGS)
 
+bench-train-timeline: all
+	@test "$(CUDA)" = 1 || { echo "bench-train-timeline: this build has no CUDA (nvcc not found; CUDA=1?)"; exit 1; }
+	$(GPU_PYTHON) bench/train-timeline.py $(BENCH_ARGS)
+
 # CPU rows everywhere, GPU rows where PyTorch sees a GPU (and CUDA=1)
 bench-generate: all
 	PYTHON=$(GPU_PYTHON) sh bench/run-generate.sh $(BENCH_ARGS)
@@ -270,7 +278,7 @@ clean:
 # make fuzz: the libFuzzer targets (fuzz/README)
 include fuzz/fuzz.mk
 
-.PHONY: all setup test test-gpu bench-gpu bench-mask bench-train-gpu bench-train-ab bench-train-ranks bench-train-profile bench-generate \
+.PHONY: all setup test test-gpu bench-gpu bench-mask bench-train-gpu bench-train-ab bench-train-ranks bench-train-profile bench-train-timeline bench-generate \
 	bench-forward bench-tokenize bench-attention bench-analysis experiments help kernels demo install clean
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,5 +1,6 @@
 """The bench scripts on the CPU: bench/train-ab.py's command line and
-table (its runs need a GPU and PyTorch: make bench-train-ab), no script
+table (its runs need a GPU and PyTorch: make bench-train-ab),
+bench/train-timeline.py's sums over a timeline, no script
 named as a module of Python's own, and the CPU benchmarks run at their
 smallest settings to their end (what they print is checked, never how
 fast: the speed is the benchmark's to say)."""
@@ -18,6 +19,10 @@ spec = importlib.util.spec_from_file_location(
     "train_ab", os.path.join(ROOT, "bench", "train-ab.py"))
 ab = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ab)
+spec = importlib.util.spec_from_file_location(
+    "train_timeline", os.path.join(ROOT, "bench", "train-timeline.py"))
+tl = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tl)
 
 
 def test_variants_name_their_settings():
@@ -54,6 +59,40 @@ def test_the_table_gives_medians_and_ratios():
     assert f"{750 / 700:.3f}x" in b and f"{750 / 590:.3f}x" in b
     # without the reference, no ratio to it
     assert "compiled" not in " ".join(ab.report({"a": [1.0]}, []))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_timeline_sums_busy_and_idle_time(seed):
+    # random overlapping intervals on a grid of whole units, against the
+    # covered cells counted one by one
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    n, steps = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    starts = rng.integers(0, 300, n)
+    ends = starts + rng.integers(1, 25, n)  # kernels take some time
+    names = [f"k{int(i)}" for i in rng.integers(0, 5, n)]
+    ev = list(zip(starts.tolist(), ends.tolist(), names))
+    t = tl.timeline(ev, steps)
+    lo, hi = starts.min(), ends.max()
+    cover = np.zeros(hi - lo, bool)
+    for a, b, _ in ev:
+        cover[a - lo:b - lo] = True
+    idle_cells = ~cover
+    runs = np.flatnonzero(np.diff(np.r_[0, idle_cells.astype(int)]) == 1)
+    per = lambda x: pytest.approx(x / steps, rel=1e-12)
+    assert t["span"] == per(hi - lo)
+    assert t["busy"] == per(cover.sum())
+    assert t["idle"] == per(idle_cells.sum())
+    assert t["gaps"] == per(len(runs))
+    assert sum(g for _, g in t["pairs"].values()) == per(idle_cells.sum())
+    assert sum(t["names"].values()) == per((ends - starts).sum())
+
+
+def test_the_timeline_names_the_kernels_around_a_gap():
+    t = tl.timeline([(0, 10, "a"), (2, 12, "b"), (15, 20, "c"),
+                     (20, 30, "a"), (33, 40, "c")], 1)
+    assert t["pairs"] == {("b", "c"): (1, 3), ("a", "c"): (1, 3)}
+    assert (t["span"], t["busy"], t["idle"], t["gaps"]) == (40, 34, 6, 2)
 
 
 def test_no_bench_script_shadows_the_standard_library():

@@ -115,7 +115,7 @@ int train_report_step(train_report *r, const tr_engine *e, long s, long end,
 	if (!isnan(val))
 		fprintf(r->log, ", \"val_loss\": %.6f", val);
 	fprintf(r->log, ", \"lr\": %.6g, \"grad_norm\": %.6g, "
-		"\"tokens_per_s\": %.1f, \"elapsed\": %.3f", lr, norm, tps,
+		"\"tokens_per_s\": %.1f, \"elapsed\": %.6f", lr, norm, tps,
 		t - r->t0);
 	size_t buf, peak;
 	if (tr_engine_memory(e, &buf, &peak))
