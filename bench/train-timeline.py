@@ -182,16 +182,8 @@ def compiled(tg, name, V, prec):
 
 
 def main():
-    a = sys.argv[1:]
-    name = a[0] if a else "andrea-120m"
-    V = int(a[1]) if len(a) > 1 and a[1].isdigit() else 8449
-    prec = a[2] if len(a) > 2 else "bf16"
-    side = a[3] if len(a) > 3 else "both"
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from train_gpu import tg
-    if name not in tg.CONFIGS or prec not in tg.PEAK or side not in (
-            "both", "andrea", "torch") or (len(a) > 1 and not a[1].isdigit()):
-        sys.exit(__doc__)
+    from train_gpu import config_and_side, tg
+    name, V, prec, side = config_and_side(sys.argv[1:], __doc__)
     import torch
     if not torch.cuda.is_available():
         sys.exit("train-timeline: PyTorch sees no GPU")
