@@ -25,7 +25,6 @@ __global__ static void fill_kernel(void *dst, unsigned value, unsigned elem,
 	}
 }
 
-
 // The nodes beside `node`, its dependencies (out 0) or dependents (out
 // 1), into a new array (*v, freed by the caller) of *n.
 static cudaError_t edges_of(cudaGraphNode_t node, int out,
