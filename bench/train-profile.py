@@ -24,9 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-
-import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS, PROFILED, TOP = 2, 3, 30
@@ -86,30 +83,14 @@ def andrea(tg, tmp, name, V, prec):
 
 
 def compiled(tg, name, V, prec):
-    from torch.profiler import ProfilerActivity, profile
-    one = tg.reference_step(name, V, prec, "compiled")
-    for _ in range(tg.WARM + tg.COMPILE_WARM):  # as bench-train-gpu
-        one()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(PROFILED):
-            one()
+    from train_gpu import profiled_compiled
+    prof = profiled_compiled(name, V, prec, PROFILED)
     rows = {e.key: [e.count, e.self_device_time_total / 1e3]
             for e in prof.key_averages() if e.device_type.name == "CUDA"}
     table(f"torch.compile + SDPA {name} V {V} {prec} (torch.profiler, "
           f"{PROFILED} steps)", rows, PROFILED)
 
 
-def main():
-    from train_gpu import config_and_side, tg
-    name, V, prec, side = config_and_side(sys.argv[1:], __doc__)
-    if not torch.cuda.is_available():
-        sys.exit("train-profile: PyTorch sees no GPU")
-    with tempfile.TemporaryDirectory() as tmp:
-        if side != "torch":
-            andrea(tg, tmp, name, V, prec)
-        if side != "andrea":
-            compiled(tg, name, V, prec)
-
-
 if __name__ == "__main__":
-    main()
+    from train_gpu import run_sides
+    run_sides("train-profile", __doc__, andrea, compiled)

@@ -24,7 +24,6 @@ import re
 import subprocess
 import sys
 import sysconfig
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARM, STEPS, TOP_GAPS, TOP_KERNELS = 3, 10, 12, 20
@@ -166,33 +165,14 @@ def andrea(tg, tmp, name, V, prec):
 
 
 def compiled(tg, name, V, prec):
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    one = tg.reference_step(name, V, prec, "compiled")
-    for _ in range(tg.WARM + tg.COMPILE_WARM):  # as bench-train-gpu
-        one()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(STEPS):
-            one()
+    from train_gpu import profiled_compiled
+    prof = profiled_compiled(name, V, prec, STEPS)
     ev = [(e.time_range.start, e.time_range.end, e.name) for e in prof.events()
           if e.device_type.name == "CUDA"]
     report(f"torch.compile + SDPA {name} V {V} {prec} (torch.profiler, "
            f"{STEPS} steps)", timeline(ev, STEPS), unit=1)
 
 
-def main():
-    from train_gpu import config_and_side, tg
-    name, V, prec, side = config_and_side(sys.argv[1:], __doc__)
-    import torch
-    if not torch.cuda.is_available():
-        sys.exit("train-timeline: PyTorch sees no GPU")
-    with tempfile.TemporaryDirectory() as tmp:
-        if side != "torch":
-            andrea(tg, tmp, name, V, prec)
-        if side != "andrea":
-            compiled(tg, name, V, prec)
-
-
 if __name__ == "__main__":
-    main()
+    from train_gpu import run_sides
+    run_sides("train-timeline", __doc__, andrea, compiled)

@@ -1,17 +1,20 @@
 """train_gpu.py - bench/train-gpu.py as a module, for the scripts beside
 it (train-ab.py, train-profile.py, train-timeline.py, train-ranks.py),
 whose file name is no Python identifier: `from train_gpu import tg` (run
-from bench/, which is then on sys.path); and the command line that
-train-profile.py and train-timeline.py share."""
+from bench/, which is then on sys.path); and what train-profile.py and
+train-timeline.py share: their command line and the compiled model's
+profiled steps."""
 import importlib.util
 import os
 import sys
+import tempfile
 
 spec = importlib.util.spec_from_file_location(
     "train_gpu_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                     "train-gpu.py"))
 tg = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tg)
+
 
 
 def config_and_side(argv, usage):
@@ -26,3 +29,33 @@ def config_and_side(argv, usage):
             side not in ("both", "andrea", "torch") or len(argv) > 4:
         sys.exit(usage)
     return name, int(V), prec, side
+
+
+def run_sides(prog, usage, andrea, compiled):
+    """The main of train-profile.py and train-timeline.py: andrea(tg, tmp,
+    name, V, prec) and compiled(tg, name, V, prec) for the sides the
+    command line names."""
+    name, V, prec, side = config_and_side(sys.argv[1:], usage)
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit(f"{prog}: PyTorch sees no GPU")
+    with tempfile.TemporaryDirectory() as tmp:
+        if side != "torch":
+            andrea(tg, tmp, name, V, prec)
+        if side != "andrea":
+            compiled(tg, name, V, prec)
+
+
+def profiled_compiled(name, V, prec, steps):
+    """torch.profiler's record (CUDA activity) of `steps` steps of the
+    compiled model, after bench-train-gpu's warm-up and compilation."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    one = tg.reference_step(name, V, prec, "compiled")
+    for _ in range(tg.WARM + tg.COMPILE_WARM):
+        one()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            one()
+    return prof
