@@ -31,7 +31,8 @@
 #   make bench-train-timeline  on a GPU machine: one step's wall time on the
 #                      device's clock, busy and idle, the gaps between
 #                      kernels (CUPTI) beside the compiled model's
-#                      (torch.profiler); BENCH_ARGS as bench-train-profile
+#                      (torch.profiler); BENCH_ARGS as bench-train-profile,
+#                      '--sequence ...' also andrea's step kernel by kernel
 #   make bench-generate   andrea-generate's decode tokens/s vs NumPy (CPU) and,
 #                      where PyTorch sees a GPU, PyTorch eager and HF generate
 #   make bench-forward    embed | block -l all | logits vs NumPy / PyTorch

@@ -8,9 +8,12 @@ here against the CUPTI of the CUDA toolkit or of PyTorch's wheels, and
 injected with CUDA_INJECTION64_PATH); the compiled model of
 bench/train-gpu.py's from torch.profiler's trace.
 
-  python3 bench/train-timeline.py [CONFIG [V [PRECISION [andrea|torch]]]]
+  python3 bench/train-timeline.py [--sequence] [CONFIG [V [PRECISION [andrea|torch]]]]
 
-(defaults andrea-120m 8449 bf16, both sides).  andrea-train runs WARM +
+(defaults andrea-120m 8449 bf16, both sides).  --sequence also lists
+andrea's step kernel by kernel in the order they start, each position's
+median time and the median idle gap before it over the traced steps:
+which product or pass each kernel is, read off its place in the step.  andrea-train runs WARM +
 STEPS steps; its steps are told apart by the embedding's kernel, which
 starts each, and the first WARM are left out.  The compiled model runs
 STEPS steps under torch.profiler after its warm-up and compilation; its
@@ -28,6 +31,7 @@ import sysconfig
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARM, STEPS, TOP_GAPS, TOP_KERNELS = 3, 10, 12, 20
 STEP_MARK = "embed_kernel"  # andrea's first kernel of a training step
+SHOW_SEQUENCE = False  # --sequence
 
 
 def timeline(events, steps):
@@ -57,6 +61,26 @@ def timeline(events, steps):
                 gaps=n_gaps / steps,
                 pairs={k: (c / steps, per(t)) for k, (c, t) in gaps.items()},
                 names={k: per(t) for k, t in by_name.items()})
+
+
+def sequence(steps):
+    """steps: each step's events (start, end, name), in any order.  Per
+    position in start order, as far as the shortest step goes: (median
+    time, median idle gap before it from the latest end so far, name,
+    whether every step has that name there); of an even count of steps,
+    the upper middle."""
+    steps = [sorted(st) for st in steps]
+    med = lambda xs: sorted(xs)[len(xs) // 2]
+    rows = []
+    ends = [st[0][0] for st in steps]
+    for i in range(min(len(st) for st in steps)):
+        here = [st[i] for st in steps]
+        gap = med([max(0, s - e) for (s, _, _), e in zip(here, ends)])
+        ends = [max(e, end) for (_, end, _), e in zip(here, ends)]
+        names = {n for _, _, n in here}
+        rows.append((med([e - s for s, e, _ in here]), gap, here[0][2],
+                     len(names) == 1))
+    return rows
 
 
 def report(title, t, unit=1e-3):
@@ -162,6 +186,14 @@ def andrea(tg, tmp, name, V, prec):
     report(f"andrea-train {name} V {V} {prec} (CUPTI, steps {WARM + 1} to "
            f"{WARM + STEPS})",
            timeline([r for r in rows if lo <= r[0] < hi], STEPS))
+    if SHOW_SEQUENCE:
+        print("  the step in order (median us, median idle gap before, "
+              "* where the steps differ there):")
+        steps = [[r for r in rows if a <= r[0] < b] for a, b in
+                 zip(starts[WARM:WARM + STEPS], starts[WARM + 1:])]
+        for i, (t, gap, n, same) in enumerate(sequence(steps)):
+            print(f"  {i:4d} {t / 1e3:9.1f} {gap / 1e3:6.1f}"
+                  f"{' ' if same else '*'} {n[:100]}")
 
 
 def compiled(tg, name, V, prec):
@@ -175,4 +207,7 @@ def compiled(tg, name, V, prec):
 
 if __name__ == "__main__":
     from train_gpu import run_sides
+    SHOW_SEQUENCE = "--sequence" in sys.argv
+    if SHOW_SEQUENCE:
+        sys.argv.remove("--sequence")
     run_sides("train-timeline", __doc__, andrea, compiled)

@@ -95,6 +95,42 @@ def test_the_timeline_names_the_kernels_around_a_gap():
     assert (t["span"], t["busy"], t["idle"], t["gaps"]) == (40, 34, 6, 2)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_sequence_gives_each_place_its_median_time_and_gap(seed):
+    # steps of the same kernels one after another with random times and
+    # gaps (none overlapping), against numpy's median of each place
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    n, nsteps = int(rng.integers(1, 30)), int(rng.integers(1, 6)) * 2 + 1
+    dur = rng.integers(1, 50, (nsteps, n))
+    gap = rng.integers(0, 5, (nsteps, n))
+    gap[:, 0] = 0  # a step starts with its first kernel
+    steps = []
+    for k in range(nsteps):
+        t, ev = 1000 * k, []
+        for i in range(n):
+            t += int(gap[k, i])
+            ev.append((t, t + int(dur[k, i]), f"k{i % 3}"))
+            t += int(dur[k, i])
+        rng.shuffle(ev)  # any order in
+        steps.append(ev)
+    rows = tl.sequence(steps)
+    assert len(rows) == n
+    for i, (t, g, name, same) in enumerate(rows):
+        assert t == np.median(dur[:, i]) and g == np.median(gap[:, i])
+        assert name == f"k{i % 3}" and same
+
+
+def test_the_sequence_marks_places_where_steps_differ():
+    a = [(0, 5, "x"), (5, 9, "y"), (9, 10, "z")]
+    b = [(100, 104, "x"), (106, 108, "w")]  # shorter, another kernel second
+    rows = tl.sequence([a, b, a])
+    assert rows == [(5, 0, "x", True), (4, 0, "y", False)]
+    # an overlap is no gap: the next gap counts from the latest end
+    rows = tl.sequence([[(0, 10, "a"), (2, 4, "b"), (12, 13, "c")]])
+    assert [g for _, g, _, _ in rows] == [0, 0, 2]
+
+
 def test_no_bench_script_shadows_the_standard_library():
     # a script runs with bench/ first on sys.path: a bench/tokenize.py made
     # every `import torch` there fail (PyTorch's traceback reads tokenize)
