@@ -10,15 +10,16 @@ bench/train-gpu.py's from torch.profiler's trace.
 
   python3 bench/train-timeline.py [--sequence] [CONFIG [V [PRECISION [andrea|torch]]]]
 
-(defaults andrea-120m 8449 bf16, both sides).  --sequence also lists
-andrea's step kernel by kernel in the order they start, each position's
-median time and the median idle gap before it over the traced steps:
-which product or pass each kernel is, read off its place in the step.  andrea-train runs WARM +
+(defaults andrea-120m 8449 bf16, both sides).  andrea-train runs WARM +
 STEPS steps; its steps are told apart by the embedding's kernel, which
-starts each, and the first WARM are left out.  The compiled model runs
-STEPS steps under torch.profiler after its warm-up and compilation; its
-span is from its first kernel to its last (a step's host work between
-them counts as idle, as andrea's does), divided by STEPS.
+starts each, and the first WARM are left out.  --sequence also lists
+andrea's step kernel by kernel in the order they start, each place's
+median time and the median idle gap before it over the traced steps:
+which product or pass each kernel is, read off its place in the step.
+The compiled model runs STEPS steps under torch.profiler after its
+warm-up and compilation; its span is from its first kernel to its last
+(a step's host work between them counts as idle, as andrea's does),
+divided by STEPS.
 """
 import collections
 import glob
