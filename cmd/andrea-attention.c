@@ -7,7 +7,6 @@
 #include "ops/stages.h"
 #include "cli/stage.h"
 
-#include <limits.h>
 #include <math.h>
 
 #include "help/andrea-attention.h" /* usage: the --help text */
@@ -28,10 +27,8 @@ static void attention_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_filter_expect_same_head(f, 2, &in[2], &in[1]); /* q may have none */
 	const at_tensor *q = &in[0];
 	/* heads of no values pass the byte cap at any B, H and T, yet their
-	 * lse holds B*H*T floats and the op counts heads in int */
-	if (q->dims[0] * q->dims[1] > INT_MAX)
-		at_filter_die(f, 0, "B*H=%llu heads is more than this tool handles",
-			      (unsigned long long)(q->dims[0] * q->dims[1]));
+	 * lse holds B*H*T floats */
+	at_filter_expect_count(f, 0, q, 0, 2, "B*H", "heads");
 	if (a->lse)
 		at_filter_expect_fits(f, 0, "lse", 3, q->dims);
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],

@@ -20,6 +20,11 @@ static int mask_check(at_filter *f, at_tensor *s, float fill)
 	if (s->dtype != AT_F32 || s->rank < 2 ||
 	    s->dims[s->rank - 1] != s->dims[s->rank - 2])
 		at_filter_die(f, 0, "expected f32 [...,T,T] scores");
+	at_filter_expect_count(f, 0, s, s->rank - 1, s->rank, "T",
+			       "keys a row");
+	at_filter_expect_count(f, 0, s, 0, s->rank - 2,
+			       s->rank == 4 ? "B*H" : "the leading sizes' product",
+			       "T x T matrices");
 	at_attr_set(&s->attrs, "mask", "causal");
 	at_attr_setf(&s->attrs, "fill", "%.9g", fill);
 	return (int)s->dims[s->rank - 1];

@@ -47,12 +47,25 @@ def test_attention_holds_k_and_v_to_one_head(tmp_path):
      "its scores [1,1,2147483647,2147483647] would pass the cap"),
     ("attend", [("v", (1, 1, 100000, 0)), ("attn", (1, 1, 100000, 100000))],
      "record 2 'attn': tensor of 40000000000 bytes exceeds the cap"),
+    ("scores", [("q", (1 << 16, 1 << 16, 1, 0)), ("k", (1 << 16, 1 << 16, 1, 0))],
+     "record 1 'q': B*H=4294967296 heads is more than this tool handles"),
+    ("attend", [("v", (1 << 16, 1 << 16, 0, 0)), ("attn", (1 << 16, 1 << 16, 0, 0))],
+     "record 2 'attn': B*H=4294967296 heads is more than this tool handles"),
+    ("qkv", [("x", (1 << 16, 1 << 16, 0))],
+     "record 1 'x': B*T=4294967296 rows is more than this tool handles"),
+    ("softmax", [("scores", (0, 1 << 31))],
+     "record 1 'scores': T=2147483648 keys a row is more than this tool"),
+    ("mask", [("scores", (1 << 16, 1 << 16, 0, 0))],
+     "record 1 'scores': B*H=4294967296 T x T matrices is more than"),
 ])
 def test_vast_sizes_are_refused_at_once(tool, records, says):
     """A tensor of no elements passes the byte cap whatever its other
-    sizes: those past int, an output past the cap, or a record read a
-    head at a time past it, are refused (they gave wrong shapes, a hang,
-    an endless stream of zeros, a bare 'out of memory')."""
+    sizes: those past int, products of them past int that the ops count
+    in int (B*H heads, B*T rows, the matrices to mask), an output past
+    the cap, or a record read a head at a time past it, are refused (they
+    gave wrong shapes, a hang, an endless stream of zeros, a bare 'out of
+    memory'; with data, heads or rows past int wrapped: wrong results, or
+    on the GPU writes out of bounds)."""
     p = run(tool, "--no-scale" if tool == "scores" else "--keep",
             input=header_only(*records), check=1, timeout=20)
     assert says in one_line_error(p, tool)

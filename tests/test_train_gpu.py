@@ -233,6 +233,24 @@ def test_a_step_launched_ahead_changes_nothing(tmp_path, precision):
         assert all(np.array_equal(got[k], want[k]) for k in want)
 
 
+def test_more_heads_than_a_fused_call_takes_go_explicit(tmp_path):
+    """andrea's fused fp32 attention takes at most 65535 heads a call (a
+    grid's y): with B*H past that, --attention auto takes the explicit
+    attention at the start and --attention fused is refused there (both
+    failed at the first step)."""
+    rng = np.random.default_rng(21)
+    data = tokens_file(tmp_path, rng.integers(0, 257, 100000))
+    common = ("--config", "tiny", "--data", data, "--batch", 16385,
+              "--seq", 2, "--steps", 1, "--val-fraction", 0, "--device",
+              "cuda", "--precision", "fp32", "-o", tmp_path / "m.ats")
+    p = run("train", *common, check=0)
+    last = p.stderr.decode().strip().splitlines()[-1]
+    assert "tokens/s" in last and "attention fused" not in last, last
+    p = run("train", *common, "--attention", "fused", check=1)
+    assert ("the fused attention takes at most 65535 heads a call on the "
+            "GPU, not B*H = 65540") in one_line_error(p, "train")
+
+
 def test_checkpoints_move_between_cpu_and_gpu(tmp_path):
     """Five steps on the GPU, five more resumed on the CPU, and the other
     way round: both continue to the same loss as ten steps on one device

@@ -418,9 +418,11 @@ static int attention(const at_cu_gemm_mode *g, const at_cu_block_w *w,
 		TRY(MM_CALL(p, at_cu_kv_store, a->v, a->buf3 + 2 * BTC, B, T, H,
 			    D, kv));
 	} else {
-		TRY(MM_CALL(p, at_cu_split_heads, a->q, a->buf3, 1, 3 * B, T, H, D));
 		static const char *names[3] = {"q", "k", "v"};
 		void *qkv[3] = {a->q, a->k, a->v};
+		for (int i = 0; i < 3; i++) // one call each: 3 * B passes int
+			TRY(MM_CALL(p, at_cu_split_heads, qkv[i],
+				    a->buf3 + i * BTC, 1, B, T, H, D));
 		for (int i = 0; i < 3; i++)
 			TRY(report(a, names[i], qkv[i], bf, 4, B, H, T, D));
 	}

@@ -62,8 +62,9 @@ static int attention_backward(tr_cuda *d, int l, const void *q,
 	}
 	// explicit: dA = dO.V^T, dV = A^T.dO, dS, dQ = dS.K, dK = dS^T.Q
 	float *dq = d->buf3, *dk = d->buf3 + BTC, *dv = d->buf3 + 2 * BTC;
-	float *att = d->att + l * BH * TT;
-	void *att_mm = bf ? (void *)(d->att16 + l * BH * TT) : (void *)att;
+	size_t at_l = (size_t)l * BH * TT; // layer l's weights
+	float *att = d->att + at_l;
+	void *att_mm = bf ? (void *)(d->att16 + at_l) : (void *)att;
 	void *ds_mm = bf ? (void *)d->ds16 : (void *)d->d_att;
 	TRY(at_cu_gemm(bl, 0, 1, T, T, D, 1.0f, d->d_out, TD, v, TD, 0.0f,
 		       d->d_att, TT, BH, "the attention product, backward"));

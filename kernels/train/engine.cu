@@ -161,8 +161,16 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 		return 0;
 	int takes = at_cu_fused_attention_takes(precision, B, T, H, D,
 						3 * H * D, 1);
-	if (precision != AT_PREC_BF16)
-		return attention == TR_ATTN_FUSED || takes;
+	if (precision != AT_PREC_BF16) {
+		// andrea's fused kernels take at most 65535 heads a call
+		// (a grid's y): more fail at the first step, so not at all
+		long long BH = (long long)B * H;
+		if (BH > 65535 && attention == TR_ATTN_FUSED)
+			return at_cu_failf("the fused attention takes at most "
+					   "65535 heads a call on the GPU, not "
+					   "B*H = %lld", BH);
+		return BH <= 65535 && (attention == TR_ATTN_FUSED || takes);
+	}
 	if (takes)
 		return 1;
 	if (attention == TR_ATTN_FUSED) { // the reason, less its "CUDA: "

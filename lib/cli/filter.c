@@ -106,6 +106,18 @@ void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 				      "than this tool handles", shape, INT_MAX);
 }
 
+void at_filter_expect_count(at_filter *f, int slot, const at_tensor *t,
+			    int lo, int hi, const char *what, const char *unit)
+{
+	uint64_t n = 1;
+	for (int i = lo; i < hi; i++) /* saturating: sizes of no elements */
+		n = t->dims[i] && n > UINT64_MAX / t->dims[i] ? UINT64_MAX
+							      : n * t->dims[i];
+	if (n > INT_MAX)
+		at_filter_die(f, slot, "%s=%llu %s is more than this tool "
+			      "handles", what, (unsigned long long)n, unit);
+}
+
 void at_filter_expect_fits(at_filter *f, int slot, const char *name,
 			   int rank, const uint64_t *dims)
 {
