@@ -110,7 +110,7 @@ void at_filter_expect_count(at_filter *f, int slot, const at_tensor *t,
 			    int lo, int hi, const char *what, const char *unit)
 {
 	uint64_t n = 1;
-	for (int i = lo; i < hi; i++) /* saturating: sizes of no elements */
+	for (int i = lo; i < hi; i++) /* saturating past 64 bits */
 		n = t->dims[i] && n > UINT64_MAX / t->dims[i] ? UINT64_MAX
 							      : n * t->dims[i];
 	if (n > INT_MAX)
