@@ -174,9 +174,7 @@ static void block_run(at_filter *f, at_tensor *in, at_writer *w)
 	if (C != b->model.cfg.d_model)
 		at_filter_die(f, 0, "C=%d but the model has C=%d", C,
 			      b->model.cfg.d_model);
-	if ((uint64_t)B * T > 1u << 30)
-		at_filter_die(f, 0, "B*T=%llu rows is more than this tool handles",
-			      (unsigned long long)x->dims[0] * x->dims[1]);
+	at_filter_expect_count(f, 0, x, 0, 2, 1u << 30, "B*T", "rows");
 	if (B == 0 || T == 0) { /* no rows: nothing to compute or capture */
 		at_filter_drain(f);
 		at_attr_setf(&x->attrs, "layer", "%d",

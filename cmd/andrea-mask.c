@@ -1,4 +1,5 @@
 /* andrea-mask - the causal mask: scores[..., i, j] = fill for every j > i. */
+#include <limits.h>
 #include <math.h>
 
 #include "cli/filter.h"
@@ -20,9 +21,9 @@ static int mask_check(at_filter *f, at_tensor *s, float fill)
 	if (s->dtype != AT_F32 || s->rank < 2 ||
 	    s->dims[s->rank - 1] != s->dims[s->rank - 2])
 		at_filter_die(f, 0, "expected f32 [...,T,T] scores");
-	at_filter_expect_count(f, 0, s, s->rank - 1, s->rank, "T",
+	at_filter_expect_count(f, 0, s, s->rank - 1, s->rank, INT_MAX, "T",
 			       "keys a row");
-	at_filter_expect_count(f, 0, s, 0, s->rank - 2,
+	at_filter_expect_count(f, 0, s, 0, s->rank - 2, INT_MAX,
 			       s->rank == 4 ? "B*H" : "the leading sizes' product",
 			       "T x T matrices");
 	at_attr_set(&s->attrs, "mask", "causal");

@@ -100,7 +100,7 @@ static void qkv_run(at_filter *f, at_tensor *in, at_writer *w)
 	const at_config *cfg = &q->model.cfg;
 	at_tensor *x = &in[0];
 	at_filter_expect(f, 0, x, 3, "B,T,C");
-	at_filter_expect_count(f, 0, x, 0, 2, "B*T", "rows");
+	at_filter_expect_count(f, 0, x, 0, 2, INT_MAX, "B*T", "rows");
 	int B = (int)x->dims[0], T = (int)x->dims[1], C = (int)x->dims[2];
 	if (C != cfg->d_model)
 		at_filter_die(f, 0, "C=%d but the model has C=%d", C, cfg->d_model);

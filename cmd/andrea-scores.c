@@ -1,4 +1,5 @@
 /* andrea-scores - attention scores: scores = q . k^T * scale, per head. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,7 +28,7 @@ static void scores_run(at_filter *f, at_tensor *in, at_writer *w)
 	at_filter_expect(f, 0, q, 4, "B,H,T,D");
 	at_filter_expect(f, 1, k, 4, "B,H,T,D");
 	at_filter_expect_like(f, 1, k, q);
-	at_filter_expect_count(f, 0, q, 0, 2, "B*H", "heads");
+	at_filter_expect_count(f, 0, q, 0, 2, INT_MAX, "B*H", "heads");
 	int BH = (int)(q->dims[0] * q->dims[1]), T = (int)q->dims[2],
 	    D = (int)q->dims[3];
 	double scale = stage_scale_of(f, &s->scale, D);

@@ -1,4 +1,5 @@
 /* andrea-softmax - attention weights: attn = softmax(scores) along rows. */
+#include <limits.h>
 #include <stdio.h>
 
 #include "cli/filter.h"
@@ -12,7 +13,7 @@ static int softmax_check(at_filter *f, const at_tensor *s)
 {
 	if (s->dtype != AT_F32 || s->rank < 1)
 		at_filter_die(f, 0, "expected f32 scores of rank >= 1");
-	at_filter_expect_count(f, 0, s, s->rank - 1, s->rank, "T",
+	at_filter_expect_count(f, 0, s, s->rank - 1, s->rank, INT_MAX, "T",
 			       "keys a row");
 	return (int)s->dims[s->rank - 1];
 }

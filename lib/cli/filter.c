@@ -107,13 +107,14 @@ void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
 }
 
 void at_filter_expect_count(at_filter *f, int slot, const at_tensor *t,
-			    int lo, int hi, const char *what, const char *unit)
+			    int lo, int hi, uint64_t max, const char *what,
+			    const char *unit)
 {
 	uint64_t n = 1;
 	for (int i = lo; i < hi; i++) /* saturating past 64 bits */
 		n = t->dims[i] && n > UINT64_MAX / t->dims[i] ? UINT64_MAX
 							      : n * t->dims[i];
-	if (n > INT_MAX)
+	if (n > max)
 		at_filter_die(f, slot, "%s=%llu %s is more than this tool "
 			      "handles", what, (unsigned long long)n, unit);
 }

@@ -91,11 +91,12 @@ void at_filter_expect_like(at_filter *f, int slot, const at_tensor *t,
 void at_filter_expect_same_head(at_filter *f, int slot, const at_tensor *t,
 				const at_tensor *ref);
 /* Ends the program, naming input slot i, where the product of t's sizes
- * [lo, hi) passes INT_MAX, the count the ops take in int (a tensor of no
- * elements passes the byte cap however large its other sizes): "what=N
- * unit is more than this tool handles", what as "B*H", unit as "heads". */
+ * [lo, hi) passes max: INT_MAX where the ops count it in int (a tensor
+ * of no elements passes the byte cap however large its other sizes), or
+ * a tool's own limit.  "what=N unit is more than this tool handles",
+ * what as "B*H", unit as "heads". */
 void at_filter_expect_count(at_filter *f, int slot, const at_tensor *t,
-			    int lo, int hi, const char *what,
+			    int lo, int hi, uint64_t max, const char *what,
 			    const char *unit);
 /* Checks dtype f32 and rank of input slot i, naming the record if not. */
 void at_filter_expect(at_filter *f, int slot, const at_tensor *t,
