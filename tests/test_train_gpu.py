@@ -242,11 +242,12 @@ def test_more_heads_than_a_fused_call_takes_go_explicit(tmp_path):
     data = tokens_file(tmp_path, rng.integers(0, 257, 100000))
     common = ("--config", "tiny", "--data", data, "--batch", 16385,
               "--seq", 2, "--steps", 1, "--val-fraction", 0, "--device",
-              "cuda", "--precision", "fp32", "-o", tmp_path / "m.ats")
-    p = run("train", *common, check=0)
+              "cuda", "--precision", "fp32")
+    p = run("train", *common, "-o", tmp_path / "auto.ats", check=0)
     last = p.stderr.decode().strip().splitlines()[-1]
     assert "tokens/s" in last and "attention fused" not in last, last
-    p = run("train", *common, "--attention", "fused", check=1)
+    p = run("train", *common, "--attention", "fused", "-o",
+            tmp_path / "fused.ats", check=1)
     assert ("the fused attention takes at most 65535 heads a call on the "
             "GPU, not B*H = 65540") in one_line_error(p, "train")
 
