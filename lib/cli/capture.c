@@ -183,12 +183,7 @@ static int put(capture *c, const capture_spec *s, const char *name, int layer,
 	       const float *data, int rank, const uint64_t *dims)
 {
 	at_tensor t;
-	memset(&t, 0, sizeof t);
-	t.dtype = AT_F32;
-	t.rank = rank;
-	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-	snprintf(t.name, sizeof t.name, "%s", name);
-	at_fwd_activation_attrs(&t.attrs, name, layer, c->H, c->D);
+	at_fwd_activation_header(&t, name, layer, c->H, c->D, rank, dims);
 	at_attr_set(&t.attrs, "captured", "1"); /* what --patch takes */
 	for (int i = 0; i < c->tag.n; i++)
 		at_attr_set(&t.attrs, c->tag.key[i], c->tag.value[i]);

@@ -12,7 +12,7 @@
  * [B,1,T,*] with a `head` attribute; with POSITIONS it holds only those
  * below the pass's T, named by a `positions` attribute.  Every record
  * carries `layer` (but the model's), the stages' attributes
- * (at_fwd_activation_attrs), and captured=1.
+ * (at_fwd_activation_header), and captured=1.
  * --ablate L.H[@POSITIONS][:mean[=FILE]] (repeatable): head H of layer
  * L's output (out, before Wo) is set to zero, or to its mean over the
  * batch's rows at each position, or to that mean in a reference run's

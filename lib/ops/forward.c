@@ -403,11 +403,17 @@ void at_fwd_describe(const at_fwd *e, char *buf, size_t len)
 		 at_precision_name(e->precision));
 }
 
-void at_fwd_activation_attrs(at_attrs *a, const char *name, int layer, int H,
-			     int D)
+void at_fwd_activation_header(at_tensor *t, const char *name, int layer,
+			      int H, int D, int rank, const uint64_t *dims)
 {
 	static const char *const head[] = {"q", "k", "v", "scores", "attn",
 					   "out", "y", "result"};
+	at_attrs *a = &t->attrs;
+	memset(t, 0, sizeof *t);
+	t->dtype = AT_F32;
+	t->rank = rank;
+	memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+	snprintf(t->name, sizeof t->name, "%s", name);
 	int at = -1;
 	for (int i = 0; i < (int)(sizeof head / sizeof *head); i++)
 		if (strcmp(name, head[i]) == 0)

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "core/attrs.h"
+#include "core/tensor.h"
 #include "ops/device.h"
 #include "ops/precision.h"
 #include "ops/prenorm.h"
@@ -111,13 +112,13 @@ int at_fwd_cached(const at_fwd *e, int row);
 double at_fwd_work(int C, int V, double positions, int layers, double keys,
 		   double head, double *bytes);
 
-/* The attributes the stages give activation `name` of `layer` (-1: none)
- * of a model of H heads of width D, for writing it as a record: the
- * layer; for q, k, v and what follows them in the attention (scores,
- * attn, out, y) the norm and head count too, and for scores and after
- * the scale, mask and fill. */
-void at_fwd_activation_attrs(at_attrs *a, const char *name, int layer, int H,
-			     int D);
+/* The record header (t zeroed, then f32, name, rank and dims; no data)
+ * the stages give activation `name` of `layer` (-1: none) of a model of
+ * H heads of width D.  Its attributes: the layer; for q, k, v and what
+ * follows them in the attention (scores, attn, out, y) the norm and head
+ * count too, and for scores and after the scale, mask and fill. */
+void at_fwd_activation_header(at_tensor *t, const char *name, int layer,
+			      int H, int D, int rank, const uint64_t *dims);
 
 /* The device the engine computes on. */
 at_device at_fwd_device(const at_fwd *e);

@@ -26,19 +26,14 @@ static int kept(void *ctx, const char *name, int layer)
 	return AT_HOOK_SKIP;
 }
 
-/* Writes one activation as the stages would (at_fwd_activation_attrs). */
+/* Writes one activation as the stages would (at_fwd_activation_header). */
 static int put(void *ctx, const char *name, int layer, float *data,
 	       int rank, const uint64_t *dims)
 {
 	sink *s = ctx;
 	at_tensor t;
-	memset(&t, 0, sizeof t);
-	t.dtype = AT_F32;
-	t.rank = rank;
-	memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-	snprintf(t.name, sizeof t.name, "%s", name);
+	at_fwd_activation_header(&t, name, layer, s->H, s->D, rank, dims);
 	t.data = (void *)data;
-	at_fwd_activation_attrs(&t.attrs, name, layer, s->H, s->D);
 	return at_write_tensor(s->w, &t) < 0 ? 1 : 0;
 }
 
