@@ -177,7 +177,8 @@ int at_cu_fused_attention_takes(int prec, int B, int T, int H, int D,
 				int qkv_ld, int backward)
 {
 	if (prec != AT_PREC_BF16)
-		return at_cu_attention_tc_takes(D, at_heads{H, H * D}, NULL, 0);
+		return at_cu_attention_fits((long long)B * H, D) == 0 &&
+		       at_cu_attention_tc_takes(D, at_heads{H, H * D}, NULL, 0);
 	at_sdpa_shape s = at_sdpa_block(B, H, T, D, qkv_ld);
 	return at_cudnn_sdpa_supported(&s, 0) &&
 	       (!backward || at_cudnn_sdpa_supported(&s, 1));

@@ -151,7 +151,7 @@ int at_cu_decode_attn(void *out, const float *q, const void *k,
 // positions in H heads of D, q, k and v rows qkv_ld elements apart, in
 // precision prec (and its backward too, where backward): cuDNN's where it
 // plans the shape in bf16, andrea's tensor-core kernels where they take
-// the heads in fp32 and tf32.
+// the heads in fp32 and tf32 (at most 65535 of them: at_cu_attention_fits).
 int at_cu_fused_attention_takes(int prec, int B, int T, int H, int D,
 				int qkv_ld, int backward);
 

@@ -173,6 +173,18 @@ static int launch(float *out, float *lse, const float *q, const float *k,
 
 #define MAX_D 256
 
+int at_cu_attention_fits(long long BH, int D)
+{
+	if (D > MAX_D)
+		return at_cu_failf("the fused attention takes heads of at most "
+				   "%d values on the GPU, not %d (--device cpu "
+				   "takes any)", MAX_D, D);
+	if (BH > 65535)
+		return at_cu_failf("the fused attention takes at most 65535 "
+				   "heads a call on the GPU, not B*H = %lld", BH);
+	return 0;
+}
+
 extern "C" int at_cuda_attention_forward(float *out, float *lse,
 					 const float *q, const float *k,
 					 const float *v, int BH, int T, int D,
@@ -181,13 +193,7 @@ extern "C" int at_cuda_attention_forward(float *out, float *lse,
 {
 	if (BH == 0 || T == 0)
 		return 0;
-	if (D > MAX_D)
-		return at_cu_failf("the fused attention takes heads of at most "
-				   "%d values on the GPU, not %d (--device cpu "
-				   "takes any)", MAX_D, D);
-	if (BH > 65535)
-		return at_cu_failf("the fused attention takes at most 65535 "
-				   "heads a call on the GPU, not %d", BH);
+	TRY(at_cu_attention_fits(BH, D));
 	at_heads h;
 	TRY(at_cu_heads_of(&h, heads, BH, D));
 	const void *views[] = {out, lse, q, k, v};

@@ -239,12 +239,7 @@ extern "C" int at_cuda_attention_backward(float *dq, float *dk, float *dv,
 {
 	if (BH == 0 || T == 0)
 		return 0;
-	if (D > 256)
-		return at_cu_failf("the fused attention's backward takes heads of "
-				   "at most 256 values on the GPU, not %d", D);
-	if (BH > 65535)
-		return at_cu_failf("the fused attention's backward takes at most "
-				   "65535 heads a call on the GPU, not %d", BH);
+	TRY(at_cu_attention_fits(BH, D));
 	at_heads h;
 	TRY(at_cu_heads_of(&h, heads, BH, D));
 	size_t rows = (size_t)BH * T;

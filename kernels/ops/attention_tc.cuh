@@ -25,6 +25,11 @@ int at_cu_heads_of(at_heads *out, const at_heads *in, int BH, int D);
 // (natural log, as the CPU's) times TC_LOG2E.
 #define TC_LOG2E 1.4426950408889634f
 
+// 0 where andrea's fused attention, forward and backward, FMA or tensor
+// cores, takes BH heads of D values in one call (a grid's y counts the
+// heads, shared memory holds D <= 256), else -1 with the reason.
+int at_cu_attention_fits(long long BH, int D);
+
 // 1 when the kernels take heads of D values laid out as h and every
 // non-NULL pointer of ptrs[n]: D % 4 == 0, D <= 128, rows 16-byte aligned.
 int at_cu_attention_tc_takes(int D, at_heads h, const void *const *ptrs,

@@ -26,6 +26,7 @@
 #include "common/cublas_lazy.cuh"
 #include "common/graph.cuh"
 #include "model/arch.h"
+#include "ops/attention_tc.cuh"
 #include "train/engine.cuh"
 
 // The copy of the head the products read (engine.cuh's head_weight), after
@@ -162,14 +163,10 @@ static int attention_choice(int B, int T, int H, int D, int precision,
 	int takes = at_cu_fused_attention_takes(precision, B, T, H, D,
 						3 * H * D, 1);
 	if (precision != AT_PREC_BF16) {
-		// andrea's fused kernels take at most 65535 heads a call
-		// (a grid's y): more fail at the first step, so not at all
-		long long BH = (long long)B * H;
-		if (BH > 65535 && attention == TR_ATTN_FUSED)
-			return at_cu_failf("the fused attention takes at most "
-					   "65535 heads a call on the GPU, not "
-					   "B*H = %lld", BH);
-		return BH <= 65535 && (attention == TR_ATTN_FUSED || takes);
+		if (attention == TR_ATTN_FUSED) // wherever the kernels fit
+			return at_cu_attention_fits((long long)B * H, D) < 0 ? -1
+									    : 1;
+		return takes;
 	}
 	if (takes)
 		return 1;
