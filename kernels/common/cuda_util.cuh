@@ -42,6 +42,8 @@ unsigned at_cu_blocks(size_t n, unsigned bs);
 // The current device's multiprocessors (1 if it cannot be asked), for
 // grids sized to the machine.
 unsigned at_cu_sm_count(void);
+// Gives back the context's per-thread stacks (device.cu); the bytes freed.
+size_t at_cu_release_stack(void);
 
 #define CU_CHECK(call, what)                                             \
 	do {                                                             \

@@ -141,6 +141,30 @@ unsigned at_cu_sm_count(void)
 	return (unsigned)sms;
 }
 
+// The context holds a stack for every thread the device can run at once
+// (cudaLimitStackSize, 1 KiB a thread by default: 264 MiB on a 132-SM
+// Hopper), which kernels without calls or spills never touch; the driver
+// grows it again at the launch of a kernel that needs more (andrea's
+// fp32 fused attention spills up to 184 bytes a thread).  Sets it to
+// the least the driver keeps; returns what that gave back by the count
+// (the device's threads times the bytes a thread), 0 where nothing was.
+size_t at_cu_release_stack(void)
+{
+	size_t was = 0, now = 0;
+	int dev = 0, threads = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&threads,
+				   cudaDevAttrMaxThreadsPerMultiProcessor,
+				   dev) != cudaSuccess ||
+	    cudaDeviceGetLimit(&was, cudaLimitStackSize) != cudaSuccess ||
+	    cudaDeviceSetLimit(cudaLimitStackSize, 0) != cudaSuccess ||
+	    cudaDeviceGetLimit(&now, cudaLimitStackSize) != cudaSuccess) {
+		cudaGetLastError(); // not fatal: the stack stays as it was
+		return 0;
+	}
+	return now < was ? (was - now) * threads * (size_t)at_cu_sm_count() : 0;
+}
+
 __global__ static void poison_kernel(float *p, size_t n)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

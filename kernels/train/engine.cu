@@ -260,11 +260,15 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 	// in bf16: 9 of 12 layers, the head in 4 parts of 4096 rows, saving 8
 	// of the 11 passes (a pass saved is worth about 0.4%).  At andrea-12m,
 	// V 257, 4 of 6: a fifth took the process 0.01 GiB past the compiled
-	// model's (bench/README.md).  Apart, the GELU's backward pass
-	// recomputes it on the way, and only the last layer keeps its.
-	size_t saved = (size_t)(B * T - d->head_rows) * d->Vp;
+	// model's (bench/README.md).  The context's stacks, given back, keep
+	// as many more as they held (264 MiB on an H100: two at andrea-120m).
+	// Apart, the GELU's backward pass recomputes it on the way, and only
+	// the last layer keeps its.
+	size_t es = precision == AT_PREC_BF16 ? 2 : 4;
+	size_t saved = (size_t)(B * T - d->head_rows) * d->Vp * es +
+		       at_cu_release_stack();
 	int L = m->cfg.n_layer, more = (int)(saved / ((size_t)B * T * 4 *
-						       m->cfg.d_model));
+						       m->cfg.d_model * es));
 	int keep = d->gelu_mm ? (7 * L + 11) / 12 + more : 1;
 	d->gelu_kept = keep < L ? keep : L;
 	tr_ranks_plan(d, m, ranks);
