@@ -122,13 +122,57 @@ def test_a_wide_vocabulary_matches_the_cpu(tmp_path, precision):
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_kept_and_recomputed_gelus_match_the_cpu(tmp_path, precision):
     """Seven layers, the GELU in the product's epilogue: the top five keep
-    their GELU(fc) from the forward pass (engine.cu: 7 L / 12 rounded
-    up), the lower two compute it again in the lowest kept layer's buffer
+    their GELU(fc) from the forward pass (ANDREA_TRAIN_GELU_KEPT=5; at
+    these shapes the memory rule of plan.cu would keep all seven), the
+    lower two compute it again in the lowest kept layer's buffer
     (engine.cuh, gelu_at); every layer's gradients equal the CPU's
     alike."""
     err = matches_the_cpu(tmp_path, dict(CFG, n_layer=7), 23, 2000,
-                          precision, env=FUSION["fused"])
+                          precision, env=dict(FUSION["fused"],
+                                              ANDREA_TRAIN_GELU_KEPT="5"))
     assert "GELU fused" in err, err
+
+
+@pytest.mark.parametrize("form", ["untied", "tied"])
+def test_bf16_gradients_are_bf16_and_match_the_cpu(tmp_path, form):
+    """In bf16 on one GPU the gradients are kept in bf16 (plan.cu), every
+    dumped value a bf16 one; ANDREA_TRAIN_BF16_GRADS=0 keeps them in float,
+    most values not.  Both match the CPU's within bf16's tolerance, a tied
+    head's two shares (head and embedding, added in float) among them."""
+    rng = np.random.default_rng(43)
+    model, _ = write_model(tmp_path, rng, CFG, gpt2=form == "tied")
+    data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
+    lc, gc, _ = grads(tmp_path, model, data, "cpu")
+    gc.pop("tokens")
+    for setting in ("1", "0"):
+        lg, gg, _ = grads(tmp_path, model, data, "cuda", "bf16",
+                          tag=setting,
+                          env={"ANDREA_TRAIN_BF16_GRADS": setting})
+        gg.pop("tokens")
+        low = np.concatenate([np.asarray(v, np.float32).ravel().view(
+            np.uint32) & 0xFFFF for v in gg.values()])
+        errs, worst, bad = gradient_errors(gg, gc, GRAD_TOL["bf16"])
+        print(f"{form} bf16 grads={setting}: worst {worst} "
+              f"{errs[worst]:.2e}, values with low bits {np.mean(low != 0):.3f}")
+        assert abs(lg - lc) <= LOSS_TOL["bf16"] * abs(lc)
+        assert not bad, bad
+        if setting == "1":
+            assert not low.any()
+        else:
+            assert np.mean(low != 0) > 0.5
+
+
+def test_a_kept_count_that_is_no_count_is_refused(tmp_path):
+    rng = np.random.default_rng(47)
+    model, _ = write_model(tmp_path, rng, CFG)
+    data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
+    p = run("train", "-m", model, "--data", data, "--steps", 1,
+            "--device", "cuda", "-o", str(tmp_path / "m.ats"),
+            "--seq", 32, env={"ANDREA_TRAIN_GELU_KEPT": "0"})
+    assert p.returncode != 0
+    msg = one_line_error(p, "train")
+    assert "ANDREA_TRAIN_GELU_KEPT=0: not a count of layers" in msg, msg
+    assert not (tmp_path / "m.ats").exists()
 
 
 def test_odd_width_keeps_the_gelu_apart(tmp_path):

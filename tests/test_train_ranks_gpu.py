@@ -1,7 +1,9 @@
 """andrea-train through NCCL on one GPU (andrea-train(1), SEVERAL GPUS):
 --gpus 1, --gpus 1 --shard-optimizer and one rank started by hand with
 --rank 0 --world 1 --init give the plain run's model, checkpoint and
-log exactly, in fp32 and bf16, on both forms of the model; a run
+log exactly, in fp32 and bf16 (where the plain run keeps its gradients
+fp32 as the ranks do, ANDREA_TRAIN_BF16_GRADS=0), on both forms of the
+model; a run
 resumes between them; a signal to the launcher stops the ranks with
 their work saved; a rank that dies ends the run with one line and
 leaves the last checkpoint whole; compute-sanitizer finds nothing.  Run by `make test-gpu`
@@ -30,14 +32,15 @@ pytestmark = pytest.mark.skipif(not ON_GPU, reason="ANDREA_TEST_DEVICE=cuda "
 CFG = dict(n_layer=2, n_head=4, d_model=64, ctx=32, vocab=67)
 
 
-def train(tmp, tag, data, model, precision, *extra, steps=6, check=0):
+def train(tmp, tag, data, model, precision, *extra, steps=6, check=0,
+          env=None):
     out = os.path.join(tmp, f"{tag}.ats")
     log = os.path.join(tmp, f"{tag}.jsonl")
     p = run("train", "-m", model, "--data", data, "--steps", steps,
             "--batch", 4, "--seq", 32, "--lr", 3e-3, "--warmup", 2,
             "--eval-every", 3, "--eval-batches", 2, "--save-every", 2,
             "--device", "cuda", "--precision", precision, "--log", log,
-            "-o", out, *extra, check=check)
+            "-o", out, *extra, check=check, env=env)
     return out, log, p
 
 
@@ -62,7 +65,9 @@ def test_one_rank_through_nccl_is_the_plain_run(tmp_path, precision, gpt2):
     rng = np.random.default_rng(21)
     model, _ = write_model(tmp_path, rng, CFG, gpt2=gpt2)
     data = tokens_file(tmp_path, rng.integers(0, 67, 6000))
-    plain, plain_log, _ = train(tmp_path, "plain", data, model, precision)
+    # ranks keep float gradients; alone, bf16 keeps bf16 ones unless told
+    plain, plain_log, _ = train(tmp_path, "plain", data, model, precision,
+                                env={"ANDREA_TRAIN_BF16_GRADS": "0"})
     ways = {"gpus": ["--gpus", 1],
             "shard": ["--gpus", 1, "--shard-optimizer"],
             "rank": ["--rank", 0, "--world", 1, "--init",

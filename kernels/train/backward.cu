@@ -16,7 +16,20 @@ static const void *resid_grad_mm(const tr_cuda *d)
 	return d->prec == AT_PREC_BF16 ? (const void *)d->dr16 : d->d_resid;
 }
 
-// The gradient of `groups` biases of n (at g + off, one after the other):
+// The gradient of the parameter at off = op(A) . op(B), M x N from sums
+// over K, `batch` of them (A's, B's and the gradients' strides sA, sB and
+// M * N), as the gradients are stored.
+static int grad_product(tr_cuda *d, int ta, int tb, int M, int N, int K,
+			const void *A, long long sA, const void *B,
+			long long sB, size_t off, int batch, const char *what)
+{
+	at_cu_gemm_layout to = {0, 0, 0, grads_bf16(d)};
+	return at_cu_gemm_ld(&d->blas, ta, tb, M, N, K, 1.0f, A, sA, B, sB,
+			     0.0f, grad_at(d, off), (long long)M * N, batch,
+			     &to, what);
+}
+
+// The gradient of `groups` biases of n (at off, one after the other):
 // the column sums of dy, groups x [B*T,n] mm, as ones . dy; none without
 // biases.
 static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
@@ -25,8 +38,8 @@ static int bias_grad(tr_cuda *d, size_t off, const void *dy, int n,
 	if (!d->biases)
 		return 0;
 	size_t BT = (size_t)d->B * d->T;
-	return at_cu_gemm(&d->blas, 0, 0, 1, n, (int)BT, 1.0f, d->ones, 0, dy,
-			  (long long)(BT * n), 0.0f, d->g + off, n, groups, what);
+	return grad_product(d, 0, 0, 1, n, (int)BT, d->ones, 0, dy,
+			    (long long)(BT * n), off, groups, what);
 }
 
 // From dO (d_out: rows [B*T,C] where fused, else [B,H,T,D]) to d_qkv (3
@@ -132,9 +145,8 @@ static int mlp_backward(tr_cuda *d, int l, const void *drm, void *dfc)
 			    : tr_gelu_bwd((float *)dfc, (float *)act, pre,
 					  d->d_fc, BT * F));
 	}
-	TRY(at_cu_gemm(bl, 1, 0, F, C, (int)BT, 1.0f, gelu_at(d, l), 0, drm, 0,
-		       0.0f, d->g + o->proj, 0, 1,
-		       "the MLP's second product, backward"));
+	TRY(grad_product(d, 1, 0, F, C, (int)BT, gelu_at(d, l), 0, drm, 0,
+			 o->proj, 1, "the MLP's second product, backward"));
 	TRY(bias_grad(d, o->bproj, drm, C, 1,
 		      "the MLP's second bias, backward"));
 	// fused, dfc now goes over the GELU outputs just read
@@ -151,15 +163,13 @@ static int qkv_backward(tr_cuda *d, int l, const void *ln1)
 	int C = d->cfg.d_model, BT = d->B * d->T;
 	size_t BTC = (size_t)BT * C, CC = (size_t)C * C;
 	const at_cu_gemm_mode *bl = &d->blas;
-	float *g = d->g;
 	if (qkv_side_by_side(d)) { // d_qkv's rows [B*T,3C]: q's, k's, v's
 		TRY(bias_grad(d, o->bq, d->d_qkv, 3 * C, 1,
 			      "the q, k, v biases, backward"));
 		// one product of [C,3C] (wide enough to fill the GPU without
 		// splitting K), the gradients as the parameters lie
-		TRY(at_cu_gemm(bl, 1, 0, C, 3 * C, BT, 1.0f, ln1, 0, d->d_qkv, 0,
-			       0.0f, g + o->wq, 0, 1,
-			       "the q, k, v products, backward"));
+		TRY(grad_product(d, 1, 0, C, 3 * C, BT, ln1, 0, d->d_qkv, 0,
+				 o->wq, 1, "the q, k, v products, backward"));
 		at_cu_gemm_layout ln16 = {0, 0, 0, 1};
 		return at_cu_gemm_ld(bl, 0, 1, BT, C, 3 * C, 1.0f, d->d_qkv, 0,
 				     wqkv_cat_at(d, l), 0, 0.0f, d->d_ln, 0, 1,
@@ -171,9 +181,9 @@ static int qkv_backward(tr_cuda *d, int l, const void *ln1)
 		// product's long K (B*T) across blocks, not a batched one's;
 		// batched, 3 x C^2 outputs fill too few blocks (2.3x slower)
 		const void *dqkv = mm_at(d, d->d_qkv, i * BTC);
-		TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, ln1, 0, dqkv, 0, 0.0f,
-			       g + o->wq + i * CC, 0, 1,
-			       "the q, k, v products, backward"));
+		TRY(grad_product(d, 1, 0, C, C, BT, ln1, 0, dqkv, 0,
+				 o->wq + i * CC, 1,
+				 "the q, k, v products, backward"));
 		TRY(at_cu_gemm(bl, 0, 1, BT, C, C, 1.0f, dqkv, 0,
 			       W(d, o->wq + i * CC), 0, i ? 1.0f : 0.0f,
 			       (float *)d->d_ln, 0, 1,
@@ -185,18 +195,27 @@ static int qkv_backward(tr_cuda *d, int l, const void *ln1)
 // d_resid += the backward of the LayerNorm with weight and bias at w and
 // b of the parameters, from d_ln, the gradient of its output; in the
 // input, mean and rstd of its forward pass.
+template <typename W>
+static int ln_backward_to(tr_cuda *d, W *gw, W *gb, size_t w,
+			  const float *in, const float *mean,
+			  const float *rstd)
+{
+	int BT = d->B * d->T, C = d->cfg.d_model;
+	if (ln_grad_bf16(d))
+		return tr_layernorm_bwd(d->d_resid, d->dr16, gw, gb,
+					(const bf16 *)d->d_ln, in, d->p + w,
+					mean, rstd, BT, C, d->ln_part);
+	return tr_layernorm_bwd(d->d_resid, d->dr16, gw, gb,
+				(const float *)d->d_ln, in, d->p + w, mean,
+				rstd, BT, C, d->ln_part);
+}
 static int ln_backward(tr_cuda *d, size_t w, size_t b, const float *in,
 		       const float *mean, const float *rstd)
 {
-	int BT = d->B * d->T, C = d->cfg.d_model;
-	float *g = d->g;
-	if (ln_grad_bf16(d))
-		return tr_layernorm_bwd(d->d_resid, d->dr16, g + w, g + b,
-					(const bf16 *)d->d_ln, in, d->p + w,
-					mean, rstd, BT, C, d->ln_part);
-	return tr_layernorm_bwd(d->d_resid, d->dr16, g + w, g + b,
-				(const float *)d->d_ln, in, d->p + w, mean,
-				rstd, BT, C, d->ln_part);
+	if (grads_bf16(d))
+		return ln_backward_to(d, d->g16 + w, d->g16 + b, w, in, mean,
+				      rstd);
+	return ln_backward_to(d, d->g + w, d->g + b, w, in, mean, rstd);
 }
 
 // Back through one block (lib/train/backward.c's block_backward): d_resid
@@ -215,14 +234,13 @@ static int block_backward(tr_cuda *d, int l)
 	void *q = mm_at(d, d->qkv, l * 3 * BTC);
 	void *merged = mm_at(d, d->merged, l * BTC);
 	size_t lr = (size_t)l * BT;
-	float *g = d->g;
 	void *dfc_mm = dfc_at(d, l);
 
 	// x_out = x_mid + GELU(LN2(x_mid).Wfc).Wproj
 	const void *drm = resid_grad_mm(d);
 	TRY(mlp_backward(d, l, drm, dfc_mm));
-	TRY(at_cu_gemm(bl, 1, 0, C, F, BT, 1.0f, ln2, 0, dfc_mm, 0, 0.0f,
-		       g + o->fc, 0, 1, "the MLP's first product, backward"));
+	TRY(grad_product(d, 1, 0, C, F, BT, ln2, 0, dfc_mm, 0, o->fc, 1,
+			 "the MLP's first product, backward"));
 	TRY(bias_grad(d, o->bfc, dfc_mm, F, 1, "the MLP's first bias, backward"));
 	at_cu_gemm_layout ln16 = {0, 0, 0, ln_grad_bf16(d)};
 	TRY(at_cu_gemm_ld(bl, 0, 1, BT, C, F, 1.0f, dfc_mm, 0, W(d, o->fc), 0,
@@ -233,8 +251,8 @@ static int block_backward(tr_cuda *d, int l)
 
 	// x_mid = x_in + concat(heads).Wo
 	drm = resid_grad_mm(d);
-	TRY(at_cu_gemm(bl, 1, 0, C, C, BT, 1.0f, merged, 0, drm, 0, 0.0f,
-		       g + o->wo, 0, 1, "the output projection, backward"));
+	TRY(grad_product(d, 1, 0, C, C, BT, merged, 0, drm, 0, o->wo, 1,
+			 "the output projection, backward"));
 	TRY(bias_grad(d, o->bo, drm, C, 1, "the output bias, backward"));
 	if (d->fused_attn) { // the fused attentions read dO in rows
 		at_cu_gemm_layout rows = {0, 0, 0, bf};
@@ -259,7 +277,6 @@ int tr_backward(tr_cuda *d)
 	int B = d->B, T = d->T, C = d->cfg.d_model, V = d->cfg.vocab;
 	int L = d->cfg.n_layer, BT = B * T;
 	size_t BTC = (size_t)BT * C;
-	float *g = d->g;
 	CU_CHECK(cudaMemsetAsync(d->d_resid, 0, BTC * sizeof(float),
 				 at_cu_stream),
 		 "zeroing the residual gradient");
@@ -270,12 +287,21 @@ int tr_backward(tr_cuda *d)
 		TRY(block_backward(d, l));
 		TRY(tr_ranks_stage_done(d, 1 + (L - 1 - l)));
 	}
-	CU_CHECK(cudaMemsetAsync(g + d->wpe, 0,
-				 (size_t)d->cfg.ctx * C * sizeof(float),
+	CU_CHECK(cudaMemsetAsync(grad_at(d, d->wpe), 0,
+				 (size_t)d->cfg.ctx * C *
+					 (grads_bf16(d) ? 2 : 4),
 				 at_cu_stream),
 		 "zeroing the position gradient");
-	TRY(tr_embed_bwd(g + d->wte, g + d->wpe, d->d_resid, d->off, d->pos, B,
-			 T, C, V, d->tied));
+	// a tied head's gradient (head.cu's head_grad: its padded copy, or
+	// wte's own) comes in under the embedding's
+	const float *head = !d->tied ? NULL
+			    : d->head_g ? d->head_g : d->g + d->wte;
+	TRY(grads_bf16(d) ? tr_embed_bwd(d->g16 + d->wte, d->g16 + d->wpe, head,
+					 d->d_resid, d->off, d->pos, B, T, C,
+					 V)
+			  : tr_embed_bwd(d->g + d->wte, d->g + d->wpe, head,
+					 d->d_resid, d->off, d->pos, B, T, C,
+					 V));
 	TRY(tr_ranks_stage_done(d, L + 1));
 	return tr_ranks_grads(d);
 }

@@ -32,7 +32,10 @@ int tr_alloc_all(tr_cuda *d)
 	size_t mm = d->prec == AT_PREC_BF16 ? 2 : 4, f = 4;
 	int bf = d->prec == AT_PREC_BF16;
 	TRY(dalloc(d, &d->p, d->padded, f, "the parameters"));
-	TRY(dalloc(d, &d->g, d->padded, f, "the gradients"));
+	if (grads_bf16(d))
+		TRY(dalloc(d, &d->g16, d->padded, 2, "the gradients"));
+	else
+		TRY(dalloc(d, &d->g, d->padded, f, "the gradients"));
 	TRY(dalloc(d, &d->m1, d->shard_len, f, "the AdamW moments"));
 	TRY(dalloc(d, &d->m2, d->shard_len, f, "the AdamW moments"));
 	if (bf)
@@ -77,10 +80,10 @@ int tr_alloc_all(tr_cuda *d)
 		   "the logits"));
 	if (qkv_side_by_side(d))
 		TRY(dalloc(d, &d->side3, 3 * C * C, f, "the layout's scratch"));
-	if ((size_t)d->Vp != V) {
+	if ((size_t)d->Vp != V)
 		TRY(dalloc(d, &d->head_w, C * d->Vp, mm, "the padded head"));
+	if ((size_t)d->Vp != V || grads_bf16(d)) // head.cu's head_grad
 		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));
-	}
 	TRY(dalloc(d, &d->losses, BT, f, "the losses"));
 	if (!d->fused_attn || (bf && d->biases)) // q, k, v's products in float
 		TRY(dalloc(d, &d->buf3, 3 * BTC, f, "backward scratch"));

@@ -37,45 +37,51 @@ static int copy_weights(tr_cuda *d)
 	if (!d->head_w)
 		return 0;
 	if (d->tied)
-		return MM_CALL(d, tr_copy_rows, d->head_w, C, d->p + d->wte, V, C);
-	return MM_CALL(d, tr_copy_rows, d->head_w, d->Vp, d->p + d->lm_head, C,
-		       V);
+		return MM_CALL(d, tr_copy_rows, d->head_w, C, d->p + d->wte, C,
+			       V, C);
+	return MM_CALL(d, tr_copy_rows, d->head_w, d->Vp, d->p + d->lm_head,
+		       V, C, V);
 }
 
 // Each layer's Wq, Wk, Wv in v (a whole vector of the parameters' layout
 // on the device) from one after the other to side by side (to_side), or
 // back, in place by way of side3; nothing where the engine keeps the
 // model's layout (engine.cuh's qkv_side_by_side).
-static int qkv_layout(tr_cuda *d, float *v, int to_side)
+template <typename T>
+static int qkv_layout(tr_cuda *d, T *v, int to_side)
 {
 	int C = d->cfg.d_model;
 	size_t bytes = (size_t)3 * C * C * sizeof *v;
+	T *side3 = (T *)d->side3;
 	for (int l = 0; qkv_side_by_side(d) && l < d->cfg.n_layer; l++) {
-		float *w = v + d->layer[l].wq;
-		CU_CHECK(cudaMemcpyAsync(d->side3, w, bytes,
+		T *w = v + d->layer[l].wq;
+		CU_CHECK(cudaMemcpyAsync(side3, w, bytes,
 					 cudaMemcpyDeviceToDevice, at_cu_stream),
 			 "changing the parameters' layout");
-		TRY(to_side ? tr_cat_three(w, d->side3, C, C)
-			    : tr_split_three(w, d->side3, C, C));
+		TRY(to_side ? tr_cat_three(w, side3, C, C)
+			    : tr_split_three(w, side3, C, C));
 	}
 	return 0;
 }
 
 // One AdamW moment onto the device: this rank's part of host (the whole
-// run's; NULL: zeros), its pads zero.  The whole moment goes by way of the
-// gradients' buffer, where it takes the parameters' layout.
+// run's; NULL: zeros), its pads zero.  The whole moment takes the
+// parameters' layout in place where this rank keeps all of it, else by
+// way of the gradients' buffer (float where sharded: ranks.cu).
 static int upload_moment(tr_cuda *d, float *dev, const float *host)
 {
 	size_t n = host ? d->hi - d->lo : 0, f = sizeof(float);
 	CU_CHECK(cudaMemset(dev, 0, d->shard_len * f), "zeroing the moments");
 	if (!n)
 		return 0;
-	CU_CHECK(cudaMemcpy(d->g, host, d->total * f, cudaMemcpyHostToDevice),
+	float *whole = d->shard ? d->g : dev;
+	CU_CHECK(cudaMemcpy(whole, host, d->total * f, cudaMemcpyHostToDevice),
 		 "copying the moments to the GPU");
-	TRY(qkv_layout(d, d->g, 1));
-	CU_CHECK(cudaMemcpy(dev + (d->lo - d->base), d->g + d->lo, n * f,
-			    cudaMemcpyDeviceToDevice),
-		 "copying the moments to the GPU");
+	TRY(qkv_layout(d, whole, 1));
+	if (d->shard)
+		CU_CHECK(cudaMemcpy(dev + (d->lo - d->base), d->g + d->lo,
+				    n * f, cudaMemcpyDeviceToDevice),
+			 "copying the moments to the GPU");
 	return 0;
 }
 
@@ -104,7 +110,9 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 	TRY(qkv_layout(d, d->p, 1));
 	TRY(upload_moment(d, d->m1, mom1));
 	TRY(upload_moment(d, d->m2, mom2));
-	CU_CHECK(cudaMemset(d->g, 0, d->padded * f), "zeroing the gradients");
+	CU_CHECK(cudaMemset(grad_at(d, 0), 0,
+			    d->padded * (grads_bf16(d) ? 2 : f)),
+		 "zeroing the gradients");
 	if (d->p16)
 		TRY(at_cu_to_bf16(d->p16, d->p, d->total));
 	if (d->head_w)
@@ -120,19 +128,6 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 		TRY(tr_fill_ones(d));
 	CU_CHECK(cudaDeviceSynchronize(), "setting up the training engine");
 	return 0;
-}
-
-// Whether to fuse the GELU into the MLP product where cuBLASLt can:
-// ANDREA_TRAIN_FUSE_GELU=0 or 1 decides (to compare the two paths), else
-// the precision does.  In bf16 the fused path pays (1.06x at andrea-120m,
-// bench-train-gpu); in fp32 and tf32 cuBLASLt's epilogue kernels ran 1-2%
-// slower than cuBLAS's plain product plus the GELU kernel.
-static int gelu_fusion_wanted(int prec)
-{
-	const char *e = getenv("ANDREA_TRAIN_FUSE_GELU");
-	if (e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0))
-		return *e == '1';
-	return prec == AT_PREC_BF16;
 }
 
 extern "C" int tr_cuda_gelu_fused(const tr_cuda *d)
@@ -240,7 +235,7 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		return NULL;
 	}
 	// cuBLASLt's GELU epilogue is planned without a bias
-	if (gelu_fusion_wanted(precision) && !m->biases &&
+	if (tr_plan_gelu_fused(precision) && !m->biases &&
 	    tr_gelu_mm_new(&d->gelu_mm, precision, B * T, 4 * m->cfg.d_model,
 			   m->cfg.d_model) < 0) {
 		tr_cuda_free(d);
@@ -251,26 +246,12 @@ extern "C" tr_cuda *tr_cuda_new(const tr_model *m, const float *mom1,
 		tr_cuda_free(d);
 		return NULL;
 	}
-	// Recomputing a layer's GELU(fc) is a pass of its own where the
-	// product's epilogue does the GELU: there the top seven layers in
-	// twelve (rounded up) keep theirs, one of them in the memory of the
-	// pre-activations' gradient, which goes over them (backward.cu's
-	// dfc_at), and as many more as the logits' memory that the head's
-	// parts save holds (head.cu).  At andrea-120m, B 16, T 1024, V 8449
-	// in bf16: 9 of 12 layers, the head in 4 parts of 4096 rows, saving 8
-	// of the 11 passes (a pass saved is worth about 0.4%).  At andrea-12m,
-	// V 257, 4 of 6: a fifth took the process 0.01 GiB past the compiled
-	// model's (bench/README.md).  The context's stacks, given back, keep
-	// as many more as they held (264 MiB on an H100: two at andrea-120m).
-	// Apart, the GELU's backward pass recomputes it on the way, and only
-	// the last layer keeps its.
-	size_t es = precision == AT_PREC_BF16 ? 2 : 4;
-	size_t saved = (size_t)(B * T - d->head_rows) * d->Vp * es +
-		       at_cu_release_stack();
-	int L = m->cfg.n_layer, more = (int)(saved / ((size_t)B * T * 4 *
-						       m->cfg.d_model * es));
-	int keep = d->gelu_mm ? (7 * L + 11) / 12 + more : 1;
-	d->gelu_kept = keep < L ? keep : L;
+	d->grads16 = tr_plan_grads16(precision, ranks);
+	d->gelu_kept = tr_plan_gelu_kept(d, m, at_cu_release_stack());
+	if (d->gelu_kept < 0) {
+		tr_cuda_free(d);
+		return NULL;
+	}
 	tr_ranks_plan(d, m, ranks);
 	if (setup(d, m, mom1, mom2) < 0 || tr_ranks_join(d, m, ranks) < 0 ||
 	    streams_setup(d) < 0) {
@@ -470,10 +451,10 @@ extern "C" int tr_cuda_update(tr_cuda *d, const tr_hparams *h, double lr,
 	float c2 = (float)(1.0 - pow(h->beta2, (double)t));
 	// sharded, the bf16 copies follow the gathered parameters
 	bf16 *p16 = d->shard ? NULL : d->p16;
-	TRY(tr_adamw(d->p, p16, d->g, d->m1, d->m2, d->base, d->pieces,
-		     d->npieces, (float)lr, h->beta1, h->beta2,
-		     (float)h->eps, (float)h->weight_decay, c1, c2, h->clip,
-		     d->res + RES_NORMSQ));
+	TRY(GRAD_CALL(d, tr_adamw, 0, d->p, p16, d->m1, d->m2, d->base,
+		      d->pieces, d->npieces, (float)lr, h->beta1, h->beta2,
+		      (float)h->eps, (float)h->weight_decay, c1, c2, h->clip,
+		      d->res + RES_NORMSQ));
 	TRY(tr_ranks_params(d));
 	return copy_weights(d);
 }
@@ -527,15 +508,48 @@ extern "C" int tr_cuda_barrier(tr_cuda *d, double timeout_s)
 			     "waiting for the other ranks");
 }
 
+// v (the engine's layout, on the device) into host in the model's
+// layout, the device's left as it was whether the copy worked or not.
+template <typename T>
+static int download(tr_cuda *d, T *host, T *v)
+{
+	TRY(qkv_layout(d, v, 0));
+	cudaError_t e = cudaMemcpy(host, v, d->total * sizeof(T),
+				   cudaMemcpyDeviceToHost);
+	TRY(qkv_layout(d, v, 1));
+	if (e != cudaSuccess)
+		return at_cu_fail(e, "copying the model from the GPU", __FILE__,
+				  __LINE__);
+	return 0;
+}
+
+// The bf16 gradients into host's floats: copied into host's second half,
+// then widened from the front (element i's float is written after the
+// bf16 elements up to i are read).
+static int download_grads16(tr_cuda *d, float *host)
+{
+	size_t n = d->total;
+	uint16_t *half = (uint16_t *)host + n;
+	TRY(download(d, (bf16 *)half, d->g16));
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bits = (uint32_t)half[i] << 16;
+		memcpy(host + i, &bits, sizeof bits);
+	}
+	return 0;
+}
+
 extern "C" int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 				float *mom2)
 {
-	size_t nb = d->total * sizeof(float);
 	float *host[4] = {p, g, mom1, mom2};
 	float *dev[4] = {d->p, d->g, d->m1, d->m2};
 	for (int i = 0; i < 4; i++) {
 		if (!host[i])
 			continue;
+		if (i == 1 && grads_bf16(d)) {
+			TRY(download_grads16(d, host[i]));
+			continue;
+		}
 		// sharded: the gradients' shards in place, each moment's
 		// gathered over the gradients
 		if (d->shard && i > 0) {
@@ -544,15 +558,7 @@ extern "C" int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 					   d->shard_len * sizeof(float), 0));
 			dev[i] = d->g;
 		}
-		// in the model's layout, then the engine's again, whether the
-		// copy worked or not
-		TRY(qkv_layout(d, dev[i], 0));
-		cudaError_t e = cudaMemcpy(host[i], dev[i], nb,
-					   cudaMemcpyDeviceToHost);
-		TRY(qkv_layout(d, dev[i], 1));
-		if (e != cudaSuccess)
-			return at_cu_fail(e, "copying the model from the GPU",
-					  __FILE__, __LINE__);
+		TRY(download(d, host[i], dev[i]));
 	}
 	return 0;
 }

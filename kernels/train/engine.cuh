@@ -30,8 +30,10 @@ struct tr_cuda {
 	size_t bytes, peak_used;
 
 	// parameters, gradients, moments; bf16 copies of the parameters
-	float *p, *g, *m1, *m2;
+	float *p, *g, *m1, *m2;          // g NULL where grads16
 	bf16 *p16;
+	bf16 *g16;                       // the gradients in bf16, where
+	int grads16;                     // grads16 (plan.cu)
 	tr_piece *pieces;                // the update's, over [lo, hi)
 	int npieces;
 	// data parallel (ranks.cu): alone, comm is NULL, world 1, the whole
@@ -121,6 +123,29 @@ static inline void *mm_at(const tr_cuda *d, void *base, size_t i)
 {
 	return (char *)base + i * (d->prec == AT_PREC_BF16 ? 2 : 4);
 }
+
+// Whether the gradients are bf16 (g16) rather than float (g): in bf16
+// mode on one process, unless ANDREA_TRAIN_BF16_GRADS=0 (plan.cu).  The
+// products write the weights' gradients rounded to bf16, as autocast's
+// do, and the update and the norm read them so; the sums of parts (the
+// head's gradient by parts, a tied head's with the embedding's) are made
+// in float first.
+static inline int grads_bf16(const tr_cuda *d)
+{
+	return d->grads16;
+}
+
+// The gradient of the parameter at off, as the gradients are stored.
+static inline void *grad_at(const tr_cuda *d, size_t off)
+{
+	return d->grads16 ? (void *)(d->g16 + off) : (void *)(d->g + off);
+}
+
+// fn<bf16> or fn<float> on the gradients from element off on, as they are
+// stored, then the other arguments.
+#define GRAD_CALL(d, fn, off, ...)                                         \
+	((d)->grads16 ? fn<bf16>((d)->g16 + (off), __VA_ARGS__)                 \
+		      : fn<float>((d)->g + (off), __VA_ARGS__))
 
 // Parameter off as a product operand: the bf16 copy in bf16 mode.
 static inline const void *W(const tr_cuda *d, size_t off)
@@ -239,6 +264,17 @@ static inline float *lse_at(const tr_cuda *d, int l)
 {
 	return d->lse + (size_t)l * lse_stride(d);
 }
+
+// ---- plan.cu: the choices made at the start
+
+// Whether to fuse the GELU into the MLP product where cuBLASLt can.
+int tr_plan_gelu_fused(int prec);
+// Whether the gradients are bf16 (grads_bf16) for ranks r (NULL: alone).
+int tr_plan_grads16(int prec, const tr_cuda_ranks *r);
+// How many of the top layers keep their GELU outputs (gelu_kept), from
+// d's gelu_mm, head_rows, grads16 and shapes and the bytes of the stacks
+// given back; -1 with the reason where ANDREA_TRAIN_GELU_KEPT is no count.
+int tr_plan_gelu_kept(const tr_cuda *d, const tr_model *m, size_t stack);
 
 // ---- buffers.cu
 

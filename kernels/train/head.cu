@@ -41,8 +41,9 @@ extern "C" int tr_cuda_head_parts(const tr_cuda *d)
 	return (BT + d->head_rows - 1) / d->head_rows;
 }
 
-// The head's gradient as the products write it: its padded copy head_g,
-// or the parameter's (wte's when tied, where the embedding's adds on).
+// The head's gradient as the products write it, in float: its padded copy
+// head_g (always there where the gradients are bf16), or the parameter's
+// (wte's when tied, where the embedding's adds on: backward.cu).
 static float *head_grad(const tr_cuda *d)
 {
 	return d->head_g ? d->head_g : d->g + (d->tied ? d->wte : d->lm_head);
@@ -78,23 +79,13 @@ static int head_backward(tr_cuda *d, int r0, int n)
 			     "the head product, backward");
 }
 
-// The padded gradient head_g into the parameters' gradient.
+// An untied head's padded gradient head_g [C,Vp] into the parameters'
+// gradient [C,V] (a tied head's goes with the embedding's: backward.cu).
 static int pack_head_grad(tr_cuda *d)
 {
-	size_t V = d->cfg.vocab, C = d->cfg.d_model;
-	if (d->tied)
-		CU_CHECK(cudaMemcpyAsync(d->g + d->wte, d->head_g,
-					 V * C * sizeof(float),
-					 cudaMemcpyDeviceToDevice, at_cu_stream),
-			 "packing the head's gradient");
-	else
-		CU_CHECK(cudaMemcpy2DAsync(d->g + d->lm_head, V * sizeof(float),
-					   d->head_g, d->Vp * sizeof(float),
-					   V * sizeof(float), C,
-					   cudaMemcpyDeviceToDevice,
-					   at_cu_stream),
-			 "packing the head's gradient");
-	return 0;
+	int V = d->cfg.vocab, C = d->cfg.d_model;
+	return GRAD_CALL(d, tr_copy_rows, d->lm_head, V, d->head_g, d->Vp, C,
+			 V);
 }
 
 int tr_head_loss(tr_cuda *d, int backward_too)
@@ -116,5 +107,5 @@ int tr_head_loss(tr_cuda *d, int backward_too)
 			TRY(head_backward(d, r0, n));
 	}
 	TRY(tr_mean(d->res + RES_LOSS, d->losses, BT));
-	return backward_too && d->head_g ? pack_head_grad(d) : 0;
+	return backward_too && d->head_g && !d->tied ? pack_head_grad(d) : 0;
 }

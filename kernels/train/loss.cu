@@ -282,7 +282,8 @@ int tr_gelu_again(bf16 *out, const bf16 *in, size_t n)
 }
 
 // Thread per (t, c): the rows b add in order.
-__global__ static void dwpe_kernel(float *dwpe, const float *dx, int B, int T,
+template <typename G>
+__global__ static void dwpe_kernel(G *dwpe, const float *dx, int B, int T,
 				   int C)
 {
 	size_t n = (size_t)T * C;
@@ -291,38 +292,46 @@ __global__ static void dwpe_kernel(float *dwpe, const float *dx, int B, int T,
 		float s = 0.0f;
 		for (int b = 0; b < B; b++)
 			s += dx[(size_t)b * n + i];
-		dwpe[i] = s;
+		store_as(dwpe + i, s);
 	}
 }
 
-// Block per token id; its positions (sorted on the host) add in order.
-__global__ static void dwte_kernel(float *dwte, const float *dx,
-				   const int *off, const int *pos, int C,
-				   int V, int add)
+// Block per token id; its positions (sorted on the host) add in order,
+// onto head's row where there is one.
+template <typename G>
+__global__ static void dwte_kernel(G *dwte, const float *head,
+				   const float *dx, const int *off,
+				   const int *pos, int C, int V)
 {
 	for (int v = blockIdx.x; v < V; v += gridDim.x) {
 		int lo = off[v], hi = off[v + 1];
 		for (int c = threadIdx.x; c < C; c += blockDim.x) {
-			float s = 0.0f;
+			size_t i = (size_t)v * C + c;
+			float s = head ? head[i] : 0.0f;
 			for (int k = lo; k < hi; k++)
 				s += dx[(size_t)pos[k] * C + c];
-			float *to = dwte + (size_t)v * C + c;
-			*to = add ? *to + s : s;
+			store_as(dwte + i, s);
 		}
 	}
 }
 
-int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
-		 const int *pos, int B, int T, int C, int V, int add)
+template <typename G>
+int tr_embed_bwd(G *dwte, G *dwpe, const float *head, const float *dx,
+		 const int *off, const int *pos, int B, int T, int C, int V)
 {
 	size_t n = (size_t)T * C;
 	if (n == 0)
 		return 0;
-	dwpe_kernel<<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
+	dwpe_kernel<G><<<at_cu_blocks(n, 256), 256, 0, at_cu_stream>>>(
 		dwpe, dx, B, T, C);
 	CU_LAUNCHED("position-embedding gradient kernel");
-	dwte_kernel<<<V < 65535 ? V : 65535, 128, 0, at_cu_stream>>>(
-		dwte, dx, off, pos, C, V, add);
+	dwte_kernel<G><<<V < 65535 ? V : 65535, 128, 0, at_cu_stream>>>(
+		dwte, head, dx, off, pos, C, V);
 	CU_LAUNCHED("token-embedding gradient kernel");
 	return 0;
 }
+template int tr_embed_bwd<float>(float *, float *, const float *,
+				 const float *, const int *, const int *, int,
+				 int, int, int);
+template int tr_embed_bwd<bf16>(bf16 *, bf16 *, const float *, const float *,
+				const int *, const int *, int, int, int, int);

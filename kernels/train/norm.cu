@@ -216,7 +216,8 @@ __global__ static void ln_bwd_dwdb_kernel(float *part, const G *dout,
 
 // dw, db = the sums of the LN_PARTS partial sums, in a fixed order: block
 // (x: 32 columns, y: 8 phases over the parts); grid: column tiles.
-__global__ static void ln_bwd_sum_kernel(float *dw, float *db,
+template <typename W>
+__global__ static void ln_bwd_sum_kernel(W *dw, W *db,
 					 const float *part, int C)
 {
 	__shared__ float sw[8][33], sb[8][33];
@@ -235,13 +236,13 @@ __global__ static void ln_bwd_sum_kernel(float *dw, float *db,
 			tw += sw[y][threadIdx.x];
 			tb += sb[y][threadIdx.x];
 		}
-		dw[c] = tw;
-		db[c] = tb;
+		store_as(dw + c, tw);
+		store_as(db + c, tb);
 	}
 }
 
-template <typename G>
-int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
+template <typename G, typename W>
+int tr_layernorm_bwd(float *dx, bf16 *dx16, W *dw, W *db,
 		     const G *dout, const float *in, const float *w,
 		     const float *mean, const float *rstd, int N, int C,
 		     float *scratch)
@@ -258,16 +259,17 @@ int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
 			scratch, dout, in, mean, rstd, N, C);
 	}
 	CU_LAUNCHED("LayerNorm backward kernel");
-	ln_bwd_sum_kernel<<<(C + 31) / 32, block, 0, at_cu_stream>>>(
+	ln_bwd_sum_kernel<W><<<(C + 31) / 32, block, 0, at_cu_stream>>>(
 		dw, db, scratch, C);
 	CU_LAUNCHED("LayerNorm weight-gradient sum kernel");
 	return 0;
 }
-template int tr_layernorm_bwd<float>(float *, bf16 *, float *, float *,
-				     const float *, const float *,
-				     const float *, const float *,
-				     const float *, int, int, float *);
-template int tr_layernorm_bwd<bf16>(float *, bf16 *, float *, float *,
-				    const bf16 *, const float *, const float *,
-				    const float *, const float *, int, int,
-				    float *);
+#define LN_BWD(G, W)                                                          \
+	template int tr_layernorm_bwd<G, W>(float *, bf16 *, W *, W *,        \
+					    const G *, const float *,         \
+					    const float *, const float *,     \
+					    const float *, int, int, float *);
+LN_BWD(float, float)
+LN_BWD(bf16, float)
+LN_BWD(float, bf16)
+LN_BWD(bf16, bf16)

@@ -118,8 +118,8 @@ int tr_ranks_grads(tr_cuda *d)
 	if (d->shard) // this rank's shard of the sum, in place
 		TRY(at_comm_sum_scatter(d->comm, d->g, d->g + d->base,
 					d->shard_len, 0));
-	TRY(tr_sumsq(d->res + RES_NORMSQ, d->g + d->lo, d->hi - d->lo,
-		     d->norm_part));
+	TRY(GRAD_CALL(d, tr_sumsq, d->lo, d->hi - d->lo, d->res + RES_NORMSQ,
+		      d->norm_part));
 	if (d->shard)
 		TRY(at_comm_sum(d->comm, d->res + RES_NORMSQ, 1, AT_COMM_DOUBLE,
 				0));

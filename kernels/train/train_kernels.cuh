@@ -49,12 +49,13 @@ int tr_gelu_mm_bwd(tr_gelu_mm *g, const void *dout, const void *W,
 // row's mean and 1/sqrt(var + eps) for the backward pass.
 // dx += the LN backward of dout, and dx16 (if not NULL) = bf16(dx): the
 // operand of the products that read it next; dw, db = sums over rows
-// (overwritten), through partial sums in scratch (2 * LN_PARTS * C
-// floats), in a fixed order.  dout float, or bf16 as the products that
-// make it write it in bf16 mode (engine.cuh's d_ln).
+// (overwritten, float or bf16 as the gradients), through partial sums in
+// scratch (2 * LN_PARTS * C floats), in a fixed order.  dout float, or
+// bf16 as the products that make it write it in bf16 mode (engine.cuh's
+// d_ln).
 #define LN_PARTS 256
-template <typename G>
-int tr_layernorm_bwd(float *dx, bf16 *dx16, float *dw, float *db,
+template <typename G, typename W>
+int tr_layernorm_bwd(float *dx, bf16 *dx16, W *dw, W *db,
 		     const G *dout, const float *in, const float *w,
 		     const float *mean, const float *rstd, int N, int C,
 		     float *scratch);
@@ -92,10 +93,12 @@ template <typename OUT>
 int tr_gelu_bwd(OUT *din, OUT *act, const float *in, const float *dout,
 		size_t n);
 // dwpe[t] = sum over b of dx[b,t] (rows t < T; the rest untouched) and
-// dwte[v] = sum of dx over the positions pos[off[v]..off[v+1]) in order,
-// added to what dwte holds where add (a tied head's share).
-int tr_embed_bwd(float *dwte, float *dwpe, const float *dx, const int *off,
-		 const int *pos, int B, int T, int C, int V, int add);
+// dwte[v] = head[v] (a tied head's share of the gradient, float; may be
+// dwte itself when G is float; NULL: none) + the sum of dx over the
+// positions pos[off[v]..off[v+1]) in order.
+template <typename G>
+int tr_embed_bwd(G *dwte, G *dwpe, const float *head, const float *dx,
+		 const int *off, const int *pos, int B, int T, int C, int V);
 
 // ---- adamw.cu: the norm and the update ----
 
@@ -119,27 +122,35 @@ __device__ __forceinline__ double block_sum_double(double v, double *sh)
 #define ADAMW_CHUNK 4096
 #define NORM_BLOCKS 1024
 
+// The gradients g are float, or bf16 in bf16 mode on one process
+// (engine.cuh's grads_bf16).
 // *out = sum of g[i]^2 (double), via partial[NORM_BLOCKS], fixed order.
-int tr_sumsq(double *out, const float *g, size_t n, double *partial);
+template <typename G>
+int tr_sumsq(const G *g, size_t n, double *out, double *partial);
 // The AdamW update of every piece (weight decay wd where the piece
 // decays); the gradients are scaled by clip / sqrt(*normsq) when clip > 0
 // and that norm exceeds clip; p16 (if not NULL) gets bf16 copies of the
 // new parameters.  The moments hold elements from mom_base on (a sharded
 // optimizer's shard), p and g the whole flat buffers.
-int tr_adamw(float *p, bf16 *p16, const float *g, float *m1, float *m2,
+template <typename G>
+int tr_adamw(const G *g, float *p, bf16 *p16, float *m1, float *m2,
 	     size_t mom_base, const tr_piece *pieces, int npieces, float lr,
 	     double beta1, double beta2, float eps, float wd, float c1,
 	     float c2, double clip, const double *normsq);
-// dst (rows ld apart, float or bf16) = src, rows x cols packed: the
-// padded copy of a parameter whose rows are not 16-byte aligned.
+// dst (rows ld apart, float or bf16) = src (rows lds apart), rows x cols:
+// the padded copy of a parameter whose rows are not 16-byte aligned, and
+// the padded head gradient's way back.
 template <typename OUT>
-int tr_copy_rows(OUT *dst, size_t ld, const float *src, int rows, int cols);
+int tr_copy_rows(OUT *dst, size_t ld, const float *src, size_t lds, int rows,
+		 int cols);
 // dst [rows, 3 cols] = three matrices [rows, cols] of src, one after the
 // other, side by side: Wq|Wk|Wv as the engine lays them out with cuDNN's
 // attention (engine.cuh's qkv_side_by_side).
-int tr_cat_three(float *dst, const float *src, int rows, int cols);
+template <typename T> // float, or bf16 (the gradients' way out)
+int tr_cat_three(T *dst, const T *src, int rows, int cols);
 // Its inverse: dst, three matrices [rows, cols] one after the other, from
 // src [rows, 3 cols].
-int tr_split_three(float *dst, const float *src, int rows, int cols);
+template <typename T>
+int tr_split_three(T *dst, const T *src, int rows, int cols);
 
 #endif
