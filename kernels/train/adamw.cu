@@ -141,9 +141,9 @@ template int tr_copy_rows<bf16>(bf16 *, size_t, const float *, size_t, int,
 // Three matrices [rows, cols] one after the other (apart) and side by
 // side in [rows, 3 cols] (side): to_side copies apart into side, else side
 // into apart.  One block a row of one matrix (blockIdx.x = row * 3 +
-// matrix), four columns a thread where the rows allow (one 16- or 8-byte move): no division per
-// element (the 64-bit divisions of a flat index cost four times the
-// copy's memory time at andrea-120m).
+// matrix), four columns a thread (one move of 16 or 8 bytes) where the
+// rows allow: no division per element (the 64-bit divisions of a flat
+// index cost four times the copy's memory time at andrea-120m).
 template <typename T> struct four_of; // four elements as one move
 template <> struct four_of<float> { typedef float4 t; };
 template <> struct four_of<bf16> { typedef uint2 t; };

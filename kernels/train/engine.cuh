@@ -32,8 +32,8 @@ struct tr_cuda {
 	// parameters, gradients, moments; bf16 copies of the parameters
 	float *p, *g, *m1, *m2;          // g NULL where grads16
 	bf16 *p16;
-	bf16 *g16;                       // the gradients in bf16, where
-	int grads16;                     // grads16 (plan.cu)
+	bf16 *g16;                       // the gradients where grads16
+	int grads16;                     // bf16 gradients (plan.cu)
 	tr_piece *pieces;                // the update's, over [lo, hi)
 	int npieces;
 	// data parallel (ranks.cu): alone, comm is NULL, world 1, the whole
@@ -143,8 +143,8 @@ static inline void *grad_at(const tr_cuda *d, size_t off)
 
 // fn<bf16> or fn<float> on the gradients from element off on, as they are
 // stored, then the other arguments.
-#define GRAD_CALL(d, fn, off, ...)                                         \
-	((d)->grads16 ? fn<bf16>((d)->g16 + (off), __VA_ARGS__)                 \
+#define GRAD_CALL(d, fn, off, ...)                                      \
+	((d)->grads16 ? fn<bf16>((d)->g16 + (off), __VA_ARGS__)          \
 		      : fn<float>((d)->g + (off), __VA_ARGS__))
 
 // Parameter off as a product operand: the bf16 copy in bf16 mode.
