@@ -162,19 +162,6 @@ def test_bf16_gradients_are_bf16_and_match_the_cpu(tmp_path, form):
             assert np.mean(low != 0) > 0.5
 
 
-def test_a_kept_count_that_is_no_count_is_refused(tmp_path):
-    rng = np.random.default_rng(47)
-    model, _ = write_model(tmp_path, rng, CFG)
-    data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
-    p = run("train", "-m", model, "--data", data, "--steps", 1,
-            "--device", "cuda", "-o", str(tmp_path / "m.ats"),
-            "--seq", 32, env={"ANDREA_TRAIN_GELU_KEPT": "0"})
-    assert p.returncode != 0
-    msg = one_line_error(p, "train")
-    assert "ANDREA_TRAIN_GELU_KEPT=0: not a count of layers" in msg, msg
-    assert not (tmp_path / "m.ats").exists()
-
-
 def test_odd_width_keeps_the_gelu_apart(tmp_path):
     # d_model = 9: the MLP is 36 wide, not a multiple of 8, which cuBLASLt's
     # GELU epilogue needs; the engine falls back to the separate kernel
@@ -480,14 +467,18 @@ def test_the_head_by_parts_matches_the_cpu(tmp_path, precision, vocab, form):
     assert "head in" not in err, err
 
 
-def test_a_part_that_is_no_count_is_refused(tmp_path):
+@pytest.mark.parametrize("name, value, message", [
+    ("ANDREA_TRAIN_HEAD_ROWS", "12x", "not a count of rows"),
+    ("ANDREA_TRAIN_GELU_KEPT", "0", "not a count of layers")])
+def test_a_setting_that_is_no_count_is_refused(tmp_path, name, value,
+                                                message):
     rng = np.random.default_rng(41)
     model, _ = write_model(tmp_path, rng, CFG)
     data = tokens_file(tmp_path, rng.integers(0, CFG["vocab"], 2000))
     p = run("train", "-m", model, "--data", data, "--steps", 1,
             "--device", "cuda", "-o", str(tmp_path / "m.ats"),
-            "--seq", 32, env={"ANDREA_TRAIN_HEAD_ROWS": "12x"})
+            "--seq", 32, env={name: value})
     assert p.returncode != 0
     msg = one_line_error(p, "train")
-    assert "ANDREA_TRAIN_HEAD_ROWS=12x: not a count of rows" in msg, msg
+    assert f"{name}={value}: {message}" in msg, msg
     assert not (tmp_path / "m.ats").exists()
