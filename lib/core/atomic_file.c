@@ -48,12 +48,19 @@ static int copy_name(char *dst, size_t len, const char *src)
 static char open_name[OPEN_MAX][sizeof ((at_afile *)0)->tmp];
 static volatile sig_atomic_t open_used[OPEN_MAX];
 
+/* A signal may reach another thread (a stream pump, a worker) while
+ * this one, its own signals blocked, makes a temporary: the handler
+ * then waits for the name to be remembered, and once a handler began
+ * no temporary is made.  Both sides set their flag before they read
+ * the other's (sequentially consistent), so one of them sees it. */
+static atomic_int making, ending;
+
 static void remember(at_afile *a)
 {
 	for (int i = 0; i < OPEN_MAX; i++)
 		if (!open_used[i]) {
 			memcpy(open_name[i], a->tmp, strlen(a->tmp) + 1);
-			atomic_signal_fence(memory_order_release);
+			atomic_thread_fence(memory_order_release);
 			open_used[i] = 1;
 			a->slot = i + 1;
 			return;
@@ -69,6 +76,9 @@ static void forget(at_afile *a)
 
 void at_afile_drop_all(void)
 {
+	atomic_store(&ending, 1);
+	while (atomic_load(&making))
+		; /* microseconds: the maker cannot be interrupted */
 	for (int i = 0; i < OPEN_MAX; i++)
 		if (open_used[i]) {
 			unlink(open_name[i]);
@@ -125,10 +135,18 @@ int at_afile_open(at_afile *a, const char *path)
 	sigset_t all, was;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &was);
+	atomic_store(&making, 1);
+	if (atomic_load(&ending)) { /* another thread is ending the tool */
+		atomic_store(&making, 0);
+		pthread_sigmask(SIG_SETMASK, &was, NULL);
+		for (;;)
+			pause();
+	}
 	int fd = mkstemp(a->tmp);
 	int e = errno;
 	if (fd >= 0)
 		remember(a);
+	atomic_store(&making, 0);
 	pthread_sigmask(SIG_SETMASK, &was, NULL);
 	if (fd < 0) {
 		a->tmp[0] = 0;

@@ -40,8 +40,9 @@ int at_afile_commit(at_afile *a, char *err, size_t errlen);
 void at_afile_abort(at_afile *a);
 /* Removes every temporary file opened and not yet committed or aborted,
  * without closing anything: for an exit or a fatal signal that comes
- * before the rename (cli.c calls it).  Async-signal-safe.  Files are
- * opened from one thread. */
+ * before the rename (cli.c calls it), on whichever thread the signal
+ * reached.  Async-signal-safe.  Files are opened from one thread; once
+ * this began, a file being opened never is. */
 void at_afile_drop_all(void);
 
 #endif
