@@ -217,19 +217,57 @@ def catchable():
         signal.signal(sig, signal.SIG_DFL)
 
 
+# mkstemp that sleeps once the file exists: a signal sent as soon as the
+# temporary shows lands while the tool, its own signals blocked, has yet
+# to remember the name, and reaches another of its threads (the pump).
+SLOW_MKSTEMP = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <unistd.h>
+static int slowly(const char *name, char *tmpl)
+{
+	int (*real)(char *) = (int (*)(char *))dlsym(RTLD_NEXT, name);
+	int fd = real(tmpl);
+	usleep(300000);
+	return fd;
+}
+int mkstemp(char *tmpl) { return slowly("mkstemp", tmpl); }
+int mkstemp64(char *tmpl) { return slowly("mkstemp64", tmpl); }
+"""
+
+
+@pytest.fixture(scope="module")
+def slow_mkstemp(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shim")
+    (d / "slow.c").write_text(SLOW_MKSTEMP)
+    cc = os.environ.get("CC") or "cc"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(d / "slow.so"),
+                    str(d / "slow.c"), "-ldl"], check=True)
+    return str(d / "slow.so")
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["", "slow-mkstemp"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT,
                                  signal.SIGHUP, signal.SIGPIPE])
-def test_a_signal_mid_write_leaves_no_temporary(tmp_path, sig):
+def test_a_signal_mid_write_leaves_no_temporary(tmp_path, sig, slow,
+                                                request):
     """A stage killed while it writes -o FILE ends as the signal would end
-    it, with the earlier FILE whole and its temporary file removed."""
+    it, with the earlier FILE whole and its temporary file removed: also
+    when the signal comes as the temporary is being made."""
     rng = np.random.default_rng(3)
     rec = atsfmt.record("scores", "f32", (1, 1, 64, 64),
                         rng.standard_normal(64 * 64).astype("<f4").tobytes())
     out = tmp_path / "s.ats"
     out.write_bytes(b"earlier")
+    env = clean_env()
+    if slow:
+        env["LD_PRELOAD"] = request.getfixturevalue("slow_mkstemp")
+        # the sanitizers' runtime would refuse to come second
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [
+            env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
     p = subprocess.Popen([tool("mask"), "-o", str(out)],
                          stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=clean_env(), start_new_session=True,
+                         env=env, start_new_session=True,
                          restore_signals=True, preexec_fn=catchable)
     p.stdin.write(rec)  # one record and no end: the stage waits for more
     p.stdin.flush()
