@@ -288,8 +288,7 @@ int tr_backward(tr_cuda *d)
 		TRY(tr_ranks_stage_done(d, 1 + (L - 1 - l)));
 	}
 	CU_CHECK(cudaMemsetAsync(grad_at(d, d->wpe), 0,
-				 (size_t)d->cfg.ctx * C *
-					 (grads_bf16(d) ? 2 : 4),
+				 (size_t)d->cfg.ctx * C * grad_size(d),
 				 at_cu_stream),
 		 "zeroing the position gradient");
 	// a tied head's gradient (head.cu's head_grad: its padded copy, or

@@ -32,10 +32,8 @@ int tr_alloc_all(tr_cuda *d)
 	size_t mm = d->prec == AT_PREC_BF16 ? 2 : 4, f = 4;
 	int bf = d->prec == AT_PREC_BF16;
 	TRY(dalloc(d, &d->p, d->padded, f, "the parameters"));
-	if (grads_bf16(d))
-		TRY(dalloc(d, &d->g16, d->padded, 2, "the gradients"));
-	else
-		TRY(dalloc(d, &d->g, d->padded, f, "the gradients"));
+	TRY(dalloc(d, d->grads16 ? (void *)&d->g16 : (void *)&d->g, d->padded,
+		   grad_size(d), "the gradients"));
 	TRY(dalloc(d, &d->m1, d->shard_len, f, "the AdamW moments"));
 	TRY(dalloc(d, &d->m2, d->shard_len, f, "the AdamW moments"));
 	if (bf)

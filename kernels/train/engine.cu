@@ -110,8 +110,7 @@ static int setup(tr_cuda *d, const tr_model *m, const float *mom1,
 	TRY(qkv_layout(d, d->p, 1));
 	TRY(upload_moment(d, d->m1, mom1));
 	TRY(upload_moment(d, d->m2, mom2));
-	CU_CHECK(cudaMemset(grad_at(d, 0), 0,
-			    d->padded * (grads_bf16(d) ? 2 : f)),
+	CU_CHECK(cudaMemset(grad_at(d, 0), 0, d->padded * grad_size(d)),
 		 "zeroing the gradients");
 	if (d->p16)
 		TRY(at_cu_to_bf16(d->p16, d->p, d->total));

@@ -141,6 +141,12 @@ static inline void *grad_at(const tr_cuda *d, size_t off)
 	return d->grads16 ? (void *)(d->g16 + off) : (void *)(d->g + off);
 }
 
+// The bytes of one gradient as they are stored.
+static inline size_t grad_size(const tr_cuda *d)
+{
+	return d->grads16 ? sizeof(bf16) : sizeof(float);
+}
+
 // fn<bf16> or fn<float> on the gradients from element off on, as they are
 // stored, then the other arguments.
 #define GRAD_CALL(d, fn, off, ...)                                      \
