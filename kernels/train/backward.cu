@@ -23,7 +23,7 @@ static int grad_product(tr_cuda *d, int ta, int tb, int M, int N, int K,
 			const void *A, long long sA, const void *B,
 			long long sB, size_t off, int batch, const char *what)
 {
-	at_cu_gemm_layout to = {0, 0, 0, grads_bf16(d)};
+	at_cu_gemm_layout to = {0, 0, 0, d->grads16};
 	return at_cu_gemm_ld(&d->blas, ta, tb, M, N, K, 1.0f, A, sA, B, sB,
 			     0.0f, grad_at(d, off), (long long)M * N, batch,
 			     &to, what);
@@ -212,7 +212,7 @@ static int ln_backward_to(tr_cuda *d, W *gw, W *gb, size_t w,
 static int ln_backward(tr_cuda *d, size_t w, size_t b, const float *in,
 		       const float *mean, const float *rstd)
 {
-	if (grads_bf16(d))
+	if (d->grads16)
 		return ln_backward_to(d, d->g16 + w, d->g16 + b, w, in, mean,
 				      rstd);
 	return ln_backward_to(d, d->g + w, d->g + b, w, in, mean, rstd);
@@ -295,7 +295,7 @@ int tr_backward(tr_cuda *d)
 	// wte's own) comes in under the embedding's
 	const float *head = !d->tied ? NULL
 			    : d->head_g ? d->head_g : d->g + d->wte;
-	TRY(grads_bf16(d) ? tr_embed_bwd(d->g16 + d->wte, d->g16 + d->wpe, head,
+	TRY(d->grads16 ? tr_embed_bwd(d->g16 + d->wte, d->g16 + d->wpe, head,
 					 d->d_resid, d->off, d->pos, B, T, C,
 					 V)
 			  : tr_embed_bwd(d->g + d->wte, d->g + d->wpe, head,

@@ -80,7 +80,7 @@ int tr_alloc_all(tr_cuda *d)
 		TRY(dalloc(d, &d->side3, 3 * C * C, f, "the layout's scratch"));
 	if ((size_t)d->Vp != V)
 		TRY(dalloc(d, &d->head_w, C * d->Vp, mm, "the padded head"));
-	if ((size_t)d->Vp != V || grads_bf16(d)) // head.cu's head_grad
+	if ((size_t)d->Vp != V || d->grads16) // head.cu's head_grad
 		TRY(dalloc(d, &d->head_g, C * d->Vp, f, "the padded head"));
 	TRY(dalloc(d, &d->losses, BT, f, "the losses"));
 	if (!d->fused_attn || (bf && d->biases)) // q, k, v's products in float

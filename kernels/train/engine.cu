@@ -545,7 +545,7 @@ extern "C" int tr_cuda_download(tr_cuda *d, float *p, float *g, float *mom1,
 	for (int i = 0; i < 4; i++) {
 		if (!host[i])
 			continue;
-		if (i == 1 && grads_bf16(d)) {
+		if (i == 1 && d->grads16) {
 			TRY(download_grads16(d, host[i]));
 			continue;
 		}

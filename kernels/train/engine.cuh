@@ -33,7 +33,13 @@ struct tr_cuda {
 	float *p, *g, *m1, *m2;          // g NULL where grads16
 	bf16 *p16;
 	bf16 *g16;                       // the gradients where grads16
-	int grads16;                     // bf16 gradients (plan.cu)
+	// Whether the gradients are bf16 (g16) rather than float (g): in
+	// bf16 mode on one process, unless ANDREA_TRAIN_BF16_GRADS=0
+	// (plan.cu).  The products write the weights' gradients rounded to
+	// bf16, as autocast's do, and the update and the norm read them so;
+	// the sums of parts (the head's gradient by parts, a tied head's
+	// with the embedding's) are made in float first.
+	int grads16;
 	tr_piece *pieces;                // the update's, over [lo, hi)
 	int npieces;
 	// data parallel (ranks.cu): alone, comm is NULL, world 1, the whole
@@ -122,17 +128,6 @@ struct tr_cuda {
 static inline void *mm_at(const tr_cuda *d, void *base, size_t i)
 {
 	return (char *)base + i * (d->prec == AT_PREC_BF16 ? 2 : 4);
-}
-
-// Whether the gradients are bf16 (g16) rather than float (g): in bf16
-// mode on one process, unless ANDREA_TRAIN_BF16_GRADS=0 (plan.cu).  The
-// products write the weights' gradients rounded to bf16, as autocast's
-// do, and the update and the norm read them so; the sums of parts (the
-// head's gradient by parts, a tied head's with the embedding's) are made
-// in float first.
-static inline int grads_bf16(const tr_cuda *d)
-{
-	return d->grads16;
 }
 
 // The gradient of the parameter at off, as the gradients are stored.
@@ -275,7 +270,7 @@ static inline float *lse_at(const tr_cuda *d, int l)
 
 // Whether to fuse the GELU into the MLP product where cuBLASLt can.
 int tr_plan_gelu_fused(int prec);
-// Whether the gradients are bf16 (grads_bf16) for ranks r (NULL: alone).
+// Whether the gradients are bf16 (grads16) for ranks r (NULL: alone).
 int tr_plan_grads16(int prec, const tr_cuda_ranks *r);
 // How many of the top layers keep their GELU outputs (gelu_kept), from
 // d's gelu_mm, head_rows, grads16 and shapes and the bytes of the stacks

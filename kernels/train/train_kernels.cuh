@@ -123,7 +123,7 @@ __device__ __forceinline__ double block_sum_double(double v, double *sh)
 #define NORM_BLOCKS 1024
 
 // The gradients g are float, or bf16 in bf16 mode on one process
-// (engine.cuh's grads_bf16).
+// (engine.cuh's grads16).
 // *out = sum of g[i]^2 (double), via partial[NORM_BLOCKS], fixed order.
 template <typename G>
 int tr_sumsq(const G *g, size_t n, double *out, double *partial);
